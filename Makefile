@@ -1,0 +1,39 @@
+# Two commands matter: `make run` and `make test`. Both set everything up first.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: run test bench lint baseline reliability clean setup
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,baseline]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/exai serve
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python -m scripts.bench.run_all
+
+baseline: $(STAMP)
+	$(BIN)/python -m scripts.baseline_collection.main --with-emulator
+
+reliability: $(STAMP)
+	$(BIN)/python -m pytest -q -m reliability tests/reliability $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests scripts
+	$(BIN)/ruff format --check src tests scripts
+	$(BIN)/mypy src
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

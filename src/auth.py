@@ -1,0 +1,115 @@
+"""Who is calling: static tokens and HS256 JWTs turned into a :class:`Principal`.
+
+Static tokens are compared in constant time (``hmac.compare_digest``) against
+every configured token, so the time taken does not reveal which prefix matched.
+A JWT needs ``sub``, ``exp`` and may carry ``nbf`` and ``scopes`` (a list of tool
+names, or ``"*"``); scopes restrict which tools the principal may call.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import jwt
+
+from exai.errors import UnauthorizedError
+
+__all__ = ["Authenticator", "Principal", "issue_token"]
+
+ANONYMOUS = "anonymous"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    name: str
+    scopes: frozenset[str] | None = None  # None: every tool
+    method: str = "token"
+
+    def may_call(self, tool: str) -> bool:
+        return self.scopes is None or "*" in self.scopes or tool in self.scopes
+
+
+def parse_token_list(spec: str) -> dict[str, str]:
+    """``"alice=tok1,bob=tok2"`` -> ``{"tok1": "alice", "tok2": "bob"}``."""
+    out: dict[str, str] = {}
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, sep, token = part.partition("=")
+        if not sep or not name.strip() or not token.strip():
+            raise ValueError("EXAI_WS_TOKENS entries must look like principal=token")
+        out[token.strip()] = name.strip()
+    return out
+
+
+class Authenticator:
+    def __init__(
+        self,
+        tokens: dict[str, str] | None = None,
+        jwt_secret: str | None = None,
+        leeway_s: float = 30.0,
+    ) -> None:
+        self._tokens = [(t.encode(), name) for t, name in (tokens or {}).items()]
+        self._jwt_secret = jwt_secret
+        self._leeway = leeway_s
+
+    @property
+    def open(self) -> bool:
+        """True when no credential is configured: everyone is ``anonymous``."""
+        return not self._tokens and not self._jwt_secret
+
+    def authenticate(self, token: str | None) -> Principal:
+        if self.open:
+            return Principal(ANONYMOUS, method="none")
+        if not token:
+            raise UnauthorizedError("a token is required")
+        if self._jwt_secret and token.count(".") == 2:
+            return self._from_jwt(token)
+        match = self._match_static(token.encode())
+        if match is None:
+            raise UnauthorizedError("invalid token")
+        return Principal(match, method="token")
+
+    def _match_static(self, presented: bytes) -> str | None:
+        found = None
+        for candidate, name in self._tokens:
+            # Compare against every token, not stopping at the first match.
+            if hmac.compare_digest(candidate, presented) and found is None:
+                found = name
+        return found
+
+    def _from_jwt(self, token: str) -> Principal:
+        assert self._jwt_secret is not None
+        try:
+            claims = jwt.decode(
+                token,
+                self._jwt_secret,
+                algorithms=["HS256"],
+                leeway=self._leeway,
+                options={"require": ["exp", "sub"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise UnauthorizedError("token expired") from None
+        except jwt.ImmatureSignatureError:
+            raise UnauthorizedError("token not yet valid") from None
+        except jwt.InvalidTokenError as exc:
+            raise UnauthorizedError(f"invalid token: {exc}") from None
+        scopes = claims.get("scopes")
+        if isinstance(scopes, str):
+            scopes = scopes.replace(",", " ").split()
+        scope_set = frozenset(str(s) for s in scopes) if scopes is not None else None
+        return Principal(str(claims["sub"]), scopes=scope_set, method="jwt")
+
+
+def issue_token(
+    secret: str, sub: str, scopes: Iterable[str] | None = None, ttl_s: float = 3600.0
+) -> str:
+    now = int(time.time())
+    claims: dict[str, object] = {"sub": sub, "iat": now, "nbf": now, "exp": now + int(ttl_s)}
+    if scopes is not None:
+        claims["scopes"] = list(scopes)
+    return jwt.encode(claims, secret, algorithm="HS256")

@@ -1,0 +1,55 @@
+"""``exai``: the command line. Each subcommand lives in its own module here.
+
+A module in ``COMMANDS`` exposes ``register(subparsers)``, which adds its parser
+and sets ``func`` to a callable taking the parsed arguments and returning an exit
+code. Settings are loaded lazily by the commands that need them, so a broken
+``.env`` still lets ``exai --help`` run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from exai import __version__
+
+__all__ = ["main"]
+
+COMMANDS = [
+    "exai.cli.serve",  # serve, config, token
+    "exai.cli.call",  # call
+    "exai.cli.conversations",  # conversations ...
+    "exai.cli.audit",  # audit ...
+    "exai.cli.shim",  # shim
+    "exai.cli.baseline",  # baseline
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="exai", description="Kimi and GLM tool daemon")
+    parser.add_argument("--version", action="version", version=f"exai {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # subcommand not built yet
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    return int(func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""The exceptions exai raises, one per protocol error code.
+
+Anything below the daemon (tools, providers, stores) raises one of these; the
+daemon turns it into the ``error`` of a ``call_tool_res`` with :meth:`ExaiError.info`.
+Any other exception escaping a tool is a bug and becomes ``INTERNAL_ERROR``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exai.protocol import ErrorCode, ErrorInfo
+
+__all__ = [
+    "CancelledError",
+    "ContextTooLongError",
+    "ConversationNotFoundError",
+    "ExaiError",
+    "ForbiddenError",
+    "InternalError",
+    "OverCapacityError",
+    "ProviderError",
+    "RateLimitedError",
+    "TimeoutError_",
+    "ToolNotFoundError",
+    "UnauthorizedError",
+    "ValidationError_",
+]
+
+
+class ExaiError(Exception):
+    code: ErrorCode = ErrorCode.INTERNAL_ERROR
+    retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool | None = None,
+        retry_after_s: float | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        if retryable is not None:
+            self.retryable = retryable
+        self.retry_after_s = retry_after_s
+        self.details = details
+
+    def info(self) -> ErrorInfo:
+        return ErrorInfo(
+            code=self.code,
+            message=self.message,
+            retryable=self.retryable,
+            retry_after_s=self.retry_after_s,
+            details=self.details,
+        )
+
+
+class ToolNotFoundError(ExaiError):
+    code = ErrorCode.TOOL_NOT_FOUND
+
+
+class ValidationError_(ExaiError):  # noqa: N801 - pydantic already owns ValidationError
+    code = ErrorCode.VALIDATION_ERROR
+
+
+class UnauthorizedError(ExaiError):
+    code = ErrorCode.UNAUTHORIZED
+
+
+class ForbiddenError(ExaiError):
+    code = ErrorCode.FORBIDDEN
+
+
+class OverCapacityError(ExaiError):
+    code = ErrorCode.OVER_CAPACITY
+    retryable = True
+
+
+class RateLimitedError(ExaiError):
+    code = ErrorCode.RATE_LIMITED
+    retryable = True
+
+
+class TimeoutError_(ExaiError):  # noqa: N801 - builtins already own TimeoutError
+    code = ErrorCode.TIMEOUT
+    retryable = True
+
+
+class CancelledError(ExaiError):
+    code = ErrorCode.CANCELLED
+
+
+class ProviderError(ExaiError):
+    code = ErrorCode.PROVIDER_ERROR
+
+
+class ContextTooLongError(ExaiError):
+    code = ErrorCode.CONTEXT_TOO_LONG
+
+
+class ConversationNotFoundError(ExaiError):
+    code = ErrorCode.CONVERSATION_NOT_FOUND
+
+
+class InternalError(ExaiError):
+    code = ErrorCode.INTERNAL_ERROR

@@ -1,0 +1,111 @@
+"""The provider plugin interface: what every model backend implements.
+
+Messages are plain dicts in the OpenAI chat format (``role``, ``content``, and
+``tool_calls`` / ``tool_call_id`` where they apply); reasoning text never goes in
+``content`` and is returned apart. A provider raises only :mod:`exai.errors`
+exceptions (``RateLimitedError``, ``ContextTooLongError``, ``ProviderError``...)
+with ``retryable`` set truthfully; SDK exceptions never escape a plugin.
+
+Plugins are found through the ``exai.providers`` entry-point group; each entry
+point names a factory ``(settings) -> Provider``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "ChatRequest",
+    "ChatResponse",
+    "Delta",
+    "Provider",
+    "Usage",
+]
+
+
+@dataclass(slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: Usage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.reasoning_tokens += other.reasoning_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    model: str  # the provider's own model id, already resolved from aliases
+    messages: list[dict[str, Any]]
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    thinking: bool | None = None  # None: the model's default
+    web_search: bool = False
+    request_id: str | None = None  # for logs and audit correlation
+
+
+@dataclass(slots=True)
+class ChatResponse:
+    text: str
+    model: str
+    provider: str
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    # Every message the exchange produced, in order (assistant tool-call turns and
+    # tool results of a web-search round trip included, then the final answer),
+    # exactly as they must be stored to replay the conversation.
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    retries: int = 0
+    latency_ms: float = 0.0
+
+
+@dataclass(slots=True)
+class Delta:
+    kind: Literal["text", "reasoning", "tool_call", "usage", "done"]
+    text: str = ""
+    tool_call: dict[str, Any] | None = None
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    # On "done": the complete response, assembled by the plugin.
+    response: ChatResponse | None = None
+
+
+class Provider(ABC):
+    """One model backend. Instances are shared by all calls; keep no per-call state."""
+
+    name: str
+
+    @abstractmethod
+    def configured(self) -> bool:
+        """True when credentials (or a base URL) are present."""
+
+    @abstractmethod
+    async def complete(self, request: ChatRequest) -> ChatResponse: ...
+
+    @abstractmethod
+    def stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
+        """Yield deltas as they arrive; the last one is ``Delta("done", response=...)``."""
+
+    async def list_models(self) -> list[str]:
+        return []
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,119 @@
+"""What a tool is, and what it is handed for one call.
+
+A tool declares a pydantic ``Input`` model (its ``inputSchema`` is generated from
+it), a terse ``description`` and an async ``run(arguments, context)``. Tools are
+stateless singletons: everything a call needs arrives in its :class:`ToolContext`,
+and anything that must outlive the call goes to the conversation store.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from exai.auth import Principal
+    from exai.settings import Settings
+
+__all__ = ["NullAudit", "Services", "Tool", "ToolContext", "ToolInput", "ToolResult"]
+
+Profile = Literal["lean", "standard", "full"]
+PROFILE_ORDER: dict[str, int] = {"lean": 0, "standard": 1, "full": 2}
+
+
+class ToolInput(BaseModel):
+    """Base for tool inputs: unknown arguments are an error, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class NullAudit:
+    """The audit sink used when the audit trail is off."""
+
+    def emit(self, kind: str, /, **fields: Any) -> None:
+        return None
+
+
+@dataclass
+class Services:
+    """The long-lived things tools may use. Built once by the daemon."""
+
+    settings: Settings
+    audit: Any = field(default_factory=NullAudit)
+    providers: Any = None  # exai.providers.ProviderRegistry
+    store: Any = None  # exai.store.ConversationStore
+    limits: Any = None  # exai.daemon.limits.Limits (per-provider capacity)
+    stats: Callable[[], dict[str, Any]] | None = None  # daemon snapshot for `status`
+    registry: Any = None  # the ToolRegistry, for tools that describe the others
+
+
+@dataclass
+class ToolContext:
+    """Everything one call may know. Created per call; never stored on a tool."""
+
+    request_id: str
+    session_id: str
+    principal: Principal
+    tool: str
+    deadline: float  # time.monotonic() value
+    services: Services
+    log: Any
+    stream_requested: bool = False
+    progress_cb: Callable[[str, float | None, float | None], Awaitable[None]] | None = None
+    stream_cb: Callable[[str], Awaitable[None]] | None = None
+
+    def remaining(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    async def progress(
+        self, message: str, progress: float | None = None, total: float | None = None
+    ) -> None:
+        if self.progress_cb is not None:
+            await self.progress_cb(message, progress, total)
+
+    async def stream(self, text: str) -> None:
+        """Send a ``stream_chunk``; a no-op unless the client asked to stream."""
+        if self.stream_requested and self.stream_cb is not None and text:
+            await self.stream_cb(text)
+
+    @property
+    def settings(self) -> Settings:
+        return self.services.settings
+
+
+@dataclass
+class ToolResult:
+    text: str | list[str]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def texts(self) -> list[str]:
+        return [self.text] if isinstance(self.text, str) else list(self.text)
+
+
+class Tool:
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Input: ClassVar[type[BaseModel]]
+    # The smallest profile that includes this tool.
+    profile: ClassVar[Profile] = "standard"
+    # Kept whatever the profile and the allow/deny lists say.
+    always_on: ClassVar[bool] = False
+
+    _schema: ClassVar[dict[str, Any] | None] = None
+
+    @classmethod
+    def input_schema(cls) -> dict[str, Any]:
+        if cls.__dict__.get("_schema") is None:
+            schema = cls.Input.model_json_schema()
+            schema.pop("title", None)
+            cls._schema = schema
+        assert cls._schema is not None
+        return cls._schema
+
+    async def run(self, arguments: Any, context: ToolContext) -> ToolResult:
+        raise NotImplementedError
