@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal
+from typing import Any, Literal
 
 import structlog
 
@@ -41,5 +41,6 @@ def configure_logging(
     )
 
 
-def get_logger(name: str = "exai", **bound: object) -> structlog.typing.FilteringBoundLogger:
-    return structlog.get_logger(name).bind(**bound)
+def get_logger(name: str = "exai", **bound: object) -> Any:
+    # A lazy proxy: module-level loggers pick up the configuration made later at start-up.
+    return structlog.get_logger(name, **bound)

@@ -12,12 +12,12 @@ raise :class:`FrameError` with a protocol error code when that is impossible.
 
 from __future__ import annotations
 
-import json
 import re
 from enum import IntEnum, StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic_core import from_json
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -304,8 +304,9 @@ def _describe(exc: ValidationError) -> tuple[str, dict[str, Any]]:
 def parse_client_frame(text: str | bytes) -> Any:
     """Parse one client frame; raise :class:`FrameError` if it is not a valid one."""
     try:
-        obj = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
+        # pydantic-core's parser: several times faster than json, and it bounds nesting depth.
+        obj = from_json(text)
+    except (ValueError, RecursionError) as exc:
         raise FrameError(f"frame is not valid JSON: {exc}", not_json=True) from None
     if not isinstance(obj, dict):
         raise FrameError("frame must be a JSON object")

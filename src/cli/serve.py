@@ -1,0 +1,89 @@
+"""``exai serve``, ``exai config`` and ``exai token issue``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+
+from exai.settings import SettingsError, load_settings
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("serve", help="run the daemon")
+    p.add_argument("--host", help="override EXAI_WS_HOST")
+    p.add_argument("--port", type=int, help="override EXAI_WS_PORT")
+    p.set_defaults(func=_serve)
+
+    c = sub.add_parser("config", help="print the effective settings, secrets masked")
+    c.add_argument("--json", action="store_true", help="print JSON")
+    c.set_defaults(func=_config)
+
+    t = sub.add_parser("token", help="mint access tokens")
+    tsub = t.add_subparsers(dest="token_command", metavar="ACTION", required=True)
+    issue = tsub.add_parser("issue", help="issue an HS256 JWT signed with EXAI_JWT_SECRET")
+    issue.add_argument("--sub", required=True, help="the principal name")
+    issue.add_argument("--scopes", nargs="*", help="tools the token may call (default: all)")
+    issue.add_argument("--ttl", type=float, default=3600.0, help="lifetime in seconds")
+    issue.set_defaults(func=_token_issue)
+
+
+def _load(**overrides: object):  # type: ignore[no-untyped-def]
+    try:
+        return load_settings(**{k: v for k, v in overrides.items() if v is not None})
+    except SettingsError as exc:
+        print(f"exai: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    settings = _load(ws_host=args.host, ws_port=args.port)
+    from exai.daemon import Daemon
+    from exai.logs import configure_logging
+
+    configure_logging(settings.log_format, settings.log_level)
+
+    async def main() -> None:
+        daemon = Daemon(settings)
+        try:
+            await daemon.start()
+        except (OSError, RuntimeError) as exc:
+            print(f"exai: cannot start: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await daemon.stop()
+
+    asyncio.run(main())
+    return 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    settings = _load()
+    values = settings.masked()
+    if args.json:
+        print(json.dumps(values, indent=2, default=str))
+    else:
+        width = max(len(k) for k in values)
+        for key, value in values.items():
+            shown = ",".join(value) if isinstance(value, list) else value
+            print(f"{key.ljust(width)}  {shown}")
+    return 0
+
+
+def _token_issue(args: argparse.Namespace) -> int:
+    settings = _load()
+    if settings.jwt_secret is None or not settings.jwt_secret.get_secret_value():
+        print("exai: set EXAI_JWT_SECRET to issue tokens", file=sys.stderr)
+        return 2
+    from exai.auth import issue_token
+
+    print(issue_token(settings.jwt_secret.get_secret_value(), args.sub, args.scopes, args.ttl))
+    return 0

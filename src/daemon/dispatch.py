@@ -1,0 +1,296 @@
+"""From a ``call_tool`` frame to exactly one ``call_tool_res``.
+
+``Dispatcher.call`` checks the request (replay, tool, scope, arguments, rate),
+acknowledges it with the deadline it will enforce, and runs the tool in a task
+of its own so calls on one connection run concurrently and finish in any order.
+The task waits for capacity (per session, then global), runs the tool under the
+deadline, and always ends by delivering one result: the tool's answer, or the
+error that stopped it (``TIMEOUT``, ``CANCELLED``, ``OVER_CAPACITY``, ...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+
+from exai.errors import (
+    CancelledError,
+    ExaiError,
+    ForbiddenError,
+    InternalError,
+    OverCapacityError,
+    TimeoutError_,
+    ToolNotFoundError,
+    ValidationError_,
+)
+from exai.limits import CapacityLimiter, TokenBucket
+from exai.logs import get_logger
+from exai.protocol import (
+    CallToolAck,
+    CallToolFrame,
+    CallToolResult,
+    ErrorInfo,
+    ProgressFrame,
+    ResultMetadata,
+    StreamChunk,
+    TextOutput,
+)
+from exai.tools.base import NullAudit, Services, ToolContext, ToolResult
+from exai.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from exai.daemon.metrics import DaemonMetrics
+    from exai.daemon.session import Session
+
+from exai.daemon.session import Call
+
+__all__ = ["Dispatcher"]
+
+log = get_logger("exai.daemon")
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        services: Services,
+        registry: ToolRegistry,
+        metrics: DaemonMetrics,
+        global_limiter: CapacityLimiter,
+    ) -> None:
+        self.services = services
+        self.settings = services.settings
+        self.registry = registry
+        self.metrics = metrics
+        self.global_limiter = global_limiter
+        self._buckets: dict[str, TokenBucket] = {}
+        self.running: set[Call] = set()
+        self.draining = False
+
+    # --- admission --------------------------------------------------------
+
+    async def call(self, session: Session, frame: CallToolFrame) -> None:
+        rid = frame.request_id
+        running = session.calls.get(rid)
+        if running is not None:  # a retry of a call still running: attach to it
+            await session.deliver(CallToolAck(request_id=rid, timeout_s=running.timeout_s))
+            return
+        replayed = session.replay(rid, self.settings.replay_window_s)
+        if replayed is not None:
+            meta = replayed.metadata.model_copy(update={"replayed": True})
+            await session.deliver(replayed.model_copy(update={"metadata": meta}))
+            return
+        try:
+            tool, arguments = self._admit(session, frame)
+        except ExaiError as exc:
+            self.metrics.calls.labels(self._label(frame.name), exc.code.value).inc()
+            await session.deliver(_error_result(rid, frame.name, exc, 0.0))
+            return
+
+        s = self.settings
+        timeout_s = min(frame.timeout_s or s.default_timeout_s, s.max_timeout_s)
+        now = time.monotonic()
+        call = Call(rid, tool.name, timeout_s, deadline=now + timeout_s, started=now,
+                    last_progress=now)  # fmt: skip
+        session.calls[rid] = call
+        self.running.add(call)
+        await session.deliver(CallToolAck(request_id=rid, timeout_s=timeout_s))
+        call.task = asyncio.create_task(
+            self._run(session, call, tool, arguments, frame), name=f"call:{session.id}:{rid}"
+        )
+
+    def _admit(self, session: Session, frame: CallToolFrame) -> tuple[Any, Any]:
+        if self.draining:
+            raise OverCapacityError("the daemon is shutting down", retry_after_s=1.0)
+        tool = self.registry.get(frame.name)
+        if tool is None:
+            raise ToolNotFoundError(
+                f"unknown tool {frame.name!r}; call list_tools for the available ones"
+            )
+        if not session.principal.may_call(tool.name):
+            raise ForbiddenError(f"principal {session.principal.name!r} may not call {tool.name!r}")
+        try:
+            arguments = tool.Input.model_validate(frame.arguments)
+        except pydantic.ValidationError as exc:
+            fields = [
+                {"field": ".".join(str(p) for p in e["loc"]) or "(arguments)", "problem": e["msg"]}
+                for e in exc.errors(include_url=False, include_input=False)
+            ]
+            listed = "; ".join(f"{f['field']}: {f['problem']}" for f in fields[:8])
+            raise ValidationError_(
+                f"invalid arguments for {tool.name}: {listed}", details={"fields": fields}
+            ) from None
+        self._rate_limit(session.principal.name)
+        return tool, arguments
+
+    def _rate_limit(self, principal: str) -> None:
+        s = self.settings
+        if s.rate_limit_per_min <= 0:
+            return
+        bucket = self._buckets.get(principal)
+        if bucket is None:
+            bucket = self._buckets[principal] = TokenBucket(
+                s.rate_limit_per_min / 60.0, s.rate_limit_burst
+            )
+        bucket.take()
+
+    # --- execution --------------------------------------------------------
+
+    async def _run(
+        self, session: Session, call: Call, tool: Any, arguments: Any, frame: CallToolFrame
+    ) -> None:
+        rid = call.request_id
+        clog = log.bind(session_id=session.id, request_id=rid, tool=tool.name)
+        audit = self.services.audit
+        if not isinstance(audit, NullAudit):
+            audit.emit("call_started", session_id=session.id, request_id=rid, tool=tool.name,
+                       principal=session.principal.name, **_digest(frame.arguments))  # fmt: skip
+        result: ToolResult | None = None
+        error: ExaiError | None = None
+        try:
+            async with asyncio.timeout_at(_loop_deadline(call.deadline)):
+                waited = time.monotonic()
+                async with session.limiter.slot(), self.global_limiter.slot():
+                    self.metrics.queue_wait.observe(time.monotonic() - waited)
+                    call.ran = True
+                    context = self._context(session, call, tool.name, frame.stream, clog)
+                    result = await tool.run(arguments, context)
+        except ExaiError as exc:
+            error = exc
+        except TimeoutError:
+            call.cancel_reason = call.cancel_reason or "timeout"
+            error = TimeoutError_(f"{tool.name} did not finish within {call.timeout_s:g}s")
+        except asyncio.CancelledError:
+            error = _cancelled(call.cancel_reason)
+            # Uncancel so the result below can still be delivered from this task.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+        except Exception as exc:  # a bug in a tool: report it, keep serving
+            clog.exception("tool raised")
+            error = InternalError(f"{tool.name} failed: {type(exc).__name__}: {exc}")
+        latency_ms = (time.monotonic() - call.started) * 1000
+        if error is None and result is not None:
+            res = _ok_result(rid, tool.name, result, latency_ms)
+        else:
+            assert error is not None
+            res = _error_result(rid, tool.name, error, latency_ms)
+        status = "ok" if res.error is None else res.error.code.value
+        self.metrics.calls.labels(tool.name, status).inc()
+        self.metrics.latency.labels(tool.name).observe(latency_ms / 1000)
+        audit.emit("call_finished", session_id=session.id, request_id=rid, tool=tool.name,
+                   principal=session.principal.name, duration_ms=round(latency_ms, 3),
+                   status="ok" if res.error is None else "error",
+                   error_code=None if res.error is None else res.error.code.value)  # fmt: skip
+        if res.error is not None:
+            clog.info("call failed", code=status, message=res.error.message,
+                      latency_ms=round(latency_ms, 2))  # fmt: skip
+        else:
+            clog.debug("call finished", latency_ms=round(latency_ms, 2))
+        session.calls.pop(rid, None)
+        self.running.discard(call)
+        session.last_seen = time.monotonic()
+        if call.ran:
+            session.remember(res, self.settings.replay_window_s, self.settings.replay_max_entries)
+        await session.deliver(res)
+
+    def _context(
+        self, session: Session, call: Call, tool: str, stream: bool, clog: Any
+    ) -> ToolContext:
+        rid = call.request_id
+        seq = 0
+
+        async def progress(message: str, progress: float | None, total: float | None) -> None:
+            call.last_progress = time.monotonic()
+            await session.deliver(
+                ProgressFrame(request_id=rid, message=message, progress=progress, total=total)
+            )
+
+        async def chunk(text: str) -> None:
+            nonlocal seq
+            call.last_progress = time.monotonic()
+            await session.deliver(StreamChunk(request_id=rid, seq=seq, text=text))
+            seq += 1
+
+        return ToolContext(
+            request_id=rid,
+            session_id=session.id,
+            principal=session.principal,
+            tool=tool,
+            deadline=call.deadline,
+            services=self.services,
+            log=clog,
+            stream_requested=stream,
+            progress_cb=progress,
+            stream_cb=chunk,
+        )
+
+    def cancel(self, session: Session, request_id: str, reason: str = "cancel") -> bool:
+        call = session.calls.get(request_id)
+        if call is None or call.task is None or call.task.done():
+            return False
+        call.cancel_reason = reason
+        call.task.cancel()
+        return True
+
+    async def heartbeat(self, sessions: Any, interval: float) -> None:
+        """Tell clients a long call is alive, so their own tool timeouts don't fire."""
+        now = time.monotonic()
+        for session in sessions:
+            for call in list(session.calls.values()):
+                if now - call.last_progress >= interval:
+                    call.last_progress = now
+                    elapsed = now - call.started
+                    await session.deliver(
+                        ProgressFrame(request_id=call.request_id,
+                                      message=f"{call.tool} running ({elapsed:.0f}s)")  # fmt: skip
+                    )
+
+    def _label(self, name: str) -> str:
+        # Unknown names must not create unbounded label sets.
+        return name if self.registry.get(name) is not None else "unknown"
+
+
+def _loop_deadline(monotonic_deadline: float) -> float:
+    loop = asyncio.get_running_loop()
+    return loop.time() + (monotonic_deadline - time.monotonic())
+
+
+def _cancelled(reason: str | None) -> ExaiError:
+    if reason == "timeout":
+        return TimeoutError_("the call did not finish in time")
+    if reason == "shutdown":
+        return CancelledError("cancelled: the daemon is shutting down", retryable=True)
+    return CancelledError("cancelled by the client")
+
+
+def _digest(arguments: dict[str, Any]) -> dict[str, Any]:
+    # The audit trail records a digest and the size of the arguments, never their text.
+    raw = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return {"args_digest": hashlib.sha256(raw).hexdigest(), "args_bytes": len(raw)}
+
+
+def _ok_result(rid: str, tool: str, result: ToolResult, latency_ms: float) -> CallToolResult:
+    meta = dict(result.metadata)
+    meta.pop("tool", None)
+    meta.pop("latency_ms", None)
+    return CallToolResult(
+        request_id=rid,
+        outputs=[TextOutput(text=t) for t in result.texts],
+        error=None,
+        metadata=ResultMetadata(tool=tool, latency_ms=round(latency_ms, 3), **meta),
+    )
+
+
+def _error_result(rid: str, tool: str, exc: ExaiError, latency_ms: float) -> CallToolResult:
+    info: ErrorInfo = exc.info()
+    return CallToolResult(
+        request_id=rid,
+        outputs=[],
+        error=info,
+        metadata=ResultMetadata(tool=tool, latency_ms=round(latency_ms, 3)),
+    )

@@ -1,0 +1,81 @@
+"""Plain HTTP on the WebSocket port: ``/health``, ``/ready`` and ``/metrics``.
+
+websockets calls ``process_request`` before each opening handshake; answering
+there serves these endpoints without a second listener. The same hook refuses a
+WebSocket upgrade with 503 when the connection limits are reached, before any
+per-connection state exists.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+
+from websockets.asyncio.server import ServerConnection
+from websockets.http11 import Request, Response
+
+if TYPE_CHECKING:
+    from exai.daemon.server import Daemon
+
+__all__ = ["HttpEndpoints"]
+
+_PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class HttpEndpoints:
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+
+    async def process_request(self, ws: ServerConnection, request: Request) -> Response | None:
+        path = request.path.split("?", 1)[0]
+        if path == "/health":
+            body = {"status": "ok", "uptime_s": round(time.time() - self.daemon.started_at, 1)}
+            return _json(ws, HTTPStatus.OK, body)
+        if path == "/ready":
+            ready, checks = await self.readiness()
+            return _json(ws, HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE,
+                         {"ready": ready, "checks": checks})  # fmt: skip
+        if path == "/metrics":
+            return _typed(ws, HTTPStatus.OK, self.daemon.metrics.render().decode(), _PROMETHEUS)
+        if request.headers.get("Upgrade", "").lower() != "websocket":
+            return _json(ws, HTTPStatus.NOT_FOUND, {"error": "not found",
+                                                    "endpoints": ["/health", "/ready", "/metrics",
+                                                                  "ws:// (protocol v1)"]})  # fmt: skip
+        peer = ws.remote_address[0] if ws.remote_address else "?"
+        refusal = self.daemon.at_connection_limit(str(peer))
+        if refusal is not None:
+            return _json(ws, HTTPStatus.SERVICE_UNAVAILABLE, {"error": refusal})
+        return None
+
+    async def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """Each dependency reports ``ok``; the daemon is ready when all of them do."""
+        checks: dict[str, Any] = {"server": {"ok": not self.daemon.dispatcher.draining}}
+        services = self.daemon.services
+        store = getattr(services, "store", None)
+        if store is not None and hasattr(store, "ping"):
+            try:
+                await store.ping()
+                checks["store"] = {"ok": True}
+            except Exception as exc:
+                checks["store"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        audit_stats = getattr(getattr(services, "audit", None), "stats", None)
+        if callable(audit_stats):
+            st = audit_stats()
+            checks["audit"] = {"ok": st.get("dropped", 0) == 0, **st}
+        providers = getattr(services, "providers", None)
+        if providers is not None:
+            checks["providers"] = {"ok": True, **providers.status()}
+        return all(c.get("ok", False) for c in checks.values()), checks
+
+
+def _json(ws: ServerConnection, status: HTTPStatus, body: Any) -> Response:
+    return _typed(ws, status, json.dumps(body, default=str) + "\n", "application/json")
+
+
+def _typed(ws: ServerConnection, status: HTTPStatus, text: str, content_type: str) -> Response:
+    response = ws.respond(status, text)
+    del response.headers["Content-Type"]
+    response.headers["Content-Type"] = content_type
+    return response

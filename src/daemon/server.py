@@ -1,0 +1,237 @@
+"""The daemon: a websockets server, its sessions, limits and services.
+
+``Daemon`` wires the pieces together and owns their lifetimes: the services
+(conversation store, providers, audit trail), the tool registry, the limits, the
+heartbeat that keeps long calls visibly alive, and graceful shutdown (stop
+accepting, let calls finish within the grace period, cancel the rest with
+``CANCELLED``, close every connection with 1001).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+
+from exai import __version__
+from exai.auth import Authenticator, parse_token_list
+from exai.daemon.connection import ConnectionHandler
+from exai.daemon.dispatch import Dispatcher
+from exai.daemon.http import HttpEndpoints
+from exai.daemon.metrics import DaemonMetrics
+from exai.daemon.services import build_services, close_services
+from exai.daemon.session import SessionRegistry
+from exai.limits import CapacityLimiter
+from exai.logs import get_logger
+from exai.protocol import CloseCode
+from exai.settings import Settings
+from exai.tools.base import Services
+from exai.tools.registry import ToolRegistry
+
+__all__ = ["Daemon"]
+
+log = get_logger("exai.daemon")
+
+_LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+class Daemon:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        registry: ToolRegistry | None = None,
+        services: Services | None = None,
+    ) -> None:
+        self.settings = settings
+        self.registry = registry or ToolRegistry.from_entry_points(settings)
+        self._own_services = services is None
+        self.services = services
+        self.auth = _authenticator(settings)
+        self.metrics = DaemonMetrics()
+        s = settings
+        self.global_limiter = CapacityLimiter("the daemon", s.max_inflight, s.queue_max,
+                                              s.queue_timeout_s)  # fmt: skip
+        self.sessions = SessionRegistry(
+            lambda sid: CapacityLimiter(f"session {sid}", s.max_inflight_per_session,
+                                        s.max_inflight_per_session * 4, s.queue_timeout_s),
+            idle_ttl_s=max(s.replay_window_s, 60.0),
+        )  # fmt: skip
+        self.connections: set[ServerConnection] = set()
+        self.per_ip: Counter[str] = Counter()
+        self.started_at = time.time()
+        self._server: Server | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.stopped = asyncio.Event()
+
+    # --- lifecycle ------------------------------------------------------------
+
+    async def start(self) -> None:
+        s = self.settings
+        if self.auth.open:
+            if s.ws_host not in _LOOPBACK:
+                raise RuntimeError(
+                    f"refusing to listen on {s.ws_host} without a token: set EXAI_WS_TOKEN, "
+                    "EXAI_WS_TOKENS or EXAI_JWT_SECRET, or bind EXAI_WS_HOST=127.0.0.1"
+                )
+            log.warning("no token configured: any local process may call tools",
+                        host=s.ws_host)  # fmt: skip
+        if self.services is None:
+            self.services = await build_services(s)
+        self.services.registry = self.registry
+        self.services.stats = self.stats
+        self.audit = self.services.audit
+        self.dispatcher = Dispatcher(self.services, self.registry, self.metrics,
+                                     self.global_limiter)  # fmt: skip
+        self.http = HttpEndpoints(self)
+        self._register_gauges()
+        self._server = await serve(
+            ConnectionHandler(self),
+            s.ws_host,
+            s.ws_port,
+            process_request=self.http.process_request,
+            compression="deflate" if s.ws_compression else None,
+            # Frames between max_frame_bytes and twice that get an error frame from us;
+            # beyond that websockets closes with 1009 before reading them into memory.
+            max_size=s.max_frame_bytes * 2,
+            max_queue=64,
+            ping_interval=20,
+            ping_timeout=20,
+            server_header=f"exai/{__version__}",
+        )
+        self._ticker = asyncio.create_task(self._tick(), name="exai-heartbeat")
+        log.info("daemon listening", host=s.ws_host, port=self.port, tools=len(self.registry.names()))
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        sock = next(iter(self._server.sockets))
+        return int(sock.getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        return f"ws://{self.settings.ws_host}:{self.port}"
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        if self._stopping:
+            await self.stopped.wait()
+            return
+        self._stopping = True
+        grace = self.settings.shutdown_grace_s if grace_s is None else grace_s
+        log.info("daemon stopping", in_flight=len(self.dispatcher.running), grace_s=grace)
+        self.dispatcher.draining = True
+        assert self._server is not None
+        self._server.close(close_connections=False)
+        tasks = [c.task for c in self.dispatcher.running if c.task is not None]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace)
+            if pending:
+                for session in self.sessions:
+                    for rid in list(session.calls):
+                        self.dispatcher.cancel(session, rid, reason="shutdown")
+                await asyncio.wait(pending, timeout=5.0)
+        await asyncio.gather(
+            *(ws.close(CloseCode.GOING_AWAY, "server shutting down") for ws in list(self.connections)),
+            return_exceptions=True,
+        )
+        await self._server.wait_closed()
+        if self._ticker is not None:
+            self._ticker.cancel()
+        if self._own_services and self.services is not None:
+            await close_services(self.services)
+        log.info("daemon stopped")
+        self.stopped.set()
+
+    async def __aenter__(self) -> Daemon:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # --- bookkeeping ------------------------------------------------------------
+
+    def connection_opened(self, ws: ServerConnection, peer: str) -> None:
+        self.connections.add(ws)
+        self.per_ip[peer] += 1
+        self.metrics.connections_total.inc()
+
+    def connection_closed(self, ws: ServerConnection, peer: str) -> None:
+        self.connections.discard(ws)
+        self.per_ip[peer] -= 1
+        if self.per_ip[peer] <= 0:
+            del self.per_ip[peer]
+
+    def at_connection_limit(self, peer: str) -> str | None:
+        s = self.settings
+        if self._stopping:
+            return "the daemon is shutting down"
+        if len(self.connections) >= s.max_connections:
+            return f"too many connections ({s.max_connections})"
+        if self.per_ip[peer] >= s.max_connections_per_ip:
+            return f"too many connections from {peer} ({s.max_connections_per_ip})"
+        return None
+
+    async def _tick(self) -> None:
+        interval = self.settings.progress_interval_s
+        period = min(1.0, interval / 2)
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self.dispatcher.heartbeat(self.sessions, interval)
+                self.sessions.sweep(time.monotonic(), self.settings.replay_window_s,
+                                    self.settings.replay_max_entries)  # fmt: skip
+            except Exception:
+                log.exception("heartbeat failed")
+
+    def in_flight(self) -> int:
+        return len(self.dispatcher.running)
+
+    def stats(self) -> dict[str, Any]:
+        s = self.settings
+        out: dict[str, Any] = {
+            "version": __version__,
+            "uptime_s": round(time.time() - self.started_at, 1),
+            "connections": len(self.connections),
+            "sessions": len(self.sessions),
+            "in_flight": self.in_flight(),
+            "queued": self.global_limiter.waiting,
+            "limits": {
+                "max_inflight": s.max_inflight,
+                "max_inflight_per_session": s.max_inflight_per_session,
+                "max_connections": s.max_connections,
+                "max_frame_bytes": s.max_frame_bytes,
+                "rate_limit_per_min": s.rate_limit_per_min,
+            },
+        }
+        audit_stats = getattr(self.audit, "stats", None)
+        if callable(audit_stats):
+            out["audit"] = audit_stats()
+        return out
+
+    def _register_gauges(self) -> None:
+        m = self.metrics
+        m.gauge("exai_connections", "Open WebSocket connections", lambda: len(self.connections))
+        m.gauge("exai_sessions", "Known sessions", lambda: len(self.sessions))
+        m.gauge("exai_calls_in_flight", "Tool calls running", self.in_flight)
+        m.gauge("exai_calls_queued", "Calls waiting for capacity", lambda: self.global_limiter.waiting)
+        audit_stats = getattr(self.audit, "stats", None)
+        if callable(audit_stats):
+            m.gauge("exai_audit_backlog", "Audit events not yet shipped",
+                    lambda: audit_stats().get("backlog", 0))  # fmt: skip
+            m.gauge("exai_audit_dropped", "Audit events dropped at the outbox limit",
+                    lambda: audit_stats().get("dropped", 0))  # fmt: skip
+
+
+def _authenticator(settings: Settings) -> Authenticator:
+    tokens: dict[str, str] = {}
+    if settings.ws_token is not None and settings.ws_token.get_secret_value():
+        tokens[settings.ws_token.get_secret_value()] = "default"
+    if settings.ws_tokens is not None:
+        tokens.update(parse_token_list(settings.ws_tokens.get_secret_value()))
+    secret = settings.jwt_secret.get_secret_value() if settings.jwt_secret else None
+    return Authenticator(tokens, secret or None, settings.jwt_leeway_s)

@@ -1,0 +1,123 @@
+"""Sessions: who is connected, the calls they have in flight, and what finished.
+
+A session outlives its WebSocket: a client that reconnects and says ``hello``
+with the same ``session_id`` gets it back, with its running calls and the
+results of recent ones. That is what makes a retry after a reconnect safe: a
+``call_tool`` whose ``request_id`` already finished is answered from the replay
+cache, and one still running is attached to rather than started again.
+
+Nothing here touches a socket; a session only holds a ``send`` callable for the
+connection currently attached, which the connection layer swaps on resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from exai.auth import Principal
+from exai.errors import UnauthorizedError
+from exai.limits import CapacityLimiter
+from exai.protocol import CallToolResult
+
+__all__ = ["Call", "Session", "SessionRegistry"]
+
+Send = Callable[[Any], Awaitable[None]]
+
+
+@dataclass(eq=False)
+class Call:
+    """One ``call_tool`` in flight."""
+
+    request_id: str
+    tool: str
+    timeout_s: float
+    deadline: float  # time.monotonic()
+    started: float
+    task: asyncio.Task[None] | None = None
+    last_progress: float = 0.0
+    cancel_reason: str | None = None  # "cancel", "timeout" or "shutdown"
+    ran: bool = False
+
+
+@dataclass(eq=False)
+class Session:
+    id: str
+    principal: Principal
+    limiter: CapacityLimiter
+    send: Send | None = None
+    calls: dict[str, Call] = field(default_factory=dict)
+    finished: OrderedDict[str, tuple[float, CallToolResult]] = field(default_factory=OrderedDict)
+    last_seen: float = field(default_factory=time.monotonic)
+    connection: Any = None
+
+    async def deliver(self, frame: Any) -> None:
+        """Send to whichever connection is attached now; dropped if none is."""
+        send = self.send
+        if send is not None:
+            await send(frame)
+
+    def remember(self, result: CallToolResult, window_s: float, max_entries: int) -> None:
+        now = time.monotonic()
+        self.finished[result.request_id] = (now, result)
+        self.finished.move_to_end(result.request_id)
+        self._expire(now, window_s, max_entries)
+
+    def replay(self, request_id: str, window_s: float) -> CallToolResult | None:
+        entry = self.finished.get(request_id)
+        if entry is None or time.monotonic() - entry[0] > window_s:
+            return None
+        return entry[1]
+
+    def _expire(self, now: float, window_s: float, max_entries: int) -> None:
+        while self.finished:
+            _, (at, _) = next(iter(self.finished.items()))
+            if len(self.finished) > max_entries or now - at > window_s:
+                self.finished.popitem(last=False)
+            else:
+                break
+
+
+class SessionRegistry:
+    def __init__(self, make_limiter: Callable[[str], CapacityLimiter], idle_ttl_s: float) -> None:
+        self._sessions: dict[str, Session] = {}
+        self._make_limiter = make_limiter
+        self.idle_ttl_s = idle_ttl_s
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(list(self._sessions.values()))
+
+    def open(self, principal: Principal, session_id: str | None) -> tuple[Session, bool]:
+        """Return ``(session, resumed)``; resuming another principal's session is refused."""
+        if session_id is not None:
+            existing = self._sessions.get(session_id)
+            if existing is not None:
+                if existing.principal.name != principal.name:
+                    raise UnauthorizedError("session belongs to another principal")
+                existing.principal = principal  # a refreshed JWT may carry new scopes
+                existing.last_seen = time.monotonic()
+                return existing, True
+        sid = session_id or secrets.token_urlsafe(16)
+        session = Session(id=sid, principal=principal, limiter=self._make_limiter(sid))
+        self._sessions[sid] = session
+        return session, False
+
+    def sweep(self, now: float, replay_window_s: float, replay_max: int) -> int:
+        """Forget detached, idle sessions with nothing running; return how many."""
+        gone = 0
+        for sid, session in list(self._sessions.items()):
+            session._expire(now, replay_window_s, replay_max)
+            if session.send is None and not session.calls and now - session.last_seen > (
+                self.idle_ttl_s
+            ):
+                del self._sessions[sid]
+                gone += 1
+        return gone

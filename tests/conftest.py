@@ -1,0 +1,88 @@
+"""Shared fixtures: settings isolated from the developer's environment, a real
+daemon on an ephemeral loopback port, and real protocol clients."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exai.client import ExaiClient
+from exai.daemon import Daemon
+from exai.logs import configure_logging
+from exai.settings import Settings
+from exai.tools.base import Services, Tool
+from exai.tools.builtin import TOOLS as BUILTIN_TOOLS
+from exai.tools.registry import ToolRegistry
+
+# Logs go to a buffer that tests can read (the secret scans do), not to the terminal.
+LOG_BUFFER = io.StringIO()
+configure_logging("json", "info", stream=LOG_BUFFER)
+
+
+def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "ws_host": "127.0.0.1",
+        "ws_port": 0,
+        "data_dir": tmp_path / "data",
+        "allowed_roots": [str(tmp_path)],
+        "progress_interval_s": 60.0,
+        "audit_enabled": False,
+    }
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+@pytest.fixture
+def settings_factory(tmp_path: Path) -> Callable[..., Settings]:
+    return lambda **kw: make_settings(tmp_path, **kw)
+
+
+@asynccontextmanager
+async def running_daemon(
+    settings: Settings,
+    extra_tools: list[Tool] | None = None,
+    services: Services | None = None,
+) -> AsyncIterator[Daemon]:
+    registry = ToolRegistry(settings, [*BUILTIN_TOOLS, *(extra_tools or [])])
+    daemon = Daemon(settings, registry=registry, services=services)
+    await daemon.start()
+    try:
+        yield daemon
+    finally:
+        await daemon.stop(grace_s=2.0)
+
+
+@pytest.fixture
+async def daemon_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
+    stack: list[Any] = []
+
+    async def start(extra_tools: list[Tool] | None = None, **overrides: Any) -> Daemon:
+        cm = running_daemon(make_settings(tmp_path, **overrides), extra_tools)
+        daemon = await cm.__aenter__()
+        stack.append(cm)
+        return daemon
+
+    yield start
+    for cm in reversed(stack):
+        await cm.__aexit__(None, None, None)
+
+
+@pytest.fixture
+async def client_factory() -> AsyncIterator[Callable[..., Any]]:
+    clients: list[ExaiClient] = []
+
+    async def connect(daemon: Daemon | str, token: str | None = None, **kw: Any) -> ExaiClient:
+        url = daemon if isinstance(daemon, str) else daemon.url
+        client = ExaiClient(url, token, **kw)
+        await client.connect()
+        clients.append(client)
+        return client
+
+    yield connect
+    await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)

@@ -1,0 +1,157 @@
+"""The hello handshake: close codes, tokens, JWTs and session binding."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import jwt
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from exai.auth import issue_token
+from exai.client import HelloRefused
+from exai.protocol import CloseCode, ErrorCode, parse_server_frame
+
+SECRET = "test-jwt-secret-0123456789abcdef0123456789"
+
+
+async def _close_code(url: str, *frames: str | bytes) -> tuple[int | None, list[str]]:
+    received: list[str] = []
+    async with connect(url) as ws:
+        for frame in frames:
+            await ws.send(frame)
+        try:
+            while True:
+                received.append(await ws.recv())  # type: ignore[arg-type]
+        except ConnectionClosed as exc:
+            return (exc.rcvd.code if exc.rcvd else None), received
+
+
+async def test_hello_ack_carries_session_and_limits(daemon_factory, client_factory):
+    daemon = await daemon_factory(max_frame_bytes=4096, max_inflight_per_session=7)
+    client = await client_factory(daemon)
+    ack = client.hello
+    assert ack is not None and ack.ok and ack.protocol == 1
+    assert ack.limits.max_frame_bytes == 4096
+    assert ack.limits.max_inflight_per_session == 7
+    assert ack.server.name == "exai"
+    assert len(ack.session_id) >= 3
+
+
+async def test_first_frame_not_json_closes_4000(daemon_factory):
+    daemon = await daemon_factory()
+    code, _ = await _close_code(daemon.url, "this is not json")
+    assert code == CloseCode.NOT_JSON
+
+
+async def test_binary_first_frame_closes_4000(daemon_factory):
+    daemon = await daemon_factory()
+    code, _ = await _close_code(daemon.url, b"\x00\x01\x02")
+    assert code == CloseCode.NOT_JSON
+
+
+async def test_first_frame_not_hello_closes_4001(daemon_factory):
+    daemon = await daemon_factory()
+    code, _ = await _close_code(daemon.url, json.dumps({"op": "list_tools", "request_id": "1"}))
+    assert code == CloseCode.NOT_HELLO
+
+
+async def test_hello_timeout_closes_4002(daemon_factory):
+    daemon = await daemon_factory(hello_timeout_s=0.2)
+    code, _ = await _close_code(daemon.url)
+    assert code == CloseCode.HELLO_TIMEOUT
+
+
+async def test_wrong_token_gets_hello_ack_error_then_4003(daemon_factory):
+    daemon = await daemon_factory(ws_token="right-token")
+    code, frames = await _close_code(daemon.url, json.dumps({"op": "hello", "token": "wrong"}))
+    assert code == CloseCode.UNAUTHORIZED
+    ack = parse_server_frame(frames[0])
+    assert ack.ok is False and ack.error.code == ErrorCode.UNAUTHORIZED
+
+
+async def test_missing_token_refused(daemon_factory, client_factory):
+    daemon = await daemon_factory(ws_token="right-token")
+    with pytest.raises(HelloRefused) as info:
+        await client_factory(daemon, None)
+    assert info.value.error.code == ErrorCode.UNAUTHORIZED
+
+
+async def test_several_tokens_name_principals(daemon_factory, client_factory):
+    daemon = await daemon_factory(ws_tokens="alice=tok-a,bob=tok-b")
+    alice = await client_factory(daemon, "tok-a")
+    bob = await client_factory(daemon, "tok-b")
+    names = {s.principal.name for s in daemon.sessions}
+    assert names == {"alice", "bob"}
+    assert alice.session_id != bob.session_id
+
+
+async def test_jwt_accepted_and_expired_jwt_refused(daemon_factory, client_factory):
+    daemon = await daemon_factory(jwt_secret=SECRET, jwt_leeway_s=0)
+    ok = await client_factory(daemon, issue_token(SECRET, "carol", ttl_s=60))
+    assert ok.hello.ok
+    expired = jwt.encode({"sub": "carol", "exp": int(time.time()) - 10}, SECRET, "HS256")
+    with pytest.raises(HelloRefused) as info:
+        await client_factory(daemon, expired)
+    assert "expired" in info.value.error.message
+
+
+async def test_tampered_and_not_yet_valid_jwt_refused(daemon_factory, client_factory):
+    daemon = await daemon_factory(jwt_secret=SECRET, jwt_leeway_s=0)
+    good = issue_token(SECRET, "carol", ttl_s=60)
+    header, payload, sig = good.split(".")
+    tampered = f"{header}.{payload}.{sig[:-4]}AAAA"
+    with pytest.raises(HelloRefused):
+        await client_factory(daemon, tampered)
+    future = jwt.encode({"sub": "c", "exp": int(time.time()) + 600,
+                         "nbf": int(time.time()) + 300}, SECRET, "HS256")  # fmt: skip
+    with pytest.raises(HelloRefused) as info:
+        await client_factory(daemon, future)
+    assert "not yet valid" in info.value.error.message
+
+
+async def test_jwt_scopes_restrict_tools(daemon_factory, client_factory):
+    daemon = await daemon_factory(jwt_secret=SECRET)
+    client = await client_factory(daemon, issue_token(SECRET, "dave", scopes=["version"]))
+    assert (await client.call("version")).error is None
+    res = await client.call("echo", {"text": "x"})
+    assert res.error.code == ErrorCode.FORBIDDEN
+
+
+async def test_session_resume_by_same_principal(daemon_factory, client_factory):
+    daemon = await daemon_factory(ws_tokens="alice=tok-a")
+    first = await client_factory(daemon, "tok-a")
+    sid = first.session_id
+    await first.close()
+    again = await client_factory(daemon, "tok-a", session_id=sid)
+    assert again.session_id == sid
+
+
+async def test_resume_by_another_principal_is_unauthorized(daemon_factory, client_factory):
+    daemon = await daemon_factory(ws_tokens="alice=tok-a,bob=tok-b")
+    alice = await client_factory(daemon, "tok-a")
+    with pytest.raises(HelloRefused) as info:
+        await client_factory(daemon, "tok-b", session_id=alice.session_id)
+    assert info.value.error.code == ErrorCode.UNAUTHORIZED
+    # Alice's session is untouched and keeps working.
+    assert (await alice.call("echo", {"text": "still mine"})).outputs[0].text == "still mine"
+
+
+async def test_unsupported_protocol_version_refused(daemon_factory):
+    daemon = await daemon_factory()
+    code, frames = await _close_code(daemon.url, json.dumps({"op": "hello", "protocol": 99}))
+    assert code == CloseCode.NOT_HELLO
+    assert "not supported" in parse_server_frame(frames[0]).error.message
+
+
+async def test_no_token_refused_on_non_loopback(tmp_path):
+    from exai.daemon import Daemon
+    from tests.conftest import make_settings
+
+    daemon = Daemon(make_settings(tmp_path, ws_host="0.0.0.0"))
+    with pytest.raises(RuntimeError, match="without a token"):
+        await daemon.start()
+    await asyncio.sleep(0)

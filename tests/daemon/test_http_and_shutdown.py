@@ -1,0 +1,101 @@
+"""HTTP endpoints on the WebSocket port, and graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+
+import pytest
+from websockets.exceptions import ConnectionClosed
+
+from exai.client import ExaiClient
+from exai.protocol import ErrorCode
+from tests.conftest import make_settings, running_daemon
+from tests.daemon.tools import CountingTool
+
+
+def _get(url: str) -> tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, resp.headers["Content-Type"], resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], exc.read().decode()
+
+
+async def test_health_ready_metrics(daemon_factory, client_factory):
+    daemon = await daemon_factory()
+    client = await client_factory(daemon)
+    await client.call("echo", {"text": "x"})
+    await client.call("nope", {})
+    base = f"http://127.0.0.1:{daemon.port}"
+    status, ctype, body = await asyncio.to_thread(_get, base + "/health")
+    assert status == 200 and json.loads(body)["status"] == "ok"
+    status, _, body = await asyncio.to_thread(_get, base + "/ready")
+    assert status == 200 and json.loads(body)["ready"] is True
+    status, ctype, body = await asyncio.to_thread(_get, base + "/metrics")
+    assert status == 200 and ctype.startswith("text/plain; version=0.0.4")
+    assert 'exai_calls_total{status="ok",tool="echo"} 1.0' in body
+    assert 'exai_calls_total{status="TOOL_NOT_FOUND",tool="unknown"} 1.0' in body
+    assert "exai_connections 1.0" in body
+    assert "exai_call_latency_seconds_bucket" in body
+    assert "exai_queue_wait_seconds" in body
+    status, _, _ = await asyncio.to_thread(_get, base + "/nothing-here")
+    assert status == 404
+
+
+async def test_ready_is_503_while_draining(daemon_factory):
+    daemon = await daemon_factory()
+    daemon.dispatcher.draining = True
+    status, _, body = await asyncio.to_thread(_get, f"http://127.0.0.1:{daemon.port}/ready")
+    assert status == 503 and json.loads(body)["checks"]["server"]["ok"] is False
+    daemon.dispatcher.draining = False
+
+
+async def test_graceful_shutdown_lets_inflight_call_finish(tmp_path):
+    tool = CountingTool()
+    settings = make_settings(tmp_path)
+    async with running_daemon(settings, [tool]) as daemon:
+        client = ExaiClient(daemon.url)
+        await client.connect()
+        call = asyncio.create_task(client.call("count", {"seconds": 0.5, "label": "x"}))
+        await tool.started.wait()
+        await daemon.stop(grace_s=5.0)
+        res = await call
+        assert res.error is None and res.outputs[0].text == "x:1"
+        assert not client.connected
+        assert client.last_close_code == 1001
+        await client.close()
+    assert tool.completed == 1 and tool.cancelled == 0
+
+
+async def test_shutdown_closes_with_1001_and_cancels_after_grace(tmp_path):
+    tool = CountingTool()
+    async with running_daemon(make_settings(tmp_path), [tool]) as daemon:
+        from websockets.asyncio.client import connect
+
+        async with connect(daemon.url) as ws:
+            await ws.send(json.dumps({"op": "hello"}))
+            await ws.recv()
+            await ws.send(json.dumps({"op": "call_tool", "request_id": "long", "name": "count",
+                                      "arguments": {"seconds": 30}}))  # fmt: skip
+            await ws.recv()  # ack
+            await tool.started.wait()
+            stopping = asyncio.create_task(daemon.stop(grace_s=0.2))
+            res = json.loads(await ws.recv())
+            assert res["op"] == "call_tool_res" and res["error"]["code"] == ErrorCode.CANCELLED
+            assert "shutting down" in res["error"]["message"]
+            with pytest.raises(ConnectionClosed) as info:
+                await ws.recv()
+            assert info.value.rcvd.code == 1001
+            await stopping
+    assert tool.cancelled == 1
+
+
+async def test_new_calls_refused_while_draining(daemon_factory, client_factory):
+    daemon = await daemon_factory()
+    client = await client_factory(daemon)
+    daemon.dispatcher.draining = True
+    res = await client.call("echo", {})
+    assert res.error.code == ErrorCode.OVER_CAPACITY and res.error.retryable
+    daemon.dispatcher.draining = False

@@ -1,0 +1,61 @@
+"""The protocol module: parsing, serialization and generated schemas."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from exai import protocol as p
+
+
+def test_every_op_has_a_generated_schema():
+    schemas = p.frame_schemas()
+    assert set(schemas) == {"hello", "list_tools", "call_tool", "cancel", "ping", "hello_ack",
+                            "list_tools_res", "call_tool_ack", "progress", "stream_chunk",
+                            "call_tool_res", "pong", "error"}  # fmt: skip
+    assert "request_id" in schemas["call_tool"]["required"]
+
+
+def test_docs_schemas_match_the_models():
+    """docs/protocol.schema.json is generated; a stale copy fails here."""
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "docs" / "protocol.schema.json"
+    assert json.loads(path.read_text()) == p.frame_schemas()
+
+
+def test_call_tool_res_always_has_error_key():
+    res = p.CallToolResult(request_id="1", outputs=[p.TextOutput(text="hi")],
+                           metadata=p.ResultMetadata(tool="echo"))  # fmt: skip
+    data = json.loads(p.dump_frame(res))
+    assert data["error"] is None and data["op"] == "call_tool_res"
+    assert p.parse_server_frame(p.dump_frame(res)) == res
+
+
+def test_optional_fields_are_left_out_of_other_frames():
+    assert json.loads(p.dump_frame(p.PongFrame())) == {"op": "pong"}
+
+
+def test_unknown_fields_are_ignored_for_forward_compatibility():
+    frame = p.parse_client_frame('{"op":"ping","request_id":"1","future_field":true}')
+    assert isinstance(frame, p.PingFrame)
+
+
+@pytest.mark.parametrize("sid", ["ab", "x" * 65, "has space", "semi;colon"])
+def test_hello_rejects_bad_session_ids(sid):
+    with pytest.raises(p.FrameError):
+        p.parse_client_frame(json.dumps({"op": "hello", "session_id": sid}))
+
+
+def test_request_id_is_recovered_for_error_frames():
+    with pytest.raises(p.FrameError) as info:
+        p.parse_client_frame('{"op":"call_tool","request_id":"r9","name":5}')
+    assert info.value.request_id == "r9"
+    assert info.value.to_frame().error.code == p.ErrorCode.INVALID_REQUEST
+
+
+def test_deep_nesting_is_a_frame_error():
+    with pytest.raises(p.FrameError) as info:
+        p.parse_client_frame("[" * 10000 + "]" * 10000)
+    assert info.value.not_json

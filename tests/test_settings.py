@@ -1,0 +1,59 @@
+"""Settings: environment names, validation messages, masking."""
+
+from __future__ import annotations
+
+import pytest
+
+from exai.settings import SettingsError, load_settings
+
+
+def test_defaults(monkeypatch):
+    for name in ("EXAI_WS_HOST", "EXAI_WS_PORT", "EXAI_LOG_FORMAT"):
+        monkeypatch.delenv(name, raising=False)
+    s = load_settings(_env_file=None)
+    assert (s.ws_host, s.ws_port, s.log_format) == ("127.0.0.1", 8079, "console")
+
+
+def test_invalid_value_names_the_variable(monkeypatch):
+    monkeypatch.setenv("EXAI_WS_PORT", "not-a-port")
+    with pytest.raises(SettingsError) as info:
+        load_settings(_env_file=None)
+    assert "EXAI_WS_PORT" in str(info.value)
+
+
+def test_invalid_choice_names_the_variable(monkeypatch):
+    monkeypatch.setenv("EXAI_LOG_FORMAT", "xml")
+    with pytest.raises(SettingsError, match="EXAI_LOG_FORMAT"):
+        load_settings(_env_file=None)
+
+
+def test_vendor_names_and_aliases(monkeypatch):
+    monkeypatch.setenv("MOONSHOT_API_KEY", "sk-moon")
+    monkeypatch.setenv("ZHIPUAI_API_KEY", "zp-key")
+    s = load_settings(_env_file=None)
+    assert s.kimi_api_key.get_secret_value() == "sk-moon"
+    assert s.glm_api_key.get_secret_value() == "zp-key"
+
+
+def test_dotenv_file_is_read(tmp_path, monkeypatch):
+    monkeypatch.delenv("EXAI_WS_PORT", raising=False)
+    env = tmp_path / ".env"
+    env.write_text("EXAI_WS_PORT=9123\nEXAI_TOOLS_DENY=echo, status\n")
+    s = load_settings(_env_file=str(env))
+    assert s.ws_port == 9123 and s.tools_deny == ["echo", "status"]
+
+
+def test_masked_hides_secrets(monkeypatch):
+    monkeypatch.setenv("EXAI_WS_TOKEN", "super-secret-token")
+    monkeypatch.setenv("EXAI_STORE_URL", "postgresql://u:pw123@db:5432/x")
+    masked = load_settings(_env_file=None).masked()
+    text = repr(masked)
+    assert "super-secret-token" not in text and "pw123" not in text
+    assert masked["EXAI_WS_TOKEN"] == "****"
+    assert masked["EXAI_WS_PORT"] == 8079
+
+
+def test_relative_allowed_root_rejected(monkeypatch):
+    monkeypatch.setenv("EXAI_ALLOWED_ROOTS", "relative/dir")
+    with pytest.raises(SettingsError, match="EXAI_ALLOWED_ROOTS"):
+        load_settings(_env_file=None)
