@@ -70,6 +70,7 @@ class Dispatcher:
         self._buckets: dict[str, TokenBucket] = {}
         self.running: set[Call] = set()
         self.draining = False
+        self._series_cache: dict[tuple[str, str], tuple[Any, Any]] = {}
 
     # --- admission --------------------------------------------------------
 
@@ -98,10 +99,25 @@ class Dispatcher:
                     last_progress=now)  # fmt: skip
         session.calls[rid] = call
         self.running.add(call)
-        await session.deliver(CallToolAck(request_id=rid, timeout_s=timeout_s))
         call.task = asyncio.create_task(
             self._run(session, call, tool, arguments, frame), name=f"call:{session.id}:{rid}"
         )
+        # The ack goes out once the call has run its first step without finishing.
+        # A call that completes in that step (version, echo, most rejections) is
+        # answered by its call_tool_res alone, saving a frame on the hottest path.
+        asyncio.get_running_loop().call_soon(self._ack_if_running, session, call)
+
+    def _ack_if_running(self, session: Session, call: Call) -> None:
+        if not call.finished and not call.acked:
+            asyncio.ensure_future(self._ack(session, call))
+
+    async def _ack(self, session: Session, call: Call) -> None:
+        # Checked again here: the call may have finished before this task ran, and
+        # an ack must never follow its result.
+        if call.finished or call.acked:
+            return
+        call.acked = True
+        await session.deliver(CallToolAck(request_id=call.request_id, timeout_s=call.timeout_s))
 
     def _admit(self, session: Session, frame: CallToolFrame) -> tuple[Any, Any]:
         if self.draining:
@@ -144,7 +160,7 @@ class Dispatcher:
         self, session: Session, call: Call, tool: Any, arguments: Any, frame: CallToolFrame
     ) -> None:
         rid = call.request_id
-        clog = log.bind(session_id=session.id, request_id=rid, tool=tool.name)
+        clog = _CallLog(session.id, rid, tool.name)
         audit = self.services.audit
         if not isinstance(audit, NullAudit):
             audit.emit("call_started", session_id=session.id, request_id=rid, tool=tool.name,
@@ -154,11 +170,20 @@ class Dispatcher:
         try:
             async with asyncio.timeout_at(_loop_deadline(call.deadline)):
                 waited = time.monotonic()
-                async with session.limiter.slot(), self.global_limiter.slot():
-                    self.metrics.queue_wait.observe(time.monotonic() - waited)
-                    call.ran = True
-                    context = self._context(session, call, tool.name, frame.stream, clog)
-                    result = await tool.run(arguments, context)
+                # Plain acquire/release rather than nested context managers: this is
+                # the hottest path in the daemon.
+                await session.limiter.acquire()
+                try:
+                    await self.global_limiter.acquire()
+                    try:
+                        self.metrics.queue_wait.observe(time.monotonic() - waited)
+                        call.ran = True
+                        context = self._context(session, call, tool.name, frame.stream, clog)
+                        result = await tool.run(arguments, context)
+                    finally:
+                        self.global_limiter.release()
+                finally:
+                    session.limiter.release()
         except ExaiError as exc:
             error = exc
         except TimeoutError:
@@ -180,8 +205,9 @@ class Dispatcher:
             assert error is not None
             res = _error_result(rid, tool.name, error, latency_ms)
         status = "ok" if res.error is None else res.error.code.value
-        self.metrics.calls.labels(tool.name, status).inc()
-        self.metrics.latency.labels(tool.name).observe(latency_ms / 1000)
+        counter, histogram = self._series(tool.name, status)
+        counter.inc()
+        histogram.observe(latency_ms / 1000)
         audit.emit("call_finished", session_id=session.id, request_id=rid, tool=tool.name,
                    principal=session.principal.name, duration_ms=round(latency_ms, 3),
                    status="ok" if res.error is None else "error",
@@ -189,8 +215,7 @@ class Dispatcher:
         if res.error is not None:
             clog.info("call failed", code=status, message=res.error.message,
                       latency_ms=round(latency_ms, 2))  # fmt: skip
-        else:
-            clog.debug("call finished", latency_ms=round(latency_ms, 2))
+        call.finished = True
         session.calls.pop(rid, None)
         self.running.discard(call)
         session.last_seen = time.monotonic()
@@ -205,6 +230,7 @@ class Dispatcher:
         seq = 0
 
         async def progress(message: str, progress: float | None, total: float | None) -> None:
+            await self._ack(session, call)
             call.last_progress = time.monotonic()
             await session.deliver(
                 ProgressFrame(request_id=rid, message=message, progress=progress, total=total)
@@ -212,6 +238,7 @@ class Dispatcher:
 
         async def chunk(text: str) -> None:
             nonlocal seq
+            await self._ack(session, call)
             call.last_progress = time.monotonic()
             await session.deliver(StreamChunk(request_id=rid, seq=seq, text=text))
             seq += 1
@@ -243,6 +270,7 @@ class Dispatcher:
         for session in sessions:
             for call in list(session.calls.values()):
                 if now - call.last_progress >= interval:
+                    await self._ack(session, call)
                     call.last_progress = now
                     elapsed = now - call.started
                     await session.deliver(
@@ -250,9 +278,35 @@ class Dispatcher:
                                       message=f"{call.tool} running ({elapsed:.0f}s)")  # fmt: skip
                     )
 
+    def _series(self, tool: str, status: str) -> tuple[Any, Any]:
+        # prometheus_client's labels() takes a lock and builds a tuple on every call.
+        key = (tool, status)
+        series = self._series_cache.get(key)
+        if series is None:
+            series = self._series_cache[key] = (
+                self.metrics.calls.labels(tool, status),
+                self.metrics.latency.labels(tool),
+            )
+        return series
+
     def _label(self, name: str) -> str:
         # Unknown names must not create unbounded label sets.
         return name if self.registry.get(name) is not None else "unknown"
+
+
+class _CallLog:
+    """A logger bound to one call, created only if the call actually logs."""
+
+    __slots__ = ("_fields", "_log")
+
+    def __init__(self, session_id: str, request_id: str, tool: str) -> None:
+        self._fields = {"session_id": session_id, "request_id": request_id, "tool": tool}
+        self._log: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._log is None:
+            self._log = log.bind(**self._fields)
+        return getattr(self._log, name)
 
 
 def _loop_deadline(monotonic_deadline: float) -> float:

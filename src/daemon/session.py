@@ -43,6 +43,8 @@ class Call:
     last_progress: float = 0.0
     cancel_reason: str | None = None  # "cancel", "timeout" or "shutdown"
     ran: bool = False
+    acked: bool = False
+    finished: bool = False
 
 
 @dataclass(eq=False)

@@ -1,0 +1,199 @@
+"""Protocol overhead: exai's ``echo`` tool against a bare websockets echo server.
+
+Both servers run as subprocesses (so the client in this process does not share
+their event loop or their core), and both are driven by the same client code:
+send one ``call_tool`` frame, read until a frame that is not ``call_tool_ack``
+arrives. The bare server answers with the frame itself, the same size; exai
+answers with an ack and a ``call_tool_res``. Reported: p50/p99 round trip and
+calls per second for one connection calling sequentially and for 50 connections
+calling concurrently, and the daemon's resident memory per idle connection.
+
+Run: ``python -m scripts.bench.protocol`` (``make bench`` runs it with the rest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+
+__all__ = ["main"]
+
+ECHO_SERVER = """
+import asyncio, sys
+from websockets.asyncio.server import serve
+
+async def echo(ws):
+    async for msg in ws:
+        await ws.send(msg)
+
+async def main():
+    async with serve(echo, "127.0.0.1", int(sys.argv[1]), compression=None, max_size=2**25):
+        await asyncio.Future()
+
+asyncio.run(main())
+"""
+
+FRAME = json.dumps({"op": "call_tool", "request_id": "r", "name": "echo",
+                    "arguments": {"text": "x" * 64}})  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _wait_port(port: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            # A full WebSocket handshake, so neither server logs a half-open probe.
+            async with connect(f"ws://127.0.0.1:{port}"):
+                return
+        except OSError:
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {port}")
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+async def _open(url: str, exai: bool) -> ClientConnection:
+    ws = await connect(url, compression=None, max_size=2**25)
+    if exai:
+        await ws.send(json.dumps({"op": "hello"}))
+        await ws.recv()
+    return ws
+
+
+async def _roundtrip(ws: ClientConnection, frame: str) -> float:
+    start = time.perf_counter()
+    await ws.send(frame)
+    while True:
+        msg = await ws.recv()
+        if '"call_tool_ack"' not in msg[:40]:
+            return time.perf_counter() - start
+
+
+async def _sequential(url: str, exai: bool, n: int) -> dict[str, float]:
+    ws = await _open(url, exai)
+    for i in range(200):  # warm up
+        await _roundtrip(ws, FRAME.replace('"r"', f'"w{i}"'))
+    samples = []
+    start = time.perf_counter()
+    for i in range(n):
+        samples.append(await _roundtrip(ws, FRAME.replace('"r"', f'"s{i}"')))
+    wall = time.perf_counter() - start
+    await ws.close()
+    return _summary(samples, wall)
+
+
+async def _concurrent(url: str, exai: bool, conns: int, per_conn: int) -> dict[str, float]:
+    sockets = [await _open(url, exai) for _ in range(conns)]
+    samples: list[float] = []
+
+    async def worker(k: int, ws: ClientConnection) -> None:
+        for i in range(per_conn):
+            samples.append(await _roundtrip(ws, FRAME.replace('"r"', f'"c{k}-{i}"')))
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(k, ws) for k, ws in enumerate(sockets)))
+    wall = time.perf_counter() - start
+    await asyncio.gather(*(ws.close() for ws in sockets))
+    return _summary(samples, wall)
+
+
+def _summary(samples: list[float], wall: float) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "p50_us": statistics.median(ordered) * 1e6,
+        "p99_us": ordered[int(len(ordered) * 0.99) - 1] * 1e6,
+        "calls_per_s": len(samples) / wall,
+        "n": len(samples),
+    }
+
+
+async def _idle_memory(url: str, pid: int, conns: int) -> float:
+    await asyncio.sleep(0.5)
+    before = _rss_kib(pid)
+    sockets = [await _open(url, True) for _ in range(conns)]
+    await asyncio.sleep(1.0)
+    after = _rss_kib(pid)
+    await asyncio.gather(*(ws.close() for ws in sockets))
+    return (after - before) / conns
+
+
+async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
+              idle_conns: int = 1000) -> dict[str, Any]:  # fmt: skip
+    tmp = tempfile.mkdtemp(prefix="exai-bench-")
+    echo_port, exai_port = _free_port(), _free_port()
+    echo = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(echo_port)])
+    env = {**os.environ, "EXAI_WS_PORT": str(exai_port), "EXAI_DATA_DIR": tmp,
+           "EXAI_LOG_LEVEL": "warning", "EXAI_RATE_LIMIT_PER_MIN": "0",
+           "EXAI_AUDIT_ENABLED": "false", "EXAI_WS_TOKEN": "", "EXAI_WS_TOKENS": "",
+           "EXAI_JWT_SECRET": ""}  # fmt: skip
+    daemon = subprocess.Popen([sys.executable, "-m", "exai.cli.main", "serve"], env=env, cwd=tmp)
+    try:
+        await _wait_port(echo_port)
+        await _wait_port(exai_port)
+        echo_url, exai_url = f"ws://127.0.0.1:{echo_port}", f"ws://127.0.0.1:{exai_port}"
+        results: dict[str, Any] = {}
+        for name, url, is_exai in (("bare", echo_url, False), ("exai", exai_url, True)):
+            results[name] = {
+                "sequential": await _sequential(url, is_exai, sequential_n),
+                "concurrent": await _concurrent(url, is_exai, conns, per_conn),
+            }
+        results["idle_kib_per_conn"] = await _idle_memory(exai_url, daemon.pid, idle_conns)
+        return results
+    finally:
+        for proc in (echo, daemon):
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def report(r: dict[str, Any]) -> str:
+    b, e = r["bare"], r["exai"]
+    rows = [
+        "| measure | bare websockets echo | exai echo tool | ratio | target |",
+        "|---|---|---|---|---|",
+    ]
+    for mode in ("sequential", "concurrent"):
+        label = "1 conn" if mode == "sequential" else "50 conns"
+        rows.append(f"| p50 round trip, {label} | {b[mode]['p50_us']:.0f} µs | "
+                    f"{e[mode]['p50_us']:.0f} µs | {e[mode]['p50_us'] / b[mode]['p50_us']:.2f}x | "
+                    f"{'≤ 1.5x' if mode == 'sequential' else ''} |")  # fmt: skip
+        rows.append(f"| p99 round trip, {label} | {b[mode]['p99_us']:.0f} µs | "
+                    f"{e[mode]['p99_us']:.0f} µs | {e[mode]['p99_us'] / b[mode]['p99_us']:.2f}x | |")
+        rows.append(f"| calls/s, {label} | {b[mode]['calls_per_s']:.0f} | "
+                    f"{e[mode]['calls_per_s']:.0f} | "
+                    f"{e[mode]['calls_per_s'] / b[mode]['calls_per_s']:.2f}x | "
+                    f"{'≥ 0.6x' if mode == 'concurrent' else ''} |")  # fmt: skip
+    rows.append(f"| resident memory per idle connection | | {r['idle_kib_per_conn']:.1f} KiB | "
+                f"| ≤ 64 KiB |")  # fmt: skip
+    return "\n".join(rows)
+
+
+def main() -> dict[str, Any]:
+    results = asyncio.run(run())
+    print("## Protocol overhead\n")
+    print(report(results))
+    return results
+
+
+if __name__ == "__main__":
+    main()
