@@ -61,7 +61,7 @@ class ToolNotFoundError(ExaiError):
     code = ErrorCode.TOOL_NOT_FOUND
 
 
-class ValidationError_(ExaiError):  # noqa: N801 - pydantic already owns ValidationError
+class ValidationError_(ExaiError):
     code = ErrorCode.VALIDATION_ERROR
 
 
@@ -83,7 +83,7 @@ class RateLimitedError(ExaiError):
     retryable = True
 
 
-class TimeoutError_(ExaiError):  # noqa: N801 - builtins already own TimeoutError
+class TimeoutError_(ExaiError):
     code = ErrorCode.TIMEOUT
     retryable = True
 

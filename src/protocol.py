@@ -174,7 +174,7 @@ class HelloAck(_Frame):
 class ToolInfo(_Frame):
     name: str
     description: str
-    inputSchema: dict[str, Any]  # noqa: N815 - the MCP field name, kept verbatim
+    inputSchema: dict[str, Any]
 
 
 class ListToolsResult(_Frame):
@@ -320,7 +320,9 @@ def parse_client_frame(text: str | bytes) -> Any:
         return _client_adapter.validate_python(obj)
     except ValidationError as exc:
         summary, details = _describe(exc)
-        raise FrameError(f"invalid {op} frame: {summary}", request_id=rid, details=details) from None
+        raise FrameError(
+            f"invalid {op} frame: {summary}", request_id=rid, details=details
+        ) from None
 
 
 def parse_server_frame(text: str | bytes) -> Any:

@@ -130,7 +130,13 @@ class Settings(BaseSettings):
 
     # --- shim and bridge ----------------------------------------------------
     shim_autostart: bool = False
+    shim_autostart_timeout_s: float = Field(default=20.0, gt=0)
+    shim_connect_wait_s: float = Field(default=10.0, ge=0)  # a call waits this long for the daemon
+    shim_tools_poll_s: float = Field(default=30.0, gt=0)  # how often tools/list_changed is checked
     mcp_servers_file: Path | None = None
+    bridge_call_timeout_s: float = Field(default=120.0, gt=0)  # per server: "timeout_s"
+    bridge_retry_max_s: float = Field(default=60.0, gt=0)  # longest wait between restarts
+    bridge_health_interval_s: float = Field(default=15.0, gt=0)  # ping period of a live server
 
     @field_validator("tools_allow", "tools_deny", "allowed_roots", "openai_compat_models",
                      "fallback_models", mode="before")  # fmt: skip
@@ -206,7 +212,8 @@ def load_settings(**overrides: Any) -> Settings:
             field = str(err["loc"][0]) if err["loc"] else "?"
             name = env_name(field) if field in Settings.model_fields else field
             secret = field in Settings.model_fields and Settings.model_fields[field].annotation in (
-                SecretStr, SecretStr | None
+                SecretStr,
+                SecretStr | None,
             )
             shown = "" if secret else f" (got {err.get('input')!r})"
             problems.append(f"{name}: {err['msg']}{shown}")

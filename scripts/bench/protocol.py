@@ -177,8 +177,10 @@ def report(r: dict[str, Any]) -> str:
         rows.append(f"| p50 round trip, {label} | {b[mode]['p50_us']:.0f} µs | "
                     f"{e[mode]['p50_us']:.0f} µs | {e[mode]['p50_us'] / b[mode]['p50_us']:.2f}x | "
                     f"{'≤ 1.5x' if mode == 'sequential' else ''} |")  # fmt: skip
-        rows.append(f"| p99 round trip, {label} | {b[mode]['p99_us']:.0f} µs | "
-                    f"{e[mode]['p99_us']:.0f} µs | {e[mode]['p99_us'] / b[mode]['p99_us']:.2f}x | |")
+        rows.append(
+            f"| p99 round trip, {label} | {b[mode]['p99_us']:.0f} µs | "
+            f"{e[mode]['p99_us']:.0f} µs | {e[mode]['p99_us'] / b[mode]['p99_us']:.2f}x | |"
+        )
         rows.append(f"| calls/s, {label} | {b[mode]['calls_per_s']:.0f} | "
                     f"{e[mode]['calls_per_s']:.0f} | "
                     f"{e[mode]['calls_per_s'] / b[mode]['calls_per_s']:.2f}x | "

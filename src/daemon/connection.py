@@ -120,7 +120,7 @@ class ConnectionHandler:
         previous = session.connection
         if previous is not None and previous is not ws:
             # The client came back on a new socket; the old one is stale.
-            asyncio.create_task(previous.close(CloseCode.NORMAL, "session resumed elsewhere"))
+            d.spawn(previous.close(CloseCode.NORMAL, "session resumed elsewhere"))
         s = self.settings
         ack = HelloAck(
             ok=True,
@@ -234,4 +234,3 @@ def _reason(exc: FrameError) -> str:
     if exc.message.startswith("unknown op"):
         return "unknown_op"
     return "invalid"
-

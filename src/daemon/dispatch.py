@@ -71,6 +71,7 @@ class Dispatcher:
         self.running: set[Call] = set()
         self.draining = False
         self._series_cache: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._background: set[asyncio.Future[None]] = set()
 
     # --- admission --------------------------------------------------------
 
@@ -109,7 +110,9 @@ class Dispatcher:
 
     def _ack_if_running(self, session: Session, call: Call) -> None:
         if not call.finished and not call.acked:
-            asyncio.ensure_future(self._ack(session, call))
+            task = asyncio.ensure_future(self._ack(session, call))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     async def _ack(self, session: Session, call: Call) -> None:
         # Checked again here: the call may have finished before this task ran, and
@@ -167,30 +170,31 @@ class Dispatcher:
                        principal=session.principal.name, **_digest(frame.arguments))  # fmt: skip
         result: ToolResult | None = None
         error: ExaiError | None = None
+        loop = asyncio.get_running_loop()
+        # One timer per call: on expiry it cancels the task with reason "timeout".
+        timer = loop.call_at(_loop_deadline(call.deadline), self._expire, call)
         try:
-            async with asyncio.timeout_at(_loop_deadline(call.deadline)):
-                waited = time.monotonic()
-                # Plain acquire/release rather than nested context managers: this is
-                # the hottest path in the daemon.
-                await session.limiter.acquire()
+            waited = time.monotonic()
+            # Plain acquire/release rather than nested context managers: this is
+            # the hottest path in the daemon.
+            await session.limiter.acquire()
+            try:
+                await self.global_limiter.acquire()
                 try:
-                    await self.global_limiter.acquire()
-                    try:
-                        self.metrics.queue_wait.observe(time.monotonic() - waited)
-                        call.ran = True
-                        context = self._context(session, call, tool.name, frame.stream, clog)
-                        result = await tool.run(arguments, context)
-                    finally:
-                        self.global_limiter.release()
+                    wait = time.monotonic() - waited
+                    if wait > 0.0005:
+                        self.metrics.queue_wait.observe(wait)
+                    call.ran = True
+                    context = self._context(session, call, tool.name, frame.stream, clog)
+                    result = await tool.run(arguments, context)
                 finally:
-                    session.limiter.release()
+                    self.global_limiter.release()
+            finally:
+                session.limiter.release()
         except ExaiError as exc:
             error = exc
-        except TimeoutError:
-            call.cancel_reason = call.cancel_reason or "timeout"
-            error = TimeoutError_(f"{tool.name} did not finish within {call.timeout_s:g}s")
         except asyncio.CancelledError:
-            error = _cancelled(call.cancel_reason)
+            error = _cancelled(call.cancel_reason, tool.name, call.timeout_s)
             # Uncancel so the result below can still be delivered from this task.
             task = asyncio.current_task()
             if task is not None:
@@ -198,6 +202,8 @@ class Dispatcher:
         except Exception as exc:  # a bug in a tool: report it, keep serving
             clog.exception("tool raised")
             error = InternalError(f"{tool.name} failed: {type(exc).__name__}: {exc}")
+        finally:
+            timer.cancel()
         latency_ms = (time.monotonic() - call.started) * 1000
         if error is None and result is not None:
             res = _ok_result(rid, tool.name, result, latency_ms)
@@ -256,11 +262,17 @@ class Dispatcher:
             stream_cb=chunk,
         )
 
+    def _expire(self, call: Call) -> None:
+        if call.task is not None and not call.task.done() and call.cancel_reason is None:
+            call.cancel_reason = "timeout"
+            call.task.cancel()
+
     def cancel(self, session: Session, request_id: str, reason: str = "cancel") -> bool:
         call = session.calls.get(request_id)
         if call is None or call.task is None or call.task.done():
             return False
-        call.cancel_reason = reason
+        if call.cancel_reason is None:
+            call.cancel_reason = reason
         call.task.cancel()
         return True
 
@@ -274,8 +286,10 @@ class Dispatcher:
                     call.last_progress = now
                     elapsed = now - call.started
                     await session.deliver(
-                        ProgressFrame(request_id=call.request_id,
-                                      message=f"{call.tool} running ({elapsed:.0f}s)")  # fmt: skip
+                        ProgressFrame(
+                            request_id=call.request_id,
+                            message=f"{call.tool} running ({elapsed:.0f}s)",
+                        )
                     )
 
     def _series(self, tool: str, status: str) -> tuple[Any, Any]:
@@ -314,9 +328,9 @@ def _loop_deadline(monotonic_deadline: float) -> float:
     return loop.time() + (monotonic_deadline - time.monotonic())
 
 
-def _cancelled(reason: str | None) -> ExaiError:
+def _cancelled(reason: str | None, tool: str, timeout_s: float) -> ExaiError:
     if reason == "timeout":
-        return TimeoutError_("the call did not finish in time")
+        return TimeoutError_(f"{tool} did not finish within {timeout_s:g}s")
     if reason == "shutdown":
         return CancelledError("cancelled: the daemon is shutting down", retryable=True)
     return CancelledError("cancelled by the client")

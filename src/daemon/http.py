@@ -40,9 +40,8 @@ class HttpEndpoints:
         if path == "/metrics":
             return _typed(ws, HTTPStatus.OK, self.daemon.metrics.render().decode(), _PROMETHEUS)
         if request.headers.get("Upgrade", "").lower() != "websocket":
-            return _json(ws, HTTPStatus.NOT_FOUND, {"error": "not found",
-                                                    "endpoints": ["/health", "/ready", "/metrics",
-                                                                  "ws:// (protocol v1)"]})  # fmt: skip
+            endpoints = ["/health", "/ready", "/metrics", "ws:// (protocol v1)"]
+            return _json(ws, HTTPStatus.NOT_FOUND, {"error": "not found", "endpoints": endpoints})
         peer = ws.remote_address[0] if ws.remote_address else "?"
         refusal = self.daemon.at_connection_limit(str(peer))
         if refusal is not None:

@@ -66,6 +66,7 @@ class Daemon:
         self._server: Server | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._stopping = False
+        self._background: set[asyncio.Future[Any]] = set()
         self.stopped = asyncio.Event()
 
     # --- lifecycle ------------------------------------------------------------
@@ -104,7 +105,9 @@ class Daemon:
             server_header=f"exai/{__version__}",
         )
         self._ticker = asyncio.create_task(self._tick(), name="exai-heartbeat")
-        log.info("daemon listening", host=s.ws_host, port=self.port, tools=len(self.registry.names()))
+        log.info(
+            "daemon listening", host=s.ws_host, port=self.port, tools=len(self.registry.names())
+        )
 
     @property
     def port(self) -> int:
@@ -135,7 +138,10 @@ class Daemon:
                         self.dispatcher.cancel(session, rid, reason="shutdown")
                 await asyncio.wait(pending, timeout=5.0)
         await asyncio.gather(
-            *(ws.close(CloseCode.GOING_AWAY, "server shutting down") for ws in list(self.connections)),
+            *(
+                ws.close(CloseCode.GOING_AWAY, "server shutting down")
+                for ws in list(self.connections)
+            ),
             return_exceptions=True,
         )
         await self._server.wait_closed()
@@ -188,6 +194,12 @@ class Daemon:
             except Exception:
                 log.exception("heartbeat failed")
 
+    def spawn(self, coro: Any) -> None:
+        """Run a fire-and-forget coroutine, holding a reference so it is not collected."""
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     def in_flight(self) -> int:
         return len(self.dispatcher.running)
 
@@ -218,7 +230,9 @@ class Daemon:
         m.gauge("exai_connections", "Open WebSocket connections", lambda: len(self.connections))
         m.gauge("exai_sessions", "Known sessions", lambda: len(self.sessions))
         m.gauge("exai_calls_in_flight", "Tool calls running", self.in_flight)
-        m.gauge("exai_calls_queued", "Calls waiting for capacity", lambda: self.global_limiter.waiting)
+        m.gauge(
+            "exai_calls_queued", "Calls waiting for capacity", lambda: self.global_limiter.waiting
+        )
         audit_stats = getattr(self.audit, "stats", None)
         if callable(audit_stats):
             m.gauge("exai_audit_backlog", "Audit events not yet shipped",

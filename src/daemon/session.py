@@ -68,7 +68,9 @@ class Session:
         now = time.monotonic()
         self.finished[result.request_id] = (now, result)
         self.finished.move_to_end(result.request_id)
-        self._expire(now, window_s, max_entries)
+        if len(self.finished) > max_entries:
+            self._expire(now, window_s, max_entries)
+        # Older entries also age out in SessionRegistry.sweep, once a second.
 
     def replay(self, request_id: str, window_s: float) -> CallToolResult | None:
         entry = self.finished.get(request_id)
@@ -117,8 +119,10 @@ class SessionRegistry:
         gone = 0
         for sid, session in list(self._sessions.items()):
             session._expire(now, replay_window_s, replay_max)
-            if session.send is None and not session.calls and now - session.last_seen > (
-                self.idle_ttl_s
+            if (
+                session.send is None
+                and not session.calls
+                and now - session.last_seen > (self.idle_ttl_s)
             ):
                 del self._sessions[sid]
                 gone += 1

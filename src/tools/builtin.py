@@ -65,8 +65,9 @@ class ListModelsTool(Tool):
         if not models:
             return ToolResult("No models: no provider plugin is installed.", {"models": []})
         lines = [
-            f"{m['name']}  provider={m['provider']}  configured={'yes' if m['configured'] else 'no'}"
-            f"  context={m.get('context_window', '?')}"
+            f"{m['name']}  provider={m['provider']}  "
+            f"configured={'yes' if m['configured'] else 'no'}  "
+            f"context={m.get('context_window', '?')}"
             for m in models
         ]
         return ToolResult("\n".join(lines), metadata={"models": models})

@@ -49,6 +49,8 @@ class ToolRegistry:
         self._settings = settings
         self._tools: dict[str, Tool] = {}
         self._listeners: list[Callable[[], None]] = []
+        self._cache = None
+        self._enabled = None
         self.version = 0
         for tool in tools:
             self.add(tool, notify=False)
@@ -71,6 +73,7 @@ class ToolRegistry:
     def _changed(self, notify: bool) -> None:
         self.version += 1
         self._cache: list[ToolInfo] | None = None
+        self._enabled: dict[str, Tool] | None = None
         if notify:
             for listener in self._listeners:
                 listener()
@@ -88,10 +91,9 @@ class ToolRegistry:
         return PROFILE_ORDER[tool.profile] <= PROFILE_ORDER[s.tool_profile]
 
     def get(self, name: str) -> Tool | None:
-        tool = self._tools.get(name)
-        if tool is None or not self.enabled(tool):
-            return None
-        return tool
+        if self._enabled is None:
+            self._enabled = {t.name: t for t in self._tools.values() if self.enabled(t)}
+        return self._enabled.get(name)
 
     def names(self) -> list[str]:
         return [t.name for t in self._tools.values() if self.enabled(t)]
