@@ -4,9 +4,10 @@ Token-sized deltas make poor frames: too many of them, and a client that shows
 them as they come flickers through half-words. :class:`StreamChunker` gathers
 deltas and releases a chunk at the best boundary past ``min_chars``: a paragraph
 break; failing that, once half of ``max_chars`` is waiting, the end of a sentence
-or a line; failing that, a space once ``max_chars`` is reached. It never cuts inside a fenced code block (```), so a
-client rendering Markdown chunk by chunk never sees half a fence; a fence longer
-than ``max_chars`` is released whole when it closes.
+or a line; failing that, a space once ``max_chars`` is reached. It never cuts
+inside a fenced code block (```), so a client rendering Markdown chunk by chunk
+never sees half a fence; a fence longer than ``max_chars`` is released whole
+when it closes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import re
 
 __all__ = ["StreamChunker"]
 
-_SENTENCE_END = re.compile(r"[.!?。！？](?:[\"')\]]*)\s")
+# Latin sentence ends need the following space; CJK full stops (U+3002, U+FF01, U+FF1F) stand alone.
+_SENTENCE_END = re.compile("[.!?][\"')\\]]*\\s|[\u3002\uff01\uff1f][\u300d\u300f\u201d\uff09]*")
 _FENCE = "```"
 
 

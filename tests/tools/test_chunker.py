@@ -62,6 +62,6 @@ def test_small_output_is_one_chunk():
 
 def test_cjk_sentences():
     text = "这是第一个句子。" * 100
-    chunks = _stream(text, StreamChunker(20, 120))
+    chunks = _stream(text, StreamChunker(20, 125))
     assert "".join(chunks) == text
     assert all(c.endswith("。") or c is chunks[-1] for c in chunks)
