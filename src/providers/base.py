@@ -75,6 +75,10 @@ class ChatResponse:
     messages: list[dict[str, Any]] = field(default_factory=list)
     retries: int = 0
     latency_ms: float = 0.0
+    # Web pages the provider searched and reports (GLM's ``web_search`` results).
+    search_results: list[dict[str, Any]] = field(default_factory=list)
+    # Set by the registry when a fallback model answered: the model first chosen.
+    fallback_from: str | None = None
 
 
 @dataclass(slots=True)
@@ -92,6 +96,10 @@ class Provider(ABC):
     """One model backend. Instances are shared by all calls; keep no per-call state."""
 
     name: str
+    # The registry lets at most this many requests run against the provider at once.
+    max_inflight: int = 16
+    # Told to the user when a model of an unconfigured provider is asked for.
+    setup_hint: str = ""
 
     @abstractmethod
     def configured(self) -> bool:

@@ -1,0 +1,378 @@
+"""The provider emulator: a local stand-in for Moonshot (Kimi) and Z.ai (GLM).
+
+A TEST FIXTURE, also used by the benchmarks and ``make baseline``; never part of
+the daemon. One HTTP server on 127.0.0.1 speaks both vendors' chat-completions
+wire formats (``/v1/chat/completions`` and ``/v1/models`` like Moonshot, which
+any OpenAI-compatible client can use too, and ``/api/paas/v4/chat/completions``
+like Z.ai), whole or as SSE streams, with the vendors' real error bodies.
+
+Behaviour is scripted from tests, in order of precedence:
+
+- a queue of scripted responses (``POST /_emulator/script`` or
+  :meth:`EmulatorServer.script`), each consumed by one request, e.g.
+  ``[{"status": 429, "retry_after_ms": 200}, {"status": 200}]``;
+- a marker in the last user message, ``[emulate:status=503,latency_ms=50]``, for
+  callers that can only send prompts (benchmarks through the daemon);
+- the configuration (``POST /_emulator/config``): default latency, a delay
+  between stream chunks, a prompt-token limit that triggers the vendor's
+  context-length error, an API key that every request must carry.
+
+Every request is recorded (``GET /_emulator/requests``, :attr:`EmulatorServer.requests`)
+with its body, headers and the times it arrived and was answered, so tests can
+assert what was sent and whether requests overlapped. What the emulated model
+replies is described in :mod:`exai.emulators.replies`.
+
+Run by hand: ``python -m exai.emulators.provider --port 8090 --latency-ms 500``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from exai.emulators.replies import compose_reply, message_text, prompt_tokens
+from exai.emulators.vendor_wire import (
+    ERROR_KINDS,
+    Vendor,
+    completion_body,
+    default_error_kind,
+    error_body,
+    sse,
+    stream_chunks,
+)
+
+__all__ = ["EmulatorConfig", "EmulatorServer", "EmulatorState", "Scripted", "build_app", "main"]
+
+KIMI_PREFIX = "/v1"
+GLM_PREFIX = "/api/paas/v4"
+_MARKER_RE = re.compile(r"\[emulate:([^\]]*)\]")
+
+
+@dataclass
+class Scripted:
+    """How to answer one request. Unset fields fall back to the emulated model."""
+
+    vendor: Vendor | None = None  # only a request to this vendor consumes it
+    status: int = 200
+    error: str | None = None  # an ERROR_KINDS name; default: the usual one for ``status``
+    body: dict[str, Any] | None = None  # a raw error body instead of the vendor's
+    retry_after: float | None = None  # Retry-After header, seconds
+    retry_after_ms: int | None = None  # retry-after-ms header
+    latency_ms: float | None = None
+    text: str | None = None
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    fail_after_chunks: int | None = None  # streams only: an error event after N chunks
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> Scripted:
+        known = {f.name for f in fields(cls)}
+        unknown = set(raw) - known
+        if unknown:
+            raise ValueError(f"unknown script fields {sorted(unknown)}; known: {sorted(known)}")
+        item = cls(**raw)
+        if item.error is not None and item.error not in ERROR_KINDS:
+            raise ValueError(f"unknown error {item.error!r}; known: {sorted(ERROR_KINDS)}")
+        return item
+
+
+@dataclass
+class EmulatorConfig:
+    latency_ms: float = 0.0
+    chunk_delay_ms: float = 0.0
+    max_prompt_tokens: int | None = None  # longer prompts get the context-length error
+    api_key: str | None = None  # when set, any other key gets the vendor's 401
+    models: list[str] = field(
+        default_factory=lambda: ["kimi-k2-0905-preview", "kimi-k2-turbo-preview",
+                                 "kimi-k2-thinking", "moonshot-v1-8k"]
+    )  # fmt: skip
+
+    def update(self, raw: dict[str, Any]) -> None:
+        known = {f.name for f in fields(self)}
+        unknown = set(raw) - known
+        if unknown:
+            raise ValueError(f"unknown config fields {sorted(unknown)}; known: {sorted(known)}")
+        for key, value in raw.items():
+            setattr(self, key, value)
+
+
+class EmulatorState:
+    """Script, configuration and request log; shared between the server's thread
+    and the test's, hence the lock."""
+
+    def __init__(self, config: EmulatorConfig | None = None) -> None:
+        self.config = config or EmulatorConfig()
+        self._initial = asdict(self.config)
+        self._lock = threading.Lock()
+        self._script: list[Scripted] = []
+        self._requests: list[dict[str, Any]] = []
+
+    def script(self, items: Iterable[Scripted | dict[str, Any]]) -> None:
+        parsed = [i if isinstance(i, Scripted) else Scripted.parse(i) for i in items]
+        with self._lock:
+            self._script.extend(parsed)
+
+    def next_scripted(self, vendor: Vendor) -> Scripted | None:
+        with self._lock:
+            for index, item in enumerate(self._script):
+                if item.vendor in (None, vendor):
+                    return self._script.pop(index)
+        return None
+
+    def record(self, entry: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            entry["seq"] = len(self._requests) + 1
+            self._requests.append(entry)
+        return entry
+
+    def requests(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(r) for r in self._requests]
+
+    def reset(self) -> None:
+        with self._lock:
+            self._script.clear()
+            self._requests.clear()
+            self.config = EmulatorConfig(**self._initial)
+
+
+def _marker(body: dict[str, Any]) -> Scripted | None:
+    messages = body.get("messages") or []
+    users = [m for m in messages if m.get("role") == "user"]
+    match = _MARKER_RE.search(message_text(users[-1])) if users else None
+    if match is None:
+        return None
+    raw: dict[str, Any] = {}
+    for pair in filter(None, (p.strip() for p in match.group(1).split(","))):
+        key, _, value = pair.partition("=")
+        try:
+            raw[key.strip()] = json.loads(value)
+        except ValueError:
+            raw[key.strip()] = value.strip()
+    return Scripted.parse(raw)
+
+
+def build_app(state: EmulatorState) -> Starlette:
+    async def chat(request: Request, vendor: Vendor) -> Response:
+        received = time.time()
+        try:
+            body = await request.json()
+        except ValueError:
+            return JSONResponse({"error": {"message": "body is not JSON"}}, status_code=400)
+        entry = state.record({
+            "vendor": vendor, "path": request.url.path, "headers": dict(request.headers),
+            "body": body, "received_at": received, "answered_at": None,
+        })  # fmt: skip
+        try:
+            plan = state.next_scripted(vendor) or _marker(body) or Scripted()
+        except ValueError as exc:
+            return JSONResponse({"error": {"message": str(exc)}}, status_code=400)
+        config = state.config
+        latency = config.latency_ms if plan.latency_ms is None else plan.latency_ms
+        if latency > 0:
+            await asyncio.sleep(latency / 1000.0)
+        entry["answered_at"] = time.time()
+
+        token = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        kind = None
+        if config.api_key is not None and token != config.api_key:
+            kind = "auth"
+        elif plan.status >= 400:
+            kind = plan.error or default_error_kind(plan.status)
+        elif config.max_prompt_tokens is not None:
+            if prompt_tokens(body.get("messages") or []) > config.max_prompt_tokens:
+                kind = "context_length"
+        if kind is not None:
+            status, payload = error_body(vendor, kind, limit=config.max_prompt_tokens or 8192)
+            if plan.status >= 400:
+                status = plan.status
+            headers = {}
+            if plan.retry_after is not None:
+                headers["Retry-After"] = f"{plan.retry_after:g}"
+            if plan.retry_after_ms is not None:
+                headers["retry-after-ms"] = str(plan.retry_after_ms)
+            return JSONResponse(plan.body or payload, status_code=status, headers=headers)
+
+        reply = compose_reply(
+            vendor, body, entry["seq"],
+            text=plan.text, reasoning=plan.reasoning, finish_reason=plan.finish_reason,
+        )  # fmt: skip
+        model = str(body.get("model", ""))
+        if not body.get("stream"):
+            return JSONResponse(completion_body(vendor, entry["seq"], model, reply))
+        chunks = stream_chunks(vendor, entry["seq"], model, reply)
+        return StreamingResponse(
+            _sse(chunks, config.chunk_delay_ms, plan.fail_after_chunks),
+            media_type="text/event-stream",
+        )
+
+    async def kimi_chat(request: Request) -> Response:
+        return await chat(request, "kimi")
+
+    async def glm_chat(request: Request) -> Response:
+        return await chat(request, "glm")
+
+    async def models(request: Request) -> Response:
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "emulator"}
+                for m in state.config.models]  # fmt: skip
+        return JSONResponse({"object": "list", "data": data})
+
+    async def control_script(request: Request) -> Response:
+        raw = await request.json()
+        items = raw.get("responses", raw) if isinstance(raw, dict) else raw
+        try:
+            state.script(items)
+        except (TypeError, ValueError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse({"ok": True})
+
+    async def control_config(request: Request) -> Response:
+        try:
+            state.config.update(await request.json())
+        except (TypeError, ValueError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse(asdict(state.config))
+
+    async def control_requests(request: Request) -> Response:
+        return JSONResponse(state.requests())
+
+    async def control_reset(request: Request) -> Response:
+        state.reset()
+        return JSONResponse({"ok": True})
+
+    return Starlette(routes=[
+        Route(f"{KIMI_PREFIX}/chat/completions", kimi_chat, methods=["POST"]),
+        Route(f"{KIMI_PREFIX}/models", models, methods=["GET"]),
+        Route(f"{GLM_PREFIX}/chat/completions", glm_chat, methods=["POST"]),
+        Route("/_emulator/script", control_script, methods=["POST"]),
+        Route("/_emulator/config", control_config, methods=["POST"]),
+        Route("/_emulator/requests", control_requests, methods=["GET"]),
+        Route("/_emulator/reset", control_reset, methods=["POST"]),
+    ])  # fmt: skip
+
+
+async def _sse(
+    chunks: list[dict[str, Any]], delay_ms: float, fail_after: int | None
+) -> AsyncIterator[str]:
+    for index, chunk in enumerate(chunks):
+        if fail_after is not None and index >= fail_after:
+            yield sse({"error": {"message": "emulated failure mid-stream", "type": "server_error",
+                                 "code": "500"}})  # fmt: skip
+            return
+        yield sse(chunk)
+        if delay_ms > 0:
+            await asyncio.sleep(delay_ms / 1000.0)
+    yield sse("[DONE]")
+
+
+class EmulatorServer:
+    """The emulator on an ephemeral loopback port, served by a background thread
+    with its own event loop (so it keeps answering while a test blocks)."""
+
+    def __init__(self, *, latency_ms: float = 0.0, port: int = 0) -> None:
+        self.state = EmulatorState(EmulatorConfig(latency_ms=latency_ms))
+        self._port = port
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    def start(self) -> EmulatorServer:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self._port))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            build_app(self.state), log_level="warning", lifespan="off", access_log=False,
+            backlog=4096, timeout_keep_alive=30,
+        )  # fmt: skip
+        self._server = uvicorn.Server(config)
+        server = self._server
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(server.serve(sockets=[sock])),
+            name="exai-provider-emulator",
+            daemon=True,
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10.0
+        while not server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the provider emulator did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10.0)
+
+    def __enter__(self) -> EmulatorServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url_kimi(self) -> str:
+        return self.base_url + KIMI_PREFIX
+
+    @property
+    def base_url_glm(self) -> str:
+        return self.base_url + GLM_PREFIX
+
+    @property
+    def base_url_openai(self) -> str:
+        return self.base_url_kimi
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return self.state.requests()
+
+    def requests_for(self, vendor: Vendor) -> list[dict[str, Any]]:
+        return [r for r in self.state.requests() if r["vendor"] == vendor]
+
+    def script(self, *responses: Scripted | dict[str, Any], vendor: Vendor | None = None) -> None:
+        """Queue responses; with ``vendor``, only that vendor's requests take them."""
+        items = [Scripted.parse(r) if isinstance(r, dict) else r for r in responses]
+        for item in items:
+            item.vendor = item.vendor or vendor
+        self.state.script(items)
+
+    def configure(self, **values: Any) -> None:
+        self.state.config.update(values)
+
+    def reset(self) -> None:
+        self.state.reset()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Emulate the Kimi and GLM APIs locally.")
+    parser.add_argument("--port", type=int, default=8090)
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    state = EmulatorState(EmulatorConfig(latency_ms=args.latency_ms))
+    base = f"http://127.0.0.1:{args.port}"
+    print(f"KIMI_BASE_URL={base}{KIMI_PREFIX}\nGLM_BASE_URL={base}{GLM_PREFIX}", flush=True)
+    uvicorn.run(build_app(state), host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

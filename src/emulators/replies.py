@@ -1,0 +1,146 @@
+"""The emulated model: deterministic replies that reveal what it was sent.
+
+Part of the provider emulator (a test fixture). The default reply is
+``emulated reply #<n> to: <last user message> (saw <k> messages)`` where ``n``
+counts the user turns and ``k`` all messages, so a test of conversation
+history can read off what the model saw. The rest mimics vendor behaviour:
+
+- Kimi's ``$web_search``: while the request offers the built-in tool and no
+  tool result follows the last user message, the reply is a tool call.
+- GLM's ``web_search`` tool: the reply carries search results.
+- Reasoning for Kimi thinking models and for GLM with thinking enabled.
+- ``max_tokens`` cuts the reply (one token per word) with ``finish_reason=length``;
+  a continuation, either Moonshot's trailing ``partial`` assistant message or an
+  assistant message followed by a user message asking to continue, gets the
+  rest of the same reply, so continued replies join up exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from exai.emulators.vendor_wire import Reply, Vendor, split_tokens
+
+__all__ = ["compose_reply", "message_text", "prompt_tokens"]
+
+
+def message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    return sum(len(split_tokens(message_text(m))) for m in messages)
+
+
+def _last_user(messages: list[dict[str, Any]]) -> tuple[int, str]:
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "user":
+            return index, message_text(messages[index])
+    return -1, ""
+
+
+def _split_continuation(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """``(conversation, text already given)`` when the request continues a cut reply."""
+    if messages and messages[-1].get("role") == "assistant" and messages[-1].get("partial"):
+        return messages[:-1], message_text(messages[-1])
+    if (
+        len(messages) >= 2
+        and messages[-1].get("role") == "user"
+        and "continue" in message_text(messages[-1]).lower()
+        and messages[-2].get("role") == "assistant"
+        and not messages[-2].get("tool_calls")
+    ):
+        return messages[:-2], message_text(messages[-2])
+    return messages, ""
+
+
+def _offers_kimi_search(tools: list[dict[str, Any]]) -> bool:
+    return any(
+        t.get("type") == "builtin_function" and t.get("function", {}).get("name") == "$web_search"
+        for t in tools
+    )
+
+
+def _offers_glm_search(tools: list[dict[str, Any]]) -> bool:
+    return any(
+        t.get("type") == "web_search" and t.get("web_search", {}).get("enable") in (True, "True")
+        for t in tools
+    )
+
+
+def _thinks(vendor: Vendor, body: dict[str, Any]) -> bool:
+    if vendor == "kimi":
+        return "thinking" in str(body.get("model", ""))
+    thinking = body.get("thinking") or {}
+    return isinstance(thinking, dict) and thinking.get("type") == "enabled"
+
+
+def compose_reply(
+    vendor: Vendor,
+    body: dict[str, Any],
+    seq: int,
+    *,
+    text: str | None = None,
+    reasoning: str | None = None,
+    finish_reason: str | None = None,
+) -> Reply:
+    """The reply to one chat-completions request; ``text``, ``reasoning`` and
+    ``finish_reason`` replace the emulated ones when a test scripted them."""
+    messages: list[dict[str, Any]] = list(body.get("messages") or [])
+    tools: list[dict[str, Any]] = list(body.get("tools") or [])
+    tokens_in = prompt_tokens(messages)
+    user_index, last_user = _last_user(messages)
+
+    searched = any(m.get("role") == "tool" for m in messages[user_index + 1 :])
+    if vendor == "kimi" and _offers_kimi_search(tools) and not searched and text is None:
+        arguments = {"search_result": {"search_id": f"emu-search-{seq}"},
+                     "usage": {"total_tokens": 42}}  # fmt: skip
+        call = {
+            "id": f"web_search-emu-{seq}",
+            "type": "builtin_function",
+            "function": {"name": "$web_search", "arguments": json.dumps(arguments)},
+        }
+        return Reply(tool_calls=[call], finish_reason="tool_calls", prompt_tokens=tokens_in)
+
+    conversation, given = _split_continuation(messages)
+    turn = sum(1 for m in conversation if m.get("role") == "user")
+    _, asked = _last_user(conversation)
+    full = (
+        text
+        if text is not None
+        else (f"emulated reply #{turn} to: {asked} (saw {len(conversation)} messages)")
+    )
+    rest = full[len(given) :] if given and full.startswith(given) else full
+    pieces = split_tokens(rest)
+    finish = "stop"
+    limit = body.get("max_tokens")
+    if isinstance(limit, int) and 0 < limit < len(pieces):
+        pieces, finish = pieces[:limit], "length"
+
+    if reasoning is None:
+        thinks = _thinks(vendor, body) and not given
+        reasoning = f"emulated reasoning about: {asked}" if thinks else ""
+    search = []
+    if vendor == "glm" and _offers_glm_search(tools):
+        search = [{
+            "title": "Emulated search result",
+            "link": f"https://example.com/emulated/{seq}",
+            "content": f"A page about: {last_user}",
+            "media": "emulator",
+            "icon": "",
+            "refer": "ref_1",
+            "publish_date": "2025-01-01",
+        }]  # fmt: skip
+    return Reply(
+        pieces=pieces,
+        reasoning=reasoning,
+        finish_reason=finish_reason or finish,
+        prompt_tokens=tokens_in,
+        web_search=search,
+    )

@@ -1,0 +1,195 @@
+"""What Moonshot's and Z.ai's chat-completions endpoints send back, byte for byte
+where it matters: error bodies, whole completions and SSE stream chunks.
+
+Part of the provider emulator (a test fixture). The error bodies are the ones
+the vendors document: Moonshot names an error ``type``, Z.ai a numeric business
+``code`` as a string. Kept apart from the server so the formats can be read,
+and checked against the vendors' documentation, in one place.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "ERROR_KINDS",
+    "Reply",
+    "Vendor",
+    "completion_body",
+    "default_error_kind",
+    "error_body",
+    "split_tokens",
+    "sse",
+    "stream_chunks",
+]
+
+Vendor = Literal["kimi", "glm"]
+
+_TOKEN_RE = re.compile(r"\S+\s*")
+
+# kind -> (HTTP status, Moonshot body, Z.ai body)
+_ERRORS: dict[str, tuple[int, dict[str, Any], dict[str, Any]]] = {
+    "context_length": (
+        400,
+        {"message": "Invalid request: Your request exceeded model token limit: {limit}",
+         "type": "invalid_request_error"},
+        {"code": "1261", "message": "Prompt exceeds max length"},
+    ),
+    "bad_request": (
+        400,
+        {"message": "Invalid request: invalid parameters", "type": "invalid_request_error"},
+        {"code": "1214", "message": "Invalid messages parameter. Please check the documentation"},
+    ),
+    "auth": (
+        401,
+        {"message": "Invalid Authentication", "type": "invalid_authentication_error"},
+        {"code": "1002", "message": "Invalid Authentication Token, please confirm the correct "
+                                    "transmission of the Authentication Token"},
+    ),
+    "balance": (
+        429,
+        {"message": "Your account org-emulator<ak-emulator> is suspended, please check your "
+                    "plan and billing details", "type": "exceeded_current_quota_error"},
+        {"code": "1113",
+         "message": "Insufficient balance or no resource package. Please recharge."},
+    ),
+    "rate_limit": (
+        429,
+        {"message": "Your account org-emulator<ak-emulator> request reached organization max "
+                    "concurrency: 1, please try again after 1 seconds",
+         "type": "rate_limit_reached_error"},
+        {"code": "1302", "message": "High concurrency usage of this API, please reduce "
+                                    "concurrency or contact customer service to increase limits"},
+    ),
+    "overloaded": (
+        429,
+        {"message": "The engine is currently overloaded, please try again later",
+         "type": "engine_overloaded_error"},
+        {"code": "1305", "message": "The service may be temporarily overloaded, please try "
+                                    "again later"},
+    ),
+    "server": (
+        500,
+        {"message": "Unexpected server error", "type": "server_error"},
+        {"code": "500", "message": "Internal Error"},
+    ),
+    "unavailable": (
+        503,
+        {"message": "Service temporarily unavailable", "type": "server_error"},
+        {"code": "500", "message": "Service temporarily unavailable"},
+    ),
+}  # fmt: skip
+
+ERROR_KINDS = frozenset(_ERRORS)
+
+
+def default_error_kind(status: int) -> str:
+    """The error a bare status stands for, when a script names no kind."""
+    return {400: "context_length", 401: "auth", 402: "balance", 403: "balance",
+            429: "rate_limit", 500: "server"}.get(status, "unavailable" if status >= 500
+                                                  else "bad_request")  # fmt: skip
+
+
+def error_body(vendor: Vendor, kind: str, *, limit: int = 8192) -> tuple[int, dict[str, Any]]:
+    """``(status, body)`` of the vendor's error of this kind."""
+    status, moonshot, zai = _ERRORS[kind]
+    inner = dict(moonshot if vendor == "kimi" else zai)
+    inner["message"] = inner["message"].format(limit=limit)
+    return status, {"error": inner}
+
+
+@dataclass
+class Reply:
+    """A reply in vendor-neutral form: text already cut into stream pieces."""
+
+    pieces: list[str] = field(default_factory=list)
+    reasoning: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str = "stop"
+    prompt_tokens: int = 0
+    web_search: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+    def usage(self) -> dict[str, int]:
+        completion = len(self.pieces) + len(self.reasoning.split())
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": completion,
+            "total_tokens": self.prompt_tokens + completion,
+        }
+
+
+def _message(reply: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+    if reply.reasoning:
+        message["reasoning_content"] = reply.reasoning
+    if reply.tool_calls:
+        message["tool_calls"] = reply.tool_calls
+    return message
+
+
+def completion_body(vendor: Vendor, seq: int, model: str, reply: Reply) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": f"chatcmpl-emu-{seq}",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": _message(reply), "finish_reason": reply.finish_reason}],
+        "usage": reply.usage(),
+    }
+    if vendor == "kimi":
+        body["object"] = "chat.completion"
+    else:
+        body["request_id"] = f"emu-{seq}"
+        if reply.web_search:
+            body["web_search"] = reply.web_search
+    return body
+
+
+def stream_chunks(vendor: Vendor, seq: int, model: str, reply: Reply) -> list[dict[str, Any]]:
+    """The chunk objects of an SSE stream, in order (without ``[DONE]``).
+
+    Moonshot reports usage inside the last choice; Z.ai at the top of the last
+    chunk and its web search results at the top of the first.
+    """
+    head = {"id": f"chatcmpl-emu-{seq}", "created": int(time.time()), "model": model}
+    if vendor == "kimi":
+        head["object"] = "chat.completion.chunk"
+
+    def chunk(delta: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "finish_reason": None}
+        return {**head, "choices": [choice], **extra}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    if vendor == "glm" and reply.web_search:
+        chunks[0]["web_search"] = reply.web_search
+    chunks += [chunk({"reasoning_content": piece}) for piece in split_tokens(reply.reasoning)]
+    chunks += [chunk({"content": piece}) for piece in reply.pieces]
+    if reply.tool_calls:
+        calls = [{"index": i, **call} for i, call in enumerate(reply.tool_calls)]
+        chunks.append(chunk({"tool_calls": calls}))
+    last = chunk({} if vendor == "kimi" else {"role": "assistant", "content": ""})
+    last["choices"][0]["finish_reason"] = reply.finish_reason
+    if vendor == "kimi":
+        last["choices"][0]["usage"] = reply.usage()
+    else:
+        last["usage"] = reply.usage()
+    chunks.append(last)
+    return chunks
+
+
+def split_tokens(text: str) -> list[str]:
+    """The emulator's tokens: each word with the whitespace after it, so that
+    joining them gives the text back exactly."""
+    return _TOKEN_RE.findall(text)
+
+
+def sse(data: dict[str, Any] | str) -> str:
+    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    return f"data: {payload}\n\n"

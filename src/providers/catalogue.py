@@ -1,0 +1,238 @@
+"""The model catalogue: what each model accepts, loaded from data and validated.
+
+The facts about models (context windows, output limits, capabilities, aliases)
+change more often than the code, so they live in ``models.toml`` beside this
+module, and an operator can override or extend them with their own file
+(``EXAI_MODELS_FILE``) without a release. Both are validated on load; a mistake
+stops start-up with a :class:`CatalogueError` naming the file, model and field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Iterable, Iterator, Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from exai.providers.base import ChatRequest
+
+__all__ = ["Catalogue", "CatalogueError", "ModelInfo", "ProviderDefaults", "load_catalogue"]
+
+ThinkingMode = Literal["none", "always", "switchable"]
+
+
+class CatalogueError(ValueError):
+    """The catalogue or the override file is malformed."""
+
+
+class ModelInfo(BaseModel):
+    """One model and what it accepts. Immutable and shared by all calls."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    provider: str
+    model_id: str
+    context_window: int = Field(gt=0)
+    max_output_tokens: int = Field(gt=0)
+    thinking: ThinkingMode = "none"
+    web_search: bool = False
+    images: bool = False
+    temperature: tuple[float, float] = (0.0, 1.0)
+    default_temperature: float | None = None
+    aliases: tuple[str, ...] = ()
+    auto_rank: int | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelInfo:
+        low, high = self.temperature
+        if low > high:
+            raise ValueError(f"temperature range [{low}, {high}] is empty")
+        if self.default_temperature is not None and not low <= self.default_temperature <= high:
+            raise ValueError("default_temperature lies outside the temperature range")
+        if self.max_output_tokens > self.context_window:
+            raise ValueError("max_output_tokens exceeds context_window")
+        return self
+
+    @property
+    def supports_thinking(self) -> bool:
+        return self.thinking != "none"
+
+    def describe(self) -> dict[str, Any]:
+        """What ``listmodels`` shows about the model."""
+        return {
+            "name": self.name,
+            "provider": self.provider,
+            "context_window": self.context_window,
+            "max_output_tokens": self.max_output_tokens,
+            "thinking": self.supports_thinking,
+            "thinking_mode": self.thinking,
+            "web_search": self.web_search,
+            "images": self.images,
+            "aliases": list(self.aliases),
+        }
+
+    def fit(self, request: ChatRequest) -> ChatRequest:
+        """The request as this model accepts it: its own id, parameters in range,
+        and nothing the API would reject (a thinking switch it does not have)."""
+        temperature = request.temperature
+        if temperature is None:
+            temperature = self.default_temperature
+        if temperature is not None:
+            low, high = self.temperature
+            temperature = min(max(temperature, low), high)
+        max_out = request.max_output_tokens
+        if max_out is not None:
+            max_out = min(max_out, self.max_output_tokens)
+        return dataclasses.replace(
+            request,
+            model=self.model_id,
+            temperature=temperature,
+            max_output_tokens=max_out,
+            thinking=request.thinking if self.thinking == "switchable" else None,
+            web_search=request.web_search and self.web_search,
+        )
+
+
+class ProviderDefaults(BaseModel):
+    """What to assume about a model a provider reports but the catalogue omits."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    context_window: int = Field(default=8192, gt=0)
+    max_output_tokens: int = Field(default=2048, gt=0)
+    temperature: tuple[float, float] = (0.0, 1.0)
+
+    def model(self, provider: str, model_id: str) -> ModelInfo:
+        return ModelInfo(
+            name=model_id,
+            provider=provider,
+            model_id=model_id,
+            context_window=self.context_window,
+            max_output_tokens=min(self.max_output_tokens, self.context_window),
+            temperature=self.temperature,
+        )
+
+
+class Catalogue:
+    """Models by name and alias (case-insensitive), in a stable order."""
+
+    def __init__(
+        self,
+        models: Iterable[ModelInfo],
+        provider_defaults: Mapping[str, ProviderDefaults] | None = None,
+    ) -> None:
+        self._models: dict[str, ModelInfo] = {}
+        self._index: dict[str, str] = {}
+        self._defaults = dict(provider_defaults or {})
+        for info in models:
+            self.add(info)
+
+    def add(self, info: ModelInfo) -> None:
+        for key in (info.name, *info.aliases):
+            owner = self._index.get(key.lower())
+            if owner is not None and owner != info.name:
+                raise CatalogueError(f"name {key!r} of model {info.name!r} is already {owner!r}")
+        self._models[info.name] = info
+        for key in (info.name, *info.aliases):
+            self._index[key.lower()] = info.name
+
+    def add_discovered(self, provider: str, model_ids: Iterable[str]) -> list[str]:
+        """Add models a provider reported at run time; returns the names added.
+
+        A model the catalogue already describes keeps its entry; an id that is
+        already another model's name or alias is skipped rather than shadowing it.
+        """
+        defaults = self._defaults.get(provider) or self._defaults.get("default", ProviderDefaults())
+        added = []
+        for model_id in model_ids:
+            if model_id.lower() in self._index:
+                continue
+            self.add(defaults.model(provider, model_id))
+            added.append(model_id)
+        return added
+
+    def get(self, name: str) -> ModelInfo | None:
+        key = self._index.get(name.strip().lower())
+        return self._models[key] if key is not None else None
+
+    def names(self) -> list[str]:
+        return list(self._models)
+
+    def __iter__(self) -> Iterator[ModelInfo]:
+        return iter(self._models.values())
+
+    def __len__(self) -> int:
+        return len(self._models)
+
+
+def load_catalogue(override: Path | None = None) -> Catalogue:
+    """The built-in catalogue, with the user's override file applied when given."""
+    text = resources.files("exai.providers").joinpath("models.toml").read_text("utf-8")
+    data = _parse(text, "models.toml (built in)")
+    if override is not None:
+        try:
+            user_text = Path(override).expanduser().read_text("utf-8")
+        except OSError as exc:
+            raise CatalogueError(f"cannot read models file {override}: {exc}") from None
+        user = _parse(user_text, str(override))
+        data = _merge(data, user, str(override))
+    return _build(data)
+
+
+def _parse(text: str, origin: str) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogueError(f"{origin}: not valid TOML: {exc}") from None
+    unknown = set(data) - {"models", "provider_defaults"}
+    if unknown:
+        raise CatalogueError(f"{origin}: unknown top-level tables {sorted(unknown)}")
+    for table in ("models", "provider_defaults"):
+        section = data.setdefault(table, {})
+        if not isinstance(section, dict) or not all(isinstance(v, dict) for v in section.values()):
+            raise CatalogueError(f"{origin}: [{table}] must hold one table per entry")
+    data["_origin"] = {name: origin for name in data["models"]}
+    return data
+
+
+def _merge(base: dict[str, Any], user: dict[str, Any], origin: str) -> dict[str, Any]:
+    """Field-by-field: a user entry for a known model changes only the fields it names."""
+    models = {name: dict(entry) for name, entry in base["models"].items()}
+    origins = dict(base["_origin"])
+    for name, entry in user["models"].items():
+        models[name] = {**models.get(name, {}), **entry}
+        origins[name] = origin
+    defaults = {name: dict(entry) for name, entry in base["provider_defaults"].items()}
+    for name, entry in user["provider_defaults"].items():
+        defaults[name] = {**defaults.get(name, {}), **entry}
+    return {"models": models, "provider_defaults": defaults, "_origin": origins}
+
+
+def _build(data: dict[str, Any]) -> Catalogue:
+    defaults: dict[str, ProviderDefaults] = {}
+    for name, entry in data["provider_defaults"].items():
+        try:
+            defaults[name] = ProviderDefaults(**entry)
+        except ValidationError as exc:
+            raise CatalogueError(f"provider_defaults.{name}: {_explain(exc)}") from None
+    models = []
+    for name, entry in data["models"].items():
+        try:
+            models.append(ModelInfo(**{"model_id": name, **entry, "name": name}))
+        except (ValidationError, TypeError) as exc:
+            detail = _explain(exc) if isinstance(exc, ValidationError) else str(exc)
+            raise CatalogueError(f"{data['_origin'][name]}: model {name!r}: {detail}") from None
+    return Catalogue(models, defaults)
+
+
+def _explain(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "entry"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)

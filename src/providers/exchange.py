@@ -1,0 +1,224 @@
+"""One answer from a chat-completions provider, however many requests it takes.
+
+An answer may need several provider requests: a built-in tool round trip
+(Kimi's ``$web_search``: the model asks, we echo the arguments back, it answers)
+and continuations when a reply stops at ``finish_reason="length"``. The loop
+that drives those rounds is the same for every vendor and for streamed and
+whole replies, so it is written once here. A plugin supplies the vendor edges:
+how to send one request (:meth:`_send`, :meth:`_open_stream`), how to turn its
+SDK's exceptions into :mod:`exai.errors` (:meth:`_map_error`), and, where the
+vendor differs, how to answer a tool call or ask for the rest of a cut reply.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from typing import Any, Protocol, TypeVar
+
+from exai.errors import ExaiError, ProviderError
+from exai.providers.base import ChatRequest, ChatResponse, Delta, Provider, Usage
+from exai.providers.retry import RetryPolicy
+from exai.providers.wire import Round, StreamAssembler, round_from_completion
+
+__all__ = ["CONTINUE_PROMPT", "ChatCompletionsProvider", "ChunkStream"]
+
+T = TypeVar("T")
+
+CONTINUE_PROMPT = (
+    "Your previous reply was cut off by the output limit. Continue exactly where it "
+    "stopped, without repeating anything and without any preamble."
+)
+
+
+class ChunkStream(Protocol):
+    """An open streamed reply: chunks one by one, and a way to stop early."""
+
+    async def __anext__(self) -> Any: ...
+
+    async def aclose(self) -> None: ...
+
+
+class ChatCompletionsProvider(Provider):
+    """The exchange loop shared by every provider that speaks chat completions."""
+
+    label: str = "provider"  # how the vendor is named in messages to users
+    max_tool_rounds: int = 3
+    max_continuations: int = 3
+
+    def __init__(self, *, retry: RetryPolicy) -> None:
+        self.retry = retry
+
+    # --- vendor edges -------------------------------------------------------
+
+    @abstractmethod
+    async def _send(
+        self, request: ChatRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> Any:
+        """One non-streamed request; returns the SDK's completion object."""
+
+    @abstractmethod
+    async def _open_stream(
+        self, request: ChatRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> ChunkStream:
+        """Start one streamed request; returns once the vendor has accepted it."""
+
+    @abstractmethod
+    def _map_error(self, exc: BaseException) -> ExaiError | None:
+        """The :mod:`exai.errors` exception for an SDK exception, or None if foreign."""
+
+    def _tools(self, request: ChatRequest) -> list[dict[str, Any]]:
+        return []
+
+    def _tool_result(self, call: dict[str, Any]) -> dict[str, Any]:
+        raise ProviderError(
+            f"{self.label} asked to call tool {call['function']['name']!r}, which exai did "
+            "not offer",
+            retryable=False,
+        )
+
+    def _continuation(self, messages: list[dict[str, Any]], partial: str) -> list[dict[str, Any]]:
+        """Messages asking for the rest of a reply cut at ``partial``."""
+        return [
+            *messages,
+            {"role": "assistant", "content": partial},
+            {"role": "user", "content": CONTINUE_PROMPT},
+        ]
+
+    # --- the Provider interface ---------------------------------------------
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        async for delta in self._exchange(request, streamed=False):
+            if delta.response is not None:
+                return delta.response
+        raise AssertionError("the exchange ended without a response")  # pragma: no cover
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
+        return self._exchange(request, streamed=True)
+
+    # --- the loop -------------------------------------------------------------
+
+    async def _exchange(
+        self, request: ChatRequest, *, streamed: bool
+    ) -> AsyncGenerator[Delta, None]:
+        started = time.monotonic()
+        tools = self._tools(request)
+        base = list(request.messages)  # the prompt plus any tool round trips so far
+        produced: list[dict[str, Any]] = []
+        text: list[str] = []
+        reasoning: list[str] = []
+        search: list[dict[str, Any]] = []
+        usage = Usage()
+        retries = tool_rounds = continuations = 0
+        messages = base
+        while True:
+            outcome: Round | None = None
+            run_round = self._stream_round if streamed else self._whole_round
+            async with aclosing(run_round(request, messages, tools)) as items:
+                async for item in items:
+                    if isinstance(item, Round):
+                        outcome = item
+                    else:
+                        yield item
+            assert outcome is not None
+            retries += outcome.retries
+            usage.add(outcome.usage)
+            search.extend(outcome.search_results)
+            if outcome.reasoning:
+                reasoning.append(outcome.reasoning)
+            if outcome.tool_calls:
+                tool_rounds += 1
+                if tool_rounds > self.max_tool_rounds:
+                    raise ProviderError(
+                        f"{self.label} was still calling tools after {self.max_tool_rounds} "
+                        "rounds; giving up",
+                        retryable=False,
+                        details={"provider": self.name, "kind": "tool_rounds"},
+                    )
+                step = [self._assistant_tool_turn(outcome)]
+                step += [self._tool_result(call) for call in outcome.tool_calls]
+                produced += step
+                base = [*base, *step]
+                messages = base
+                continue
+            text.append(outcome.text)
+            cut = outcome.finish_reason == "length" and outcome.text
+            if cut and continuations < self.max_continuations:
+                continuations += 1
+                messages = self._continuation(base, "".join(text))
+                continue
+            break
+        answer = "".join(text)
+        produced.append({"role": "assistant", "content": answer})
+        response = ChatResponse(
+            text=answer,
+            model=request.model,
+            provider=self.name,
+            reasoning="".join(reasoning) or None,
+            finish_reason=outcome.finish_reason,
+            usage=usage,
+            messages=produced,
+            retries=retries,
+            latency_ms=(time.monotonic() - started) * 1000.0,
+            search_results=search,
+        )
+        yield Delta("usage", usage=usage)
+        yield Delta("done", finish_reason=outcome.finish_reason, response=response)
+
+    @staticmethod
+    def _assistant_tool_turn(outcome: Round) -> dict[str, Any]:
+        turn: dict[str, Any] = {
+            "role": "assistant",
+            "content": outcome.text,
+            "tool_calls": outcome.tool_calls,
+        }
+        if outcome.reasoning:
+            # Thinking models want their reasoning back alongside their own tool calls.
+            turn["reasoning_content"] = outcome.reasoning
+        return turn
+
+    async def _whole_round(
+        self, request: ChatRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> AsyncGenerator[Delta | Round, None]:
+        completion, retries = await self.retry.run(
+            lambda: self._guarded(lambda: self._send(request, messages, tools))
+        )
+        outcome = round_from_completion(completion)
+        outcome.retries = retries
+        yield outcome
+
+    async def _stream_round(
+        self, request: ChatRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> AsyncGenerator[Delta | Round, None]:
+        chunks, retries = await self.retry.run(
+            lambda: self._guarded(lambda: self._open_stream(request, messages, tools))
+        )
+        assembler = StreamAssembler()
+        try:
+            while True:
+                try:
+                    chunk = await self._guarded(chunks.__anext__)
+                except StopAsyncIteration:
+                    break
+                for delta in assembler.feed(chunk):
+                    yield delta
+        finally:
+            await chunks.aclose()
+        outcome = assembler.result()
+        outcome.retries = retries
+        for call in outcome.tool_calls:
+            yield Delta("tool_call", tool_call=call)
+        yield outcome
+
+    async def _guarded(self, call: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await call()
+        except (ExaiError, StopAsyncIteration):
+            raise
+        except Exception as exc:
+            mapped = self._map_error(exc)
+            if mapped is None:
+                raise
+            raise mapped from exc

@@ -1,0 +1,272 @@
+"""GLM (Zhipu / Z.ai) through ``zai-sdk``.
+
+The SDK is synchronous. Every call runs on a thread pool that belongs to this
+provider and is as large as the GLM concurrency limit, so that the registry's
+limiter, not the pool, decides how many calls run: never on the event loop
+(one slow call would stall every session) and never on the loop's default
+executor (shared with everything else and sized for other work). Streamed
+chunks are read in the pool thread and handed to the loop with
+``call_soon_threadsafe``, so the loop only ever awaits a queue. A synchronous
+request cannot be interrupted: a cancelled call's thread finishes its HTTP
+request (bounded by the provider timeout) before it is free again, and a
+cancelled stream stops at its next chunk.
+
+``ZhipuAiClient`` serves the mainland endpoint (open.bigmodel.cn) and
+``ZaiClient`` the international one (api.z.ai); they share one API. GLM runs web
+search on its side (the ``web_search`` tool) and returns the pages it read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from zai import ZaiClient, ZhipuAiClient
+from zai.core._errors import (
+    APIConnectionError,
+    APIResponseError,
+    APIStatusError,
+    APITimeoutError,
+)
+
+from exai.errors import ExaiError
+from exai.providers.error_mapping import (
+    ErrorKind,
+    VendorFailure,
+    connection_error,
+    status_error,
+    stream_error,
+)
+from exai.providers.exchange import ChatCompletionsProvider
+from exai.providers.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from exai.providers.base import ChatRequest
+    from exai.settings import Settings
+
+__all__ = ["WEB_SEARCH_TOOL", "GLMProvider", "create"]
+
+WEB_SEARCH_TOOL: dict[str, Any] = {
+    "type": "web_search",
+    "web_search": {"enable": True, "search_result": True},
+}
+
+_MAINLAND_HOST = "open.bigmodel.cn"
+
+
+def _classify(failure: VendorFailure) -> ErrorKind | None:
+    """Z.ai's business codes (docs.z.ai/api-reference/api-code)."""
+    try:
+        code = int(failure.code or "")
+    except ValueError:
+        return None
+    if code == 1261:
+        return "context_length"
+    if 1000 <= code <= 1004:
+        return "auth"
+    if code == 1113 or (1304 <= code <= 1310 and code != 1305):
+        return "balance"  # arrears, daily or plan quota spent: waiting will not help
+    if 1110 <= code <= 1121:
+        return "permission"
+    if code in (1302, 1303, 1305):
+        return "rate_limit"
+    if code == 1211:
+        return "not_found"
+    if code == 1301:
+        return "bad_request"
+    return None
+
+
+class GLMProvider(ChatCompletionsProvider):
+    name = "glm"
+    label = "GLM"
+    setup_hint = "set GLM_API_KEY (or ZAI_API_KEY / ZHIPUAI_API_KEY) to a Z.ai or Zhipu API key"
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None,
+        base_url: str = "https://api.z.ai/api/paas/v4",
+        max_inflight: int = 64,
+        timeout_s: float = 300.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(retry=retry or RetryPolicy())
+        self.base_url = base_url.rstrip("/")
+        self.max_inflight = max_inflight
+        self.timeout_s = timeout_s
+        self._client: ZaiClient | ZhipuAiClient | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        if api_key:
+            client_class = ZhipuAiClient if _MAINLAND_HOST in self.base_url else ZaiClient
+            timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
+            self._client = client_class(
+                api_key=api_key,
+                base_url=self.base_url,
+                timeout=timeout,
+                max_retries=0,
+                # The SDK's default pool holds 50 connections; match our own limit.
+                http_client=httpx.Client(
+                    timeout=timeout,
+                    limits=httpx.Limits(
+                        max_connections=max_inflight, max_keepalive_connections=max_inflight
+                    ),
+                ),
+            )
+            self._pool = ThreadPoolExecutor(max_workers=max_inflight, thread_name_prefix="exai-glm")
+
+    def configured(self) -> bool:
+        return self._client is not None
+
+    async def aclose(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._client is not None:
+            self._client.close()
+
+    # --- one request ------------------------------------------------------------
+
+    def _kwargs(
+        self, request: ChatRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"model": request.model, "messages": messages}
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if request.max_output_tokens is not None:
+            kwargs["max_tokens"] = request.max_output_tokens
+        if request.thinking is not None:
+            kwargs["thinking"] = {"type": "enabled" if request.thinking else "disabled"}
+        if tools:
+            kwargs["tools"] = tools
+        return kwargs
+
+    def _tools(self, request: ChatRequest) -> list[dict[str, Any]]:
+        return [WEB_SEARCH_TOOL] if request.web_search else []
+
+    def _create(self, kwargs: dict[str, Any], stream: bool) -> Any:
+        """Runs in a pool thread. The SDK rewrites message contents in place, so it
+        gets its own copy, made here rather than on the event loop."""
+        assert self._client is not None
+        kwargs = {**kwargs, "messages": copy.deepcopy(kwargs["messages"])}
+        return self._client.chat.completions.create(stream=stream, **kwargs)
+
+    async def _send(
+        self, request: ChatRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> Any:
+        loop = asyncio.get_running_loop()
+        kwargs = self._kwargs(request, messages, tools)
+        return await loop.run_in_executor(self._pool, self._create, kwargs, False)
+
+    async def _open_stream(
+        self, request: ChatRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> _ThreadedStream:
+        stream = _ThreadedStream(asyncio.get_running_loop())
+        assert self._pool is not None
+        self._pool.submit(stream.pump, self._create, self._kwargs(request, messages, tools))
+        await stream.opened()
+        return stream
+
+    # --- errors -----------------------------------------------------------------
+
+    def _map_error(self, exc: BaseException) -> ExaiError | None:
+        if isinstance(exc, APIStatusError):
+            return status_error(
+                provider=self.name,
+                label=self.label,
+                status=exc.status_code,
+                headers=exc.response.headers,
+                body=exc.response.text,  # the SDK reads the body before raising
+                classify=_classify,
+                setup_hint=self.setup_hint,
+            )
+        if isinstance(exc, APIConnectionError):
+            timed_out = isinstance(exc, APITimeoutError)
+            return connection_error(
+                provider=self.name,
+                label=self.label,
+                base_url=self.base_url,
+                timeout_s=self.timeout_s if timed_out else None,
+                cause=exc,
+            )
+        if isinstance(exc, APIResponseError):
+            return stream_error(provider=self.name, label=self.label, body=exc.json_data)
+        if isinstance(exc, httpx.TransportError):  # raised while reading a stream
+            return connection_error(
+                provider=self.name, label=self.label, base_url=self.base_url, timeout_s=None,
+                cause=exc,
+            )  # fmt: skip
+        return None
+
+
+class _ThreadedStream:
+    """A streamed GLM reply read by a pool thread and consumed on the event loop.
+
+    The thread posts ``(kind, payload)`` items with ``call_soon_threadsafe``;
+    ``kind`` is "open" once the vendor accepted the request, then "chunk" per
+    chunk and "end", or "error" with the exception. Closing early tells the
+    thread to stop at the next chunk.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self._stop = threading.Event()
+
+    def _post(self, kind: str, payload: Any = None) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, (kind, payload))
+        except RuntimeError:  # the loop is gone; nobody is listening any more
+            self._stop.set()
+
+    def pump(self, create: Any, kwargs: dict[str, Any]) -> None:
+        response = None
+        try:
+            response = create(kwargs, True)
+            self._post("open")
+            for chunk in response:
+                if self._stop.is_set():
+                    break
+                self._post("chunk", chunk)
+            self._post("end")
+        except BaseException as exc:
+            self._post("error", exc)
+        finally:
+            raw = getattr(response, "response", None)
+            if raw is not None:
+                raw.close()
+
+    async def opened(self) -> None:
+        try:
+            kind, payload = await self._queue.get()
+        except BaseException:  # cancelled while the vendor had not answered yet
+            self._stop.set()
+            raise
+        if kind == "error":
+            raise payload
+        assert kind == "open", kind
+
+    async def __anext__(self) -> Any:
+        kind, payload = await self._queue.get()
+        if kind == "chunk":
+            return payload
+        if kind == "error":
+            raise payload
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        self._stop.set()
+
+
+def create(settings: Settings) -> GLMProvider:
+    key = settings.glm_api_key
+    return GLMProvider(
+        api_key=key.get_secret_value() if key else None,
+        base_url=settings.glm_base_url,
+        max_inflight=settings.glm_max_inflight,
+        timeout_s=settings.provider_timeout_s,
+        retry=RetryPolicy.from_settings(settings),
+    )

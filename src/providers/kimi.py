@@ -1,0 +1,110 @@
+"""Kimi (Moonshot AI) through the ``openai`` SDK's ``AsyncOpenAI``.
+
+Moonshot speaks the OpenAI protocol, so this is the OpenAI-compatible plugin
+with Moonshot's differences:
+
+- Web search is the built-in tool ``$web_search``. Moonshot runs the search
+  itself; the model asks for it with a tool call and the client only has to hand
+  the call's arguments back unchanged as the tool result, then ask again.
+- A reply cut by the output limit is continued with Moonshot's partial mode: the
+  text so far goes back as a trailing assistant message marked ``partial`` and
+  the model carries on from its last character.
+- Errors carry a ``type`` (``exceeded_current_quota_error`` is a 429 that no
+  amount of waiting fixes, for example).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from exai.providers.error_mapping import ErrorKind, VendorFailure
+from exai.providers.openai_compat import OpenAICompatibleProvider
+from exai.providers.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from exai.providers.base import ChatRequest
+    from exai.settings import Settings
+
+__all__ = ["WEB_SEARCH_TOOL", "KimiProvider", "create"]
+
+WEB_SEARCH_TOOL: dict[str, Any] = {
+    "type": "builtin_function",
+    "function": {"name": "$web_search"},
+}
+
+_KIND_BY_TYPE: dict[str, ErrorKind] = {
+    "exceeded_current_quota_error": "balance",
+    "invalid_authentication_error": "auth",
+    "incorrect_api_key_error": "auth",
+    "rate_limit_reached_error": "rate_limit",
+    "engine_overloaded_error": "rate_limit",
+    "resource_not_found_error": "not_found",
+    "content_filter": "bad_request",
+}
+
+
+class KimiProvider(OpenAICompatibleProvider):
+    name = "kimi"
+    label = "Kimi"
+    setup_hint = "set KIMI_API_KEY (or MOONSHOT_API_KEY) to a Moonshot API key"
+    stream_usage_option = False  # Moonshot reports usage in the last choice anyway
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None,
+        base_url: str = "https://api.moonshot.ai/v1",
+        max_inflight: int = 64,
+        timeout_s: float = 300.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(
+            base_url=base_url if api_key else None,
+            api_key=api_key,
+            max_inflight=max_inflight,
+            timeout_s=timeout_s,
+            retry=retry,
+        )
+        self.base_url = base_url.rstrip("/")
+
+    async def list_models(self) -> list[str]:
+        # The catalogue describes Kimi's models; Moonshot's list adds nothing usable.
+        return []
+
+    def _tools(self, request: ChatRequest) -> list[dict[str, Any]]:
+        return [WEB_SEARCH_TOOL] if request.web_search else []
+
+    def _tool_result(self, call: dict[str, Any]) -> dict[str, Any]:
+        if call["function"]["name"] != "$web_search":
+            return super()._tool_result(call)
+        return {
+            "role": "tool",
+            "tool_call_id": call["id"],
+            "name": "$web_search",
+            "content": call["function"]["arguments"],
+        }
+
+    def _continuation(self, messages: list[dict[str, Any]], partial: str) -> list[dict[str, Any]]:
+        return [*messages, {"role": "assistant", "content": partial, "partial": True}]
+
+    def _extra_body(self, request: ChatRequest) -> dict[str, Any]:
+        if request.thinking is None:
+            return {}
+        return {"thinking": {"type": "enabled" if request.thinking else "disabled"}}
+
+    def _classify(self, failure: VendorFailure) -> ErrorKind | None:
+        kind = _KIND_BY_TYPE.get(failure.code or "")
+        if kind == "rate_limit" and failure.status >= 500:
+            return "server"
+        return kind
+
+
+def create(settings: Settings) -> KimiProvider:
+    key = settings.kimi_api_key
+    return KimiProvider(
+        api_key=key.get_secret_value() if key else None,
+        base_url=settings.kimi_base_url,
+        max_inflight=settings.kimi_max_inflight,
+        timeout_s=settings.provider_timeout_s,
+        retry=RetryPolicy.from_settings(settings),
+    )

@@ -1,0 +1,162 @@
+"""Any OpenAI-compatible endpoint (Ollama, vLLM, llama.cpp, OpenRouter), through ``AsyncOpenAI``.
+
+This is also the base of the Kimi plugin, since Moonshot speaks the same
+protocol: the request body, the SDK error types and the model listing are
+shared, and Kimi overrides only what Moonshot does differently. The SDK's own
+retries are off (``max_retries=0``); :class:`~exai.providers.retry.RetryPolicy`
+is the only retry mechanism.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import openai
+from openai import AsyncOpenAI
+
+from exai.errors import ExaiError
+from exai.providers.error_mapping import (
+    ErrorKind,
+    VendorFailure,
+    connection_error,
+    status_error,
+    stream_error,
+)
+from exai.providers.exchange import ChatCompletionsProvider, ChunkStream
+from exai.providers.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from exai.providers.base import ChatRequest
+    from exai.settings import Settings
+
+__all__ = ["OpenAICompatibleProvider", "create"]
+
+
+class OpenAICompatibleProvider(ChatCompletionsProvider):
+    name = "openai_compat"
+    label = "the OpenAI-compatible endpoint"
+    setup_hint = "set EXAI_OPENAI_COMPAT_BASE_URL (and EXAI_OPENAI_COMPAT_API_KEY if it needs one)"
+    # Ask for usage in streamed replies; vendors that reject the option turn it off.
+    stream_usage_option = True
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        models: list[str] | None = None,
+        max_inflight: int = 16,
+        timeout_s: float = 300.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(retry=retry or RetryPolicy())
+        self.base_url = base_url.rstrip("/") if base_url else None
+        self.max_inflight = max_inflight
+        self.timeout_s = timeout_s
+        self._models = list(models or [])
+        self._has_key = bool(api_key)
+        self._client: AsyncOpenAI | None = None
+        if self.base_url:
+            self._client = AsyncOpenAI(
+                # Local servers need no key, but the SDK insists on one.
+                api_key=api_key or "no-key",
+                base_url=self.base_url,
+                timeout=timeout_s,
+                max_retries=0,
+            )
+
+    def configured(self) -> bool:
+        return self._client is not None
+
+    @property
+    def client(self) -> AsyncOpenAI:
+        if self._client is None:
+            raise RuntimeError(f"{self.name} is not configured; {self.setup_hint}")
+        return self._client
+
+    async def list_models(self) -> list[str]:
+        """The configured models, or those the endpoint lists at ``/models``."""
+        if self._models or self._client is None:
+            return list(self._models)
+        page = await self._guarded(lambda: self.client.models.list())
+        return [model.id for model in page.data]
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+    # --- request body ---------------------------------------------------------
+
+    def _body(
+        self, request: ChatRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": request.model, "messages": messages}
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.max_output_tokens is not None:
+            body["max_tokens"] = request.max_output_tokens
+        if tools:
+            body["tools"] = tools
+        extra = self._extra_body(request)
+        if extra:
+            body["extra_body"] = extra
+        return body
+
+    def _extra_body(self, request: ChatRequest) -> dict[str, Any]:
+        """Vendor fields the SDK has no parameter for."""
+        return {}
+
+    async def _send(
+        self, request: ChatRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> Any:
+        return await self.client.chat.completions.create(**self._body(request, messages, tools))
+
+    async def _open_stream(
+        self, request: ChatRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> ChunkStream:
+        body = self._body(request, messages, tools)
+        if self.stream_usage_option:
+            body["stream_options"] = {"include_usage": True}
+        return await self.client.chat.completions.create(stream=True, **body)
+
+    # --- errors -----------------------------------------------------------------
+
+    def _classify(self, failure: VendorFailure) -> ErrorKind | None:
+        """What the vendor's own error codes say; None leaves it to the HTTP status."""
+        return None
+
+    def _map_error(self, exc: BaseException) -> ExaiError | None:
+        if isinstance(exc, openai.APIStatusError):
+            return status_error(
+                provider=self.name,
+                label=self.label,
+                status=exc.status_code,
+                headers=exc.response.headers,
+                body=exc.response.text,  # the SDK reads the body before raising
+                classify=self._classify,
+                setup_hint=self.setup_hint,
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            timed_out = isinstance(exc, openai.APITimeoutError)
+            return connection_error(
+                provider=self.name,
+                label=self.label,
+                base_url=self.base_url or "",
+                timeout_s=self.timeout_s if timed_out else None,
+                cause=exc,
+            )
+        if isinstance(exc, openai.APIError):
+            return stream_error(provider=self.name, label=self.label, body=exc.body)
+        return None
+
+
+def create(settings: Settings) -> OpenAICompatibleProvider:
+    key = settings.openai_compat_api_key
+    return OpenAICompatibleProvider(
+        base_url=settings.openai_compat_base_url,
+        api_key=key.get_secret_value() if key else None,
+        models=settings.openai_compat_models,
+        max_inflight=settings.openai_compat_max_inflight,
+        timeout_s=settings.provider_timeout_s,
+        retry=RetryPolicy.from_settings(settings),
+    )

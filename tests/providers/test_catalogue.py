@@ -1,0 +1,116 @@
+"""The model catalogue: built-in data, the override file, validation, request fitting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exai.providers.base import ChatRequest
+from exai.providers.catalogue import CatalogueError, load_catalogue
+
+from .helpers import user
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "models.toml"
+    path.write_text(text)
+    return path
+
+
+KIMI_MODELS = ("kimi-k2-0905-preview", "kimi-k2-turbo-preview", "kimi-k2-thinking", "kimi-latest",
+               "moonshot-v1-8k", "moonshot-v1-32k", "moonshot-v1-128k")  # fmt: skip
+GLM_MODELS = ("glm-4.6", "glm-4.5", "glm-4.5-air", "glm-4.5-flash", "glm-4.5v")
+
+
+def test_builtin_catalogue_covers_current_models() -> None:
+    catalogue = load_catalogue()
+    assert {catalogue.get(name).provider for name in KIMI_MODELS} == {"kimi"}
+    assert {catalogue.get(name).provider for name in GLM_MODELS} == {"glm"}
+    assert catalogue.get("kimi-k2-thinking").thinking == "always"
+    assert catalogue.get("glm-4.5v").images
+    assert catalogue.get("moonshot-v1-8k").context_window == 8192
+
+
+def test_aliases_resolve_case_insensitively() -> None:
+    catalogue = load_catalogue()
+    assert catalogue.get("K2").name == "kimi-k2-0905-preview"
+    assert catalogue.get(" glm ").name == "glm-4.6"
+    assert catalogue.get("nope") is None
+
+
+def test_override_changes_fields_and_adds_models(tmp_path: Path) -> None:
+    path = write(tmp_path, """
+[models."glm-4.6"]
+context_window = 150000
+aliases = ["g"]
+
+[models."llama3.1:8b"]
+provider = "openai_compat"
+context_window = 131072
+max_output_tokens = 4096
+temperature = [0.0, 2.0]
+auto_rank = 5
+""")  # fmt: skip
+    catalogue = load_catalogue(path)
+
+    glm = catalogue.get("g")
+    assert glm is not None and glm.context_window == 150000
+    assert glm.web_search and glm.max_output_tokens == 128000  # untouched fields stay
+    local = catalogue.get("llama3.1:8b")
+    assert (
+        local is not None and local.provider == "openai_compat" and local.model_id == "llama3.1:8b"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('[models."x"]\nprovider = "glm"\n', "context_window"),
+        ('[models."glm-4.6"]\ncontext_window = -1\n', "context_window"),
+        ('[models."glm-4.6"]\nthinking = "sometimes"\n', "thinking"),
+        ('[models."glm-4.6"]\ncolour = "blue"\n', "colour"),
+        ('[models."glm-4.6"]\ntemperature = [1.0, 0.0]\n', "empty"),
+        ('[models."glm-4.6"]\ncontext_window = 1000\n', "exceeds context_window"),
+        (
+            '[models."x"]\nprovider = "glm"\ncontext_window = 10\nmax_output_tokens = 5\n'
+            'aliases = ["glm"]\n',
+            "already",
+        ),
+        ("[stuff]\n", "unknown top-level"),
+        ("not toml = = =", "not valid TOML"),
+    ],
+)
+def test_invalid_override_names_the_problem(tmp_path: Path, text: str, words: str) -> None:
+    with pytest.raises(CatalogueError, match=words):
+        load_catalogue(write(tmp_path, text))
+
+
+def test_missing_override_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(CatalogueError, match="cannot read"):
+        load_catalogue(tmp_path / "absent.toml")
+
+
+def test_discovered_models_take_provider_defaults() -> None:
+    catalogue = load_catalogue()
+    added = catalogue.add_discovered("openai_compat", ["qwen2.5:7b", "glm-4.6"])
+
+    assert added == ["qwen2.5:7b"]  # a catalogue name is never shadowed
+    info = catalogue.get("qwen2.5:7b")
+    assert info is not None and info.context_window == 32768 and info.temperature == (0.0, 2.0)
+    assert info.auto_rank is None  # discovered models are never picked by "auto"
+
+
+def test_fit_sends_only_what_the_model_accepts() -> None:
+    catalogue = load_catalogue()
+    request = ChatRequest(model="alias", messages=user("x"), temperature=1.7,
+                          max_output_tokens=10**6, thinking=True, web_search=True)  # fmt: skip
+
+    kimi = catalogue.get("kimi-k2-thinking").fit(request)
+    assert kimi.model == "kimi-k2-thinking"
+    assert kimi.temperature == 1.0 and kimi.max_output_tokens == 65536
+    assert kimi.thinking is None  # always on: there is no switch to send
+    glm = catalogue.get("glm-4.5v").fit(request)
+    assert glm.thinking is True and glm.web_search is False
+    default = catalogue.get("kimi-k2").fit(ChatRequest(model="k", messages=[]))
+    assert default.temperature == 0.6 and default.max_output_tokens is None
