@@ -1,27 +1,40 @@
 """Build and close the long-lived services the tools use.
 
 Kept apart from the server so tests can build a daemon around services of their
-choosing, and so the order of start-up and shutdown is written down once.
+choosing, and so the order of start-up and shutdown is written down once: the
+audit trail first (everything else reports to it), then the conversation store,
+then the providers; closing runs in reverse, so the audit trail hears about
+everything that happened before it flushes to its outbox.
 """
 
 from __future__ import annotations
 
+from exai.logs import get_logger
+from exai.providers import ProviderRegistry
 from exai.settings import Settings
 from exai.tools.base import NullAudit, Services
 
 __all__ = ["build_services", "close_services"]
 
+log = get_logger("exai.daemon")
+
 
 async def build_services(settings: Settings) -> Services:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    return Services(settings=settings, audit=NullAudit())
+    audit = NullAudit()
+    providers = ProviderRegistry.from_settings(settings, emit=audit.emit)
+    await providers.refresh_models()
+    return Services(settings=settings, audit=audit, providers=providers)
 
 
 async def close_services(services: Services) -> None:
     for name in ("providers", "store"):
         resource = getattr(services, name, None)
         if resource is not None:
-            await resource.aclose()
+            try:
+                await resource.aclose()
+            except Exception:
+                log.exception("closing a service failed", service=name)
     stop = getattr(services.audit, "stop", None)
     if stop is not None:
         await stop()
