@@ -1,0 +1,144 @@
+"""Removing secrets from event fields before they are stored anywhere.
+
+Audit events leave the machine, so no API key, token or JWT may be in one.
+:class:`Scrubber` returns a private deep copy of the fields (the caller may
+keep mutating its own objects after ``emit``) in which
+
+- a field whose name looks sensitive (``token``, ``api_key``, ``secret``,
+  ``authorization``, ``password``, ``cookie`` ...) has its value masked unless
+  the value is a number, a boolean or null: ``prompt_tokens=120`` is a count,
+  not a credential;
+- every configured secret value (tokens, JWT secret, provider keys, the
+  Supabase key, passwords in connection strings) is masked wherever it occurs
+  inside a string;
+- anything shaped like a JWT or a bearer credential is masked;
+- NUL characters become U+FFFD, since Postgres cannot store them.
+
+Values that are not JSON types become strings here (models are dumped first),
+so nothing can smuggle a secret through a ``__str__`` called later.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import re
+from collections.abc import Iterable, Mapping
+from datetime import date, datetime
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, SecretStr
+
+__all__ = ["MASK", "Scrubber", "secrets_from_settings"]
+
+MASK: Final = "****"
+_MIN_SECRET_LEN: Final = 6
+_MAX_DEPTH: Final = 32
+
+_SENSITIVE_NAME = re.compile(
+    r"(?:^|[_\-.])(?:api[_\-]?key|apikey|key|token|tokens|secret|secrets|password|passwd|pwd"
+    r"|authorization|auth|bearer|cookie|cookies|jwt|credential|credentials|private[_\-]?key"
+    r"|session[_\-]?key|signature)(?:$|[_\-.])",
+    re.IGNORECASE,
+)
+_CREDENTIAL_SHAPES = re.compile(
+    r"eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"  # JWT (header is JSON)
+    r"|(?i:bearer)\s+[A-Za-z0-9._~+/=\-]{8,}"
+    r"|\bsk-[A-Za-z0-9_\-]{16,}"
+)
+
+
+@functools.lru_cache(maxsize=4096)
+def _sensitive_name(name: str) -> bool:
+    return bool(_SENSITIVE_NAME.search(name))
+
+
+def _may_hold_credential(text: str) -> bool:
+    """A cheap substring pre-check so most strings skip the credential regex."""
+    return "eyJ" in text or "sk-" in text or "earer" in text or "EARER" in text
+
+
+class Scrubber:
+    """Masks secrets in event fields; built once from the known secret values."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        unique = {s for s in secrets if s and len(s) >= _MIN_SECRET_LEN}
+        self._secrets = sorted(unique, key=len, reverse=True)
+
+    def scrub(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        return {str(key): self._field(str(key), value, 0) for key, value in fields.items()}
+
+    def scrub_text(self, text: str) -> str:
+        if "\x00" in text:  # Postgres text and jsonb reject NUL; one would sink a whole batch
+            text = text.replace("\x00", "\ufffd")
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, MASK)
+        return _CREDENTIAL_SHAPES.sub(MASK, text) if _may_hold_credential(text) else text
+
+    def _field(self, name: str, value: Any, depth: int) -> Any:
+        if _sensitive_name(name) and not _is_plain_scalar(value):
+            return MASK
+        return self._value(value, depth)
+
+    def _value(self, value: Any, depth: int) -> Any:
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        if isinstance(value, str):
+            return self.scrub_text(value)
+        if depth >= _MAX_DEPTH:
+            return "<too deep>"
+        if isinstance(value, Mapping):
+            return {str(k): self._field(str(k), v, depth + 1) for k, v in value.items()}
+        if isinstance(value, list | tuple | set | frozenset):
+            return [self._value(item, depth + 1) for item in value]
+        if isinstance(value, SecretStr):
+            return MASK
+        if isinstance(value, BaseModel):
+            return self._value(value.model_dump(mode="json"), depth + 1)
+        if isinstance(value, enum.Enum):
+            return self._value(value.value, depth + 1)
+        if isinstance(value, datetime | date):
+            return value.isoformat()
+        if isinstance(value, bytes | bytearray | memoryview):
+            return f"<{len(value)} bytes>"
+        return self.scrub_text(str(value))
+
+
+def _is_plain_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, bool | int | float)
+
+
+def secrets_from_settings(settings: Any) -> list[str]:
+    """Every secret value a :class:`~exai.settings.Settings` holds.
+
+    That is each ``SecretStr`` (and each token of ``principal=token`` lists),
+    plus the password of any connection string, secret or not.
+    """
+    found: list[str] = []
+    for name in type(settings).model_fields:
+        value = getattr(settings, name, None)
+        if isinstance(value, SecretStr):
+            text = value.get_secret_value()
+            found.append(text)
+            found.extend(_parts(text))
+        elif isinstance(value, str) and "://" in value:
+            found.extend(_parts(value))
+    return [secret for secret in found if secret]
+
+
+def _parts(text: str) -> list[str]:
+    parts: list[str] = []
+    if "://" in text:
+        try:
+            password = urlsplit(text).password
+        except ValueError:
+            password = None
+        if password:
+            parts.append(password)
+    if "=" in text and "://" not in text:
+        for pair in text.split(","):
+            _, _, token = pair.partition("=")
+            parts.append(token.strip())
+    return parts

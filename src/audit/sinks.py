@@ -1,0 +1,115 @@
+"""Where shipped events go: the sink contract, its two failures, and the factory.
+
+A sink takes a batch of events and either accepts all of it or raises:
+
+- :class:`SinkUnavailable`: the batch may succeed later (network down, 5xx,
+  timeout, auth misconfigured). The shipper keeps it and retries with backoff.
+- :class:`SinkRejected`: the batch will never be accepted as it is (a 4xx such
+  as a schema mismatch). The shipper quarantines it and moves on.
+
+Sinks insert idempotently on ``event_id``, so a batch sent twice (a crash after
+the sink accepted it and before the outbox forgot it) is stored once.
+``EXAI_AUDIT_SINK=none`` uses :class:`LocalOnlySink`: events are "delivered" to
+the outbox's own archive, which is a bounded ring, so the trail stays local and
+the file never grows past its limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from exai.settings import Settings
+
+__all__ = [
+    "LocalOnlySink",
+    "Sink",
+    "SinkError",
+    "SinkRejected",
+    "SinkUnavailable",
+    "is_permanent_http_status",
+    "make_sink",
+]
+
+
+class SinkError(Exception):
+    """A batch was not accepted."""
+
+
+class SinkUnavailable(SinkError):
+    """Not accepted now; the same batch may be accepted later."""
+
+
+class SinkRejected(SinkError):
+    """Never acceptable as sent; retrying cannot help."""
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """A destination for audit events. ``send`` is never called concurrently."""
+
+    name: str
+
+    async def open(self) -> None: ...
+
+    async def send(self, events: Sequence[dict[str, Any]]) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class LocalOnlySink:
+    """Accepts every batch: with no remote sink the archive is the trail."""
+
+    name = "none"
+
+    async def open(self) -> None:
+        return None
+
+    async def send(self, events: Sequence[dict[str, Any]]) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+_RETRYABLE_4XX = frozenset({401, 403, 408, 425, 429})
+
+
+def is_permanent_http_status(status: int) -> bool:
+    """True for a 4xx that another attempt cannot fix.
+
+    Auth failures (401/403) are treated as retryable: they are a property of
+    the deployment, not of the batch, and quarantining the whole trail while a
+    key is rotated would be worse than waiting. Timeouts and rate limits
+    (408, 425, 429) are transient by definition.
+    """
+    return 400 <= status < 500 and status not in _RETRYABLE_4XX
+
+
+def make_sink(settings: Settings, *, timeout_s: float = 30.0) -> Sink:
+    """The sink named by ``EXAI_AUDIT_SINK``, configured but not yet opened."""
+    kind = settings.audit_sink
+    if kind == "supabase":
+        from exai.audit.supabase_sink import SupabaseSink
+
+        if not settings.supabase_url or settings.supabase_service_role_key is None:
+            raise ValueError(
+                "EXAI_AUDIT_SINK=supabase needs SUPABASE_URL and SUPABASE_SERVICE_ROLE_KEY"
+            )
+        return SupabaseSink(
+            settings.supabase_url,
+            settings.supabase_service_role_key.get_secret_value(),
+            timeout_s=timeout_s,
+        )
+    if kind == "postgres":
+        from exai.audit.postgres_sink import PostgresSink
+
+        if settings.audit_postgres_url is None:
+            raise ValueError("EXAI_AUDIT_SINK=postgres needs EXAI_AUDIT_POSTGRES_URL")
+        return PostgresSink(settings.audit_postgres_url.get_secret_value(), timeout_s=timeout_s)
+    if kind == "jsonl":
+        from exai.audit.jsonl_sink import JsonlSink
+
+        return JsonlSink(settings.audit_jsonl_path or settings.data_dir / "audit.jsonl")
+    return LocalOnlySink()
