@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from exai import files
 from exai.errors import ForbiddenError, ValidationError_
 from exai.files import (
