@@ -11,13 +11,12 @@ error that stopped it (``TIMEOUT``, ``CANCELLED``, ``OVER_CAPACITY``, ...).
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import time
 from typing import TYPE_CHECKING, Any
 
 import pydantic
 
+from exai.audit import args_digest
 from exai.errors import (
     CancelledError,
     ExaiError,
@@ -90,6 +89,10 @@ class Dispatcher:
             tool, arguments = self._admit(session, frame)
         except ExaiError as exc:
             self.metrics.calls.labels(self._label(frame.name), exc.code.value).inc()
+            self.services.audit.emit("call_finished", session_id=session.id, request_id=rid,
+                                     tool=frame.name, principal=session.principal.name,
+                                     duration_ms=0.0, status="error",
+                                     error_code=exc.code.value)  # fmt: skip
             await session.deliver(_error_result(rid, frame.name, exc, 0.0))
             return
 
@@ -338,8 +341,8 @@ def _cancelled(reason: str | None, tool: str, timeout_s: float) -> ExaiError:
 
 def _digest(arguments: dict[str, Any]) -> dict[str, Any]:
     # The audit trail records a digest and the size of the arguments, never their text.
-    raw = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str).encode()
-    return {"args_digest": hashlib.sha256(raw).hexdigest(), "args_bytes": len(raw)}
+    digest, size = args_digest(arguments)
+    return {"args_digest": digest, "args_bytes": size}
 
 
 def _ok_result(rid: str, tool: str, result: ToolResult, latency_ms: float) -> CallToolResult:

@@ -9,6 +9,7 @@ everything that happened before it flushes to its outbox.
 
 from __future__ import annotations
 
+from exai.audit import AuditTrail
 from exai.logs import get_logger
 from exai.providers import ProviderRegistry
 from exai.settings import Settings
@@ -21,7 +22,10 @@ log = get_logger("exai.daemon")
 
 async def build_services(settings: Settings) -> Services:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    audit = NullAudit()
+    audit: AuditTrail | NullAudit = NullAudit()
+    if settings.audit_enabled:
+        audit = AuditTrail(settings)
+        await audit.start()
     providers = ProviderRegistry.from_settings(settings, emit=audit.emit)
     await providers.refresh_models()
     return Services(settings=settings, audit=audit, providers=providers)
