@@ -162,8 +162,14 @@ class ExaiClient:
         self._ids = itertools.count(1)
         self._prefix = secrets.token_hex(4)
         self._reconnecting: asyncio.Task[None] | None = None
+        # Set once the client can never be connected again (closed, or reconnecting gave
+        # up), so that calls waiting for a connection fail instead of waiting forever.
+        self._ended = asyncio.Event()
+        self.gave_up: ClientError | None = None
         self.last_disconnect: BaseException | None = None
         self.last_close_code: int | None = None
+        self.last_connect_error: BaseException | None = None
+        self._cancels: set[str] = set()  # cancels asked for while disconnected
 
     # --- connection -------------------------------------------------------------
 
@@ -226,6 +232,7 @@ class ExaiClient:
 
     async def close(self) -> None:
         self._closed = True
+        self._ended.set()
         if self._reconnecting is not None:
             self._reconnecting.cancel()
         if self._ws is not None:
@@ -316,30 +323,42 @@ class ExaiClient:
         else:
             self._fail_all(ConnectError(f"connection lost: {self.last_disconnect}"))
 
-    async def _reconnect_loop(self) -> None:
+    async def _reconnect_loop(self, initial: bool = False) -> None:
         attempt = 0
         while not self._closed:
-            await asyncio.sleep(self._backoff(attempt))
+            if attempt or not initial:
+                await asyncio.sleep(self._backoff(attempt))
             try:
                 await self._open()
             except HelloRefused as exc:
-                self._fail_all(exc)
+                self.last_connect_error = exc
+                self._give_up(exc)
                 return
-            except (OSError, InvalidHandshake, ConnectionClosed, TimeoutError):
+            except (OSError, InvalidHandshake, ConnectionClosed, TimeoutError) as exc:
+                self.last_connect_error = exc
                 attempt += 1
                 if self.max_reconnect_attempts is not None and attempt >= (
                     self.max_reconnect_attempts
                 ):
-                    self._fail_all(ConnectError(f"gave up reconnecting to {self.url}"))
+                    self._give_up(ConnectError(f"gave up reconnecting to {self.url}"))
                     return
                 continue
-            self.reconnects += 1
+            if not initial:
+                self.reconnects += 1
             for pending in list(self._pending.values()):
                 pending.stats.resends += 1
                 await self._send(pending.frame)
+            cancels, self._cancels = self._cancels, set()
+            for request_id in cancels:
+                await self._send(CancelFrame(request_id=request_id))
             if self.on_reconnect is not None:
                 await _maybe_await(self.on_reconnect)
             return
+
+    def _give_up(self, exc: ClientError) -> None:
+        self.gave_up = exc
+        self._ended.set()
+        self._fail_all(exc)
 
     def _fail_all(self, exc: BaseException) -> None:
         for pending in self._pending.values():
@@ -358,12 +377,42 @@ class ExaiClient:
         with contextlib.suppress(ConnectionClosed):
             await ws.send(dump_frame(frame))
 
+    def connect_in_background(self) -> None:
+        """Start connecting without waiting for it; with ``reconnect=True`` it retries.
+
+        For long-lived clients (the shim) that must start serving before the daemon
+        is up: their calls wait for the connection (see :meth:`wait_connected`).
+        """
+        if self._closed or self._connected.is_set():
+            return
+        if self._reconnecting is None or self._reconnecting.done():
+            self._reconnecting = asyncio.create_task(self._reconnect_loop(initial=True))
+
+    async def wait_connected(self, timeout_s: float | None = None) -> None:
+        """Wait until connected; raise :class:`ConnectError` after ``timeout_s``."""
+        if self._connected.is_set():
+            return
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._wait_connected()
+        except TimeoutError:
+            reason = f": {self.last_connect_error}" if self.last_connect_error else ""
+            raise ConnectError(f"cannot reach exai at {self.url}{reason}") from None
+
     async def _wait_connected(self) -> None:
         if self._connected.is_set():
             return
-        if self._closed or not self.reconnect:
-            raise ConnectError("not connected")
-        await self._connected.wait()
+        if self._closed or not self.reconnect or self.gave_up is not None:
+            raise self.gave_up or ConnectError("not connected")
+        connected = asyncio.ensure_future(self._connected.wait())
+        ended = asyncio.ensure_future(self._ended.wait())
+        try:
+            await asyncio.wait({connected, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            connected.cancel()
+            ended.cancel()
+        if not self._connected.is_set():
+            raise self.gave_up or ConnectError("client closed")
 
     # --- requests ---------------------------------------------------------------
 
@@ -427,6 +476,10 @@ class ExaiClient:
             self._pending.pop(rid, None)
 
     async def cancel(self, request_id: str) -> None:
+        """Cancel a call; while disconnected, the cancel is sent after the reconnect."""
+        if self._ws is None and self.reconnect and not self._closed:
+            self._cancels.add(request_id)
+            return
         await self._send(CancelFrame(request_id=request_id))
 
     async def send_raw(self, text: str | bytes) -> None:

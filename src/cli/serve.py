@@ -42,6 +42,7 @@ def _load(**overrides: object):  # type: ignore[no-untyped-def]
 
 def _serve(args: argparse.Namespace) -> int:
     settings = _load(ws_host=args.host, ws_port=args.port)
+    from exai.bridge import BridgeConfigError
     from exai.daemon import Daemon
     from exai.logs import configure_logging
 
@@ -51,7 +52,7 @@ def _serve(args: argparse.Namespace) -> int:
         daemon = Daemon(settings)
         try:
             await daemon.start()
-        except (OSError, RuntimeError) as exc:
+        except (OSError, RuntimeError, BridgeConfigError) as exc:
             print(f"exai: cannot start: {exc}", file=sys.stderr)
             raise SystemExit(1) from None
         loop = asyncio.get_running_loop()

@@ -18,6 +18,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 
 from exai import __version__
 from exai.auth import Authenticator, parse_token_list
+from exai.bridge import Bridge
 from exai.daemon.connection import ConnectionHandler
 from exai.daemon.dispatch import Dispatcher
 from exai.daemon.http import HttpEndpoints
@@ -64,6 +65,7 @@ class Daemon:
         self.per_ip: Counter[str] = Counter()
         self.started_at = time.time()
         self._server: Server | None = None
+        self.bridge: Bridge | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._stopping = False
         self._background: set[asyncio.Future[Any]] = set()
@@ -85,6 +87,9 @@ class Daemon:
             self.services = await build_services(s)
         self.services.registry = self.registry
         self.services.stats = self.stats
+        if s.mcp_servers_file is not None:
+            self.bridge = Bridge(s, self.registry)
+            await self.bridge.start()
         self.audit = self.services.audit
         self.dispatcher = Dispatcher(self.services, self.registry, self.metrics,
                                      self.global_limiter)  # fmt: skip
@@ -145,6 +150,8 @@ class Daemon:
             return_exceptions=True,
         )
         await self._server.wait_closed()
+        if self.bridge is not None:
+            await self.bridge.aclose()
         if self._ticker is not None:
             self._ticker.cancel()
         if self._own_services and self.services is not None:
@@ -223,6 +230,8 @@ class Daemon:
         audit_stats = getattr(self.audit, "stats", None)
         if callable(audit_stats):
             out["audit"] = audit_stats()
+        if self.bridge is not None:
+            out["mcp_servers"] = self.bridge.status()["servers"]
         return out
 
     def _register_gauges(self) -> None:
