@@ -1,0 +1,297 @@
+"""The conversation store: what it keeps and the interface every backend offers.
+
+Provider APIs are stateless, so exai keeps each conversation (a *thread*, named
+by its ``continuation_id``) and replays it on every call. A thread belongs to the
+principal that created it; to anyone else it does not exist. Each call appends
+one *turn*: the messages it produced (the user input, any assistant tool-call
+rounds and their results, the answer), stored under the ``request_id`` of the
+call so that a replayed call never appends twice.
+
+Two backends implement :class:`ConversationStore` and pass one contract suite:
+SQLite (embedded, the default) and Postgres (shared by several daemons).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from exai.settings import Settings
+
+__all__ = [
+    "ANY_OWNER",
+    "AnyOwner",
+    "Artifact",
+    "ConversationStore",
+    "Owner",
+    "StoreLimits",
+    "StoredMessage",
+    "Thread",
+    "ThreadContext",
+]
+
+
+class AnyOwner:
+    """The owner an operator acts as (command line, maintenance): sees every thread."""
+
+    _instance: AnyOwner | None = None
+
+    def __new__(cls) -> AnyOwner:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "ANY_OWNER"
+
+
+ANY_OWNER: Final = AnyOwner()
+Owner = str | AnyOwner
+
+
+@dataclass(frozen=True, slots=True)
+class StoreLimits:
+    """The conversation settings a store enforces."""
+
+    ttl_s: float = 30 * 24 * 3600.0
+    max_turns: int = 10000
+    fork_max_depth: int = 10
+    fork_warn_depth: int = 7
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> StoreLimits:
+        return cls(
+            ttl_s=settings.conversation_ttl_s,
+            max_turns=settings.conversation_max_turns,
+            fork_max_depth=settings.fork_max_depth,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Thread:
+    """One conversation. Times are Unix epoch seconds.
+
+    A thread expires ``ttl_s`` after its last update (``expires_at``); ``depth``
+    counts the forks between it and its root, and ``fork_point`` is the last
+    ``seq`` of the parent that the fork copied.
+    """
+
+    id: str
+    owner: str
+    title: str | None
+    created_at: float
+    updated_at: float
+    expires_at: float
+    parent_id: str | None = None
+    fork_point: int | None = None
+    depth: int = 0
+    deleted_at: float | None = None
+    turns: int = 0
+    last_seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """One provider message as stored, with what produced it.
+
+    ``seq`` orders messages within the thread (1, 2, ...); ``turn`` numbers the
+    append that stored it. ``reasoning`` is kept apart from ``content`` and never
+    replayed. ``extra`` holds any other keys of the provider message (``name``,
+    list-valued ``content``...) so that the message round-trips whole. The
+    append's ``files`` are recorded on its first message and its ``usage`` on its
+    last.
+    """
+
+    thread_id: str
+    seq: int
+    turn: int
+    role: str
+    content: str | None
+    request_id: str
+    created_at: float
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    reasoning: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    usage: dict[str, Any] | None = None
+    files: list[str] | None = None
+    extra: dict[str, Any] | None = None
+
+    def provider_message(self) -> dict[str, Any]:
+        """The message in the OpenAI chat format, as it is sent to a provider."""
+        message: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.extra:
+            message.update(self.extra)
+        if self.tool_calls is not None:
+            message["tool_calls"] = self.tool_calls
+        if self.tool_call_id is not None:
+            message["tool_call_id"] = self.tool_call_id
+        return message
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadContext:
+    """What history assembly needs from a thread, loaded in one go.
+
+    ``messages`` are the provider messages of the newest whole turns that could
+    fit the character budget asked for, in order; ``turns`` and ``tokens`` give,
+    for each of them, its turn number and its estimated cost in tokens (computed
+    when it was stored). ``files`` are the paths referenced anywhere in the
+    thread, most recently referenced first. Parallel lists rather than an object
+    per message, because a long thread is loaded on every call.
+    """
+
+    thread: Thread
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    turns: list[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """A large tool output kept with its thread and read back a page at a time."""
+
+    id: str
+    thread_id: str
+    content: str  # the requested page
+    offset: int
+    size: int  # of the whole artifact, in characters
+    meta: dict[str, Any]
+    created_at: float
+
+
+class ConversationStore(ABC):
+    """Threads, their messages, per-thread tool state and artifacts.
+
+    Every method taking an ``owner`` raises
+    :class:`~exai.errors.ConversationNotFoundError` when the thread is unknown,
+    expired, deleted, malformed or belongs to someone else, with a message that
+    says what to do. ``ANY_OWNER`` is for operator tooling only.
+    """
+
+    limits: StoreLimits
+
+    @abstractmethod
+    async def create_thread(
+        self,
+        owner: str,
+        title: str | None = None,
+        parent_id: str | None = None,
+        fork_point: int | None = None,
+    ) -> Thread: ...
+
+    @abstractmethod
+    async def get_thread(self, thread_id: str, owner: Owner) -> Thread: ...
+
+    @abstractmethod
+    async def append(
+        self,
+        thread_id: str,
+        owner: Owner,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        request_id: str,
+        model: str | None = None,
+        provider: str | None = None,
+        usage: Mapping[str, Any] | None = None,
+        files: Sequence[str] | None = None,
+    ) -> list[StoredMessage]:
+        """Store one turn atomically, after every turn already stored.
+
+        Idempotent on ``(thread_id, request_id)``: when that request already
+        appended, nothing is written and its stored messages are returned.
+        Raises :class:`~exai.errors.ValidationError_` for a malformed message or
+        when the thread holds ``max_turns`` turns.
+        """
+
+    @abstractmethod
+    async def messages(
+        self, thread_id: str, owner: Owner, limit: int | None = None
+    ) -> list[StoredMessage]:
+        """Every message in order, or the newest ``limit`` of them."""
+
+    @abstractmethod
+    async def load_context(
+        self,
+        thread_id: str,
+        owner: Owner,
+        *,
+        max_chars: int | None = None,
+        family: str = "generic",
+    ) -> ThreadContext:
+        """The thread, its newest whole turns within ``max_chars``, and its files.
+
+        Token costs are those of the tokenizer ``family`` (see
+        :mod:`exai.store.tokens`). Cost depends on the turns returned, not on the
+        length of the thread.
+        """
+
+    @abstractmethod
+    async def list_threads(
+        self,
+        owner: Owner | None = None,
+        *,
+        include_deleted: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Thread]:
+        """Threads, most recently updated first (expired ones only with deleted).
+
+        ``owner`` None (or ``ANY_OWNER``) lists every principal's threads.
+        """
+
+    @abstractmethod
+    async def delete(self, thread_id: str, owner: Owner) -> None:
+        """Soft delete: the thread disappears now and is erased by :meth:`prune`."""
+
+    @abstractmethod
+    async def prune(self, now: float | None = None) -> int:
+        """Erase deleted and expired threads with everything they hold; returns how many."""
+
+    @abstractmethod
+    async def fork(self, thread_id: str, owner: Owner, at_seq: int | None = None) -> Thread:
+        """A new thread holding a copy of the messages up to ``at_seq`` (default: all).
+
+        The fork belongs to the owner of the source thread. State and artifacts
+        stay with the source.
+        """
+
+    @abstractmethod
+    async def import_thread(self, thread: Thread, messages: Sequence[StoredMessage]) -> Thread:
+        """Restore an exported thread exactly, ids and times included."""
+
+    @abstractmethod
+    async def get_state(self, thread_id: str, key: str) -> dict[str, Any] | None: ...
+
+    @abstractmethod
+    async def put_state(self, thread_id: str, key: str, value: Mapping[str, Any]) -> None: ...
+
+    @abstractmethod
+    async def put_artifact(
+        self, thread_id: str, content: str, meta: Mapping[str, Any] | None = None
+    ) -> str: ...
+
+    @abstractmethod
+    async def get_artifact(
+        self,
+        thread_id: str,
+        artifact_id: str,
+        owner: Owner,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> Artifact:
+        """The artifact's characters ``[offset, offset + limit)``."""
+
+    @abstractmethod
+    async def aclose(self) -> None: ...
+
+    async def __aenter__(self) -> ConversationStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,243 @@
+"""The shared conversation store: Postgres through an asyncpg connection pool.
+
+Several daemons point at one database (a Supabase project's works) so that a
+``continuation_id`` is valid on any of them. The tables live in their own schema
+(``exai`` unless told otherwise), out of the way of an application's tables and of
+Supabase's REST API, which exposes ``public`` only.
+
+Migrations run in one transaction that first takes a transaction-scoped advisory
+lock, so two daemons starting at once apply each script exactly once; a
+transaction-scoped lock also works through Supabase's transaction pooler, where a
+session-level lock could be released on another backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import asyncpg
+
+from exai.errors import ValidationError_
+from exai.store.base import StoreLimits
+from exai.store.executor import Dialect, Executor
+from exai.store.sql import SqlStore
+
+__all__ = ["MIGRATIONS", "PostgresStore", "driver_options"]
+
+MIGRATIONS: list[tuple[int, str]] = [
+    (
+        1,
+        """
+        CREATE TABLE {s}.threads (
+            id text PRIMARY KEY,
+            owner text NOT NULL,
+            title text,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            parent_id text REFERENCES {s}.threads(id) ON DELETE SET NULL,
+            fork_point bigint,
+            depth integer NOT NULL DEFAULT 0,
+            deleted_at double precision,
+            turns integer NOT NULL DEFAULT 0,
+            last_seq bigint NOT NULL DEFAULT 0,
+            total_chars bigint NOT NULL DEFAULT 0
+        );
+        CREATE INDEX threads_owner_updated ON {s}.threads(owner, updated_at);
+        CREATE INDEX threads_updated ON {s}.threads(updated_at);
+        CREATE INDEX threads_parent ON {s}.threads(parent_id) WHERE parent_id IS NOT NULL;
+        CREATE INDEX threads_deleted ON {s}.threads(deleted_at) WHERE deleted_at IS NOT NULL;
+
+        CREATE TABLE {s}.messages (
+            thread_id text NOT NULL REFERENCES {s}.threads(id) ON DELETE CASCADE,
+            seq bigint NOT NULL,
+            turn integer NOT NULL,
+            role text NOT NULL,
+            content text,
+            request_id text NOT NULL,
+            created_at double precision NOT NULL,
+            fields jsonb,
+            reasoning text,
+            model text,
+            provider text,
+            usage jsonb,
+            files jsonb,
+            chars bigint NOT NULL,
+            turn_chars_before bigint NOT NULL,
+            tokens_kimi bigint NOT NULL,
+            tokens_glm bigint NOT NULL,
+            tokens_generic bigint NOT NULL,
+            PRIMARY KEY (thread_id, seq)
+        );
+        CREATE INDEX messages_request ON {s}.messages(thread_id, request_id, seq);
+        CREATE INDEX messages_budget ON {s}.messages(thread_id, turn_chars_before, seq);
+
+        CREATE TABLE {s}.thread_files (
+            thread_id text NOT NULL REFERENCES {s}.threads(id) ON DELETE CASCADE,
+            path text NOT NULL,
+            last_seq bigint NOT NULL,
+            PRIMARY KEY (thread_id, path)
+        );
+
+        CREATE TABLE {s}.thread_state (
+            thread_id text NOT NULL REFERENCES {s}.threads(id) ON DELETE CASCADE,
+            key text NOT NULL,
+            value jsonb NOT NULL,
+            updated_at double precision NOT NULL,
+            PRIMARY KEY (thread_id, key)
+        );
+
+        CREATE TABLE {s}.artifacts (
+            id text PRIMARY KEY,
+            thread_id text NOT NULL REFERENCES {s}.threads(id) ON DELETE CASCADE,
+            content text NOT NULL,
+            meta jsonb NOT NULL,
+            size bigint NOT NULL,
+            created_at double precision NOT NULL
+        );
+        CREATE INDEX artifacts_thread ON {s}.artifacts(thread_id);
+        """,
+    ),
+]
+
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# Query parameters some tools add to connection strings that asyncpg would
+# otherwise send to the server as settings, which the server rejects.
+_CLIENT_ONLY = {"pgbouncer", "connection_limit", "pool_timeout", "schema"}
+
+
+def driver_options(url: str) -> tuple[str, dict[str, Any]]:
+    """The DSN to give asyncpg and the pool options the URL implies.
+
+    ``sslmode`` and the other libpq parameters stay in the DSN (asyncpg reads
+    them). A transaction pooler cannot keep prepared statements between
+    transactions, so behind one (``pgbouncer=true``, or Supabase's pooler port
+    6543) the statement cache is off.
+    """
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    flags = {k.lower(): v for k, v in query if k.lower() in _CLIENT_ONLY}
+    kept = [(k, v) for k, v in query if k.lower() not in _CLIENT_ONLY]
+    scheme = "postgresql" if parts.scheme == "postgres" else parts.scheme
+    dsn = urlunsplit((scheme, parts.netloc, parts.path, urlencode(kept), parts.fragment))
+    pooled = flags.get("pgbouncer", "").lower() in ("1", "true", "yes") or parts.port == 6543
+    return dsn, {"statement_cache_size": 0} if pooled else {}
+
+
+def _status_count(status: str) -> int:
+    last = status.rsplit(" ", 1)[-1]
+    return int(last) if last.isdigit() else 0
+
+
+class _Connection:
+    """:class:`~exai.store.sql.Executor` over one asyncpg connection."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    async def fetch(self, sql: str, *args: Any) -> Sequence[Sequence[Any]]:
+        return await self._conn.fetch(sql, *args)
+
+    async def fetchrow(self, sql: str, *args: Any) -> Sequence[Any] | None:
+        return await self._conn.fetchrow(sql, *args)
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        return _status_count(await self._conn.execute(sql, *args))
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self._conn.executemany(sql, rows)
+
+
+class PostgresStore(SqlStore):
+    """The conversation store in a Postgres schema. Create with :meth:`open`."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        limits: StoreLimits,
+        schema: str = "exai",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(limits, clock)
+        if not _SCHEMA_NAME.match(schema):
+            raise ValidationError_(f"{schema!r} is not a plain lower-case Postgres schema name")
+        self.schema = schema
+        self.dialect = Dialect(prefix=f"{schema}.", numbered_params=True, lock_row=" FOR UPDATE")
+        self._pool = pool
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        limits: StoreLimits | None = None,
+        *,
+        schema: str = "exai",
+        min_size: int = 1,
+        max_size: int = 10,
+        clock: Callable[[], float] = time.time,
+    ) -> PostgresStore:
+        """Connect a pool to ``url`` and bring the schema up to date."""
+        if not _SCHEMA_NAME.match(schema):
+            raise ValidationError_(f"{schema!r} is not a plain lower-case Postgres schema name")
+        dsn, options = driver_options(url)
+        pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size,
+                                         command_timeout=60, **options)  # fmt: skip
+        store = cls(pool, limits or StoreLimits(), schema, clock)
+        try:
+            await store.migrate()
+        except BaseException:
+            await store.aclose()
+            raise
+        return store
+
+    @property
+    def _lock_key(self) -> int:
+        digest = hashlib.sha256(f"exai.store:{self.schema}".encode()).digest()
+        return int.from_bytes(digest[:8], "big", signed=True)
+
+    async def migrate(self) -> int:
+        """Apply the missing migrations under the advisory lock; returns the version."""
+        s = self.schema
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", self._lock_key)
+            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+            await conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {s}.schema_version"
+                " (version integer PRIMARY KEY, applied_at double precision NOT NULL)"
+            )
+            current = int(await conn.fetchval(
+                f"SELECT COALESCE(MAX(version), 0) FROM {s}.schema_version"))  # fmt: skip
+            for version, script in MIGRATIONS:
+                if version <= current:
+                    continue
+                await conn.execute(script.replace("{s}", s))
+                await conn.execute(f"INSERT INTO {s}.schema_version VALUES ($1, $2)",
+                                   version, time.time())  # fmt: skip
+                current = version
+        return current
+
+    async def schema_version(self) -> int:
+        async with self._pool.acquire() as conn:
+            value = await conn.fetchval(
+                f"SELECT COALESCE(MAX(version), 0) FROM {self.schema}.schema_version"
+            )
+        return int(value)
+
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[Executor]:
+        async with self._pool.acquire() as conn:
+            yield _Connection(conn)
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[Executor]:
+        async with self._pool.acquire() as conn, conn.transaction():
+            yield _Connection(conn)
+
+    async def aclose(self) -> None:
+        if not self._pool.is_closing():
+            await self._pool.close()
