@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from exai.client import ExaiClient
+from exai.emulators.postgres import TempPostgres
+from exai.emulators.provider import EmulatorServer
 from exai.daemon import Daemon
 from exai.logs import configure_logging
 from exai.settings import Settings
 from exai.tools.base import Services, Tool
-from exai.tools.builtin import TOOLS as BUILTIN_TOOLS
 from exai.tools.registry import ToolRegistry
 
 # Logs go to a buffer that tests can read (the secret scans do), not to the terminal.
@@ -38,6 +39,33 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
 
 
+@pytest.fixture(scope="session")
+def provider_emulator() -> Iterator[EmulatorServer]:
+    """One provider emulator for the session; tests that use it call ``reset()``."""
+    server = EmulatorServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[TempPostgres]:
+    """A real, throwaway Postgres 15 for the session."""
+    server = TempPostgres().start()
+    yield server
+    server.stop()
+
+
+def emulated_providers(emulator: EmulatorServer) -> dict[str, Any]:
+    """Settings that point Kimi and GLM at the emulator, with test keys."""
+    return {
+        "kimi_api_key": "sk-test-kimi",
+        "kimi_base_url": emulator.base_url_kimi,
+        "glm_api_key": "test-glm-key",
+        "glm_base_url": emulator.base_url_glm,
+        "provider_max_retries": 0,
+    }
+
+
 @pytest.fixture
 def settings_factory(tmp_path: Path) -> Callable[..., Settings]:
     return lambda **kw: make_settings(tmp_path, **kw)
@@ -49,7 +77,9 @@ async def running_daemon(
     extra_tools: list[Tool] | None = None,
     services: Services | None = None,
 ) -> AsyncIterator[Daemon]:
-    registry = ToolRegistry(settings, [*BUILTIN_TOOLS, *(extra_tools or [])])
+    registry = ToolRegistry.from_entry_points(settings)
+    for tool in extra_tools or []:
+        registry.add(tool)
     daemon = Daemon(settings, registry=registry, services=services)
     await daemon.start()
     try:

@@ -13,6 +13,7 @@ from exai.audit import AuditTrail
 from exai.logs import get_logger
 from exai.providers import ProviderRegistry
 from exai.settings import Settings
+from exai.store import open_store
 from exai.tools.base import NullAudit, Services
 
 __all__ = ["build_services", "close_services"]
@@ -26,9 +27,10 @@ async def build_services(settings: Settings) -> Services:
     if settings.audit_enabled:
         audit = AuditTrail(settings)
         await audit.start()
+    store = await open_store(settings)
     providers = ProviderRegistry.from_settings(settings, emit=audit.emit)
     await providers.refresh_models()
-    return Services(settings=settings, audit=audit, providers=providers)
+    return Services(settings=settings, audit=audit, providers=providers, store=store)
 
 
 async def close_services(services: Services) -> None:

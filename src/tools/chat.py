@@ -1,0 +1,65 @@
+"""``chat``: talk to a Kimi or GLM model, continuing a conversation when asked.
+
+The tool itself only maps its arguments onto one model turn; history, files,
+model choice, streaming and storage all happen in :mod:`exai.tools.turn`.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
+from exai.tools.turn import ThinkingMode, TurnRequest, run_turn
+
+__all__ = ["TOOLS", "ChatInput", "ChatTool"]
+
+UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+
+SYSTEM_PROMPT = (
+    "You are a senior engineer helping another engineer inside their IDE. Answer precisely "
+    "and concisely. When files are provided, their lines are numbered: cite them as "
+    "path:line. Say so when you are unsure rather than guessing."
+)
+
+
+class ChatInput(ToolInput):
+    prompt: str = Field(min_length=1, description="Your message.")
+    model: str = Field(default="auto", description='Model name or alias, or "auto".')
+    continuation_id: str | None = Field(
+        default=None, pattern=UUID_PATTERN, description="Continue this conversation."
+    )
+    files: list[str] = Field(default_factory=list, description="Absolute file or folder paths.")
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    thinking_mode: ThinkingMode = Field(default="auto", description="Model reasoning on/off.")
+    use_websearch: bool = Field(default=False, description="Let the model search the web.")
+    stream: bool = Field(default=False, description="Stream the answer as it is written.")
+    sensitive: bool = Field(default=False, description="Route to models allowed sensitive data.")
+
+
+class ChatTool(Tool):
+    name = "chat"
+    description = "Ask Kimi or GLM; pass continuation_id to continue a conversation."
+    Input = ChatInput
+    profile = "lean"
+
+    async def run(self, arguments: ChatInput, context: ToolContext) -> ToolResult:
+        if arguments.stream:  # the argument and the protocol's "stream" flag mean the same
+            context.stream_requested = True
+        result = await run_turn(
+            context,
+            TurnRequest(
+                prompt=arguments.prompt,
+                system_prompt=SYSTEM_PROMPT,
+                model=arguments.model,
+                continuation_id=arguments.continuation_id,
+                files=arguments.files,
+                temperature=arguments.temperature,
+                thinking_mode=arguments.thinking_mode,
+                use_websearch=arguments.use_websearch,
+                sensitive=arguments.sensitive,
+            ),
+        )
+        return ToolResult(result.text, metadata=result.metadata)
+
+
+TOOLS: list[Tool] = [ChatTool()]

@@ -1,0 +1,180 @@
+"""One conversational model turn, shared by every tool that asks a model.
+
+``run_turn`` is the path from a tool's arguments to a stored answer: check the
+files, find the thread (refusing another principal's), choose the model, build
+the full message array in :func:`exai.store.history.assemble_messages` (the one
+place history is assembled), call the provider (streaming when the client asked,
+cut into readable chunks), then store the user's message and everything the
+model produced as one turn, idempotent on the call's ``request_id``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from exai.errors import InternalError
+from exai.files import acheck_paths
+from exai.providers import ChatRequest, ChatResponse, ModelInfo, ModelNeeds
+from exai.store.history import AssembledMessages, ContextLimits, assemble_messages
+from exai.store.tokens import estimator_for
+from exai.tools.base import ToolContext
+from exai.tools.chunker import StreamChunker
+
+__all__ = ["ThinkingMode", "TurnRequest", "TurnResult", "run_turn"]
+
+ThinkingMode = Literal["auto", "on", "off"]
+
+# Audit events carry the message, but not without bound.
+_AUDIT_CONTENT_CHARS = 4000
+
+
+@dataclass(slots=True)
+class TurnRequest:
+    prompt: str
+    system_prompt: str | None = None
+    model: str | None = None  # None or "auto": chosen from needs and routing rules
+    continuation_id: str | None = None
+    files: Sequence[str] = ()
+    temperature: float | None = None
+    thinking_mode: ThinkingMode = "auto"
+    use_websearch: bool = False
+    sensitive: bool = False
+    store_turn: bool = True
+    title: str | None = None
+
+
+@dataclass(slots=True)
+class TurnResult:
+    text: str
+    response: ChatResponse
+    model: ModelInfo
+    continuation_id: str | None
+    assembled: AssembledMessages
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
+    services = context.services
+    store, providers = services.store, services.providers
+    if providers is None or store is None:
+        raise InternalError("the daemon was started without providers or a conversation store")
+    settings = context.settings
+    owner = context.principal.name
+    roots = settings.allowed_roots
+    if turn.files:
+        await acheck_paths(list(turn.files), roots)
+    thread_id = turn.continuation_id
+    if thread_id is not None:
+        await store.get_thread(thread_id, owner)  # CONVERSATION_NOT_FOUND before any model call
+
+    needs = ModelNeeds(
+        web_search=turn.use_websearch,
+        thinking=turn.thinking_mode == "on",
+        min_context_tokens=estimator_for("generic").text(turn.prompt),
+        sensitive=turn.sensitive,
+        tool=context.tool,
+    )
+    info: ModelInfo = providers.resolve(turn.model, needs)
+    assembled = await assemble_messages(
+        system_prompt=turn.system_prompt,
+        new_input=turn.prompt,
+        limits=ContextLimits(info.context_window, info.max_output_tokens, family=info.provider),
+        store=store,
+        thread_id=thread_id,
+        owner=owner,
+        files=list(turn.files),
+        roots=roots,
+    )
+    request = ChatRequest(
+        model=info.model_id,
+        messages=assembled.messages,
+        temperature=turn.temperature,
+        thinking=None if turn.thinking_mode == "auto" else turn.thinking_mode == "on",
+        web_search=turn.use_websearch,
+        request_id=context.request_id,
+    )
+    if context.stream_requested:
+        response = await _streamed(context, providers, request, info)
+    else:
+        response = await providers.complete(request, info)
+
+    text = response.text
+    if turn.store_turn:
+        thread_id, text = await _store(context, turn, thread_id, response)
+    metadata: dict[str, Any] = {
+        "model": response.model,
+        "provider": response.provider,
+        "continuation_id": thread_id,
+        "usage": response.usage.as_dict(),
+    }
+    if response.fallback_from:
+        metadata["fallback_from"] = response.fallback_from
+    if response.reasoning:
+        metadata["reasoning"] = response.reasoning
+    if assembled.turns_dropped:
+        metadata["turns_dropped"] = assembled.turns_dropped
+    if assembled.files_included:
+        metadata["files_included"] = assembled.files_included
+    if assembled.files_skipped:
+        metadata["files_skipped"] = [{"path": p, "reason": r} for p, r in assembled.files_skipped]
+    return TurnResult(text, response, info, thread_id, assembled, metadata)
+
+
+async def _streamed(
+    context: ToolContext, providers: Any, request: ChatRequest, info: ModelInfo
+) -> ChatResponse:
+    s = context.settings
+    chunker = StreamChunker(s.stream_min_chunk_chars, s.stream_max_chunk_chars)
+    response: ChatResponse | None = None
+    async for delta in providers.stream(request, info):
+        if delta.kind == "text" and delta.text:
+            for chunk in chunker.feed(delta.text):
+                await context.stream(chunk)
+        elif delta.kind == "done":
+            response = delta.response
+    for chunk in chunker.flush():
+        await context.stream(chunk)
+    if response is None:
+        raise InternalError(f"{info.provider} ended its stream without a final response")
+    return response
+
+
+async def _store(
+    context: ToolContext, turn: TurnRequest, thread_id: str | None, response: ChatResponse
+) -> tuple[str, str]:
+    """Append the turn; return the thread and the answer as stored.
+
+    When this ``request_id`` already appended to the thread (a call re-sent after
+    a daemon restart), the store keeps the first answer and returns it, so the
+    caller sees the answer the conversation actually holds.
+    """
+    store = context.services.store
+    owner = context.principal.name
+    if thread_id is None:
+        first_line = turn.prompt.strip().splitlines()[0][:80] if turn.prompt.strip() else None
+        title = turn.title or first_line
+        thread_id = (await store.create_thread(owner, title=title)).id
+    user = {"role": "user", "content": turn.prompt}
+    produced = response.messages or [{"role": "assistant", "content": response.text}]
+    stored = await store.append(
+        thread_id,
+        owner,
+        [user, *produced],
+        request_id=context.request_id,
+        model=response.model,
+        provider=response.provider,
+        usage=response.usage.as_dict(),
+        files=list(turn.files) or None,
+    )
+    audit = context.services.audit
+    for message in stored:
+        content = message.content or ""
+        audit.emit("conversation_turn", thread_id=thread_id, request_id=context.request_id,
+                   session_id=context.session_id, principal=owner, seq=message.seq,
+                   role=message.role, model=message.model, chars=len(content),
+                   message=content[:_AUDIT_CONTENT_CHARS])  # fmt: skip
+    answers = [m for m in stored if m.role == "assistant" and not m.tool_calls]
+    text = (answers[-1].content or "") if answers else response.text
+    return thread_id, text
