@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
+
+from scripts.bench.common import daemon_process, free_port, wait_for_port
 
 __all__ = ["main"]
 
@@ -46,24 +45,6 @@ asyncio.run(main())
 
 FRAME = json.dumps({"op": "call_tool", "request_id": "r", "name": "echo",
                     "arguments": {"text": "x" * 64}})  # fmt: skip
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def _wait_port(port: int, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            # A full WebSocket handshake, so neither server logs a half-open probe.
-            async with connect(f"ws://127.0.0.1:{port}"):
-                return
-        except OSError:
-            await asyncio.sleep(0.05)
-    raise RuntimeError(f"nothing listening on {port}")
 
 
 def _rss_kib(pid: int) -> int:
@@ -140,30 +121,23 @@ async def _idle_memory(url: str, pid: int, conns: int) -> float:
 
 async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
               idle_conns: int = 1000) -> dict[str, Any]:  # fmt: skip
-    tmp = tempfile.mkdtemp(prefix="exai-bench-")
-    echo_port, exai_port = _free_port(), _free_port()
+    echo_port = free_port()
     echo = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(echo_port)])
-    env = {**os.environ, "EXAI_WS_PORT": str(exai_port), "EXAI_DATA_DIR": tmp,
-           "EXAI_LOG_LEVEL": "warning", "EXAI_RATE_LIMIT_PER_MIN": "0",
-           "EXAI_AUDIT_ENABLED": "false", "EXAI_WS_TOKEN": "", "EXAI_WS_TOKENS": "",
-           "EXAI_JWT_SECRET": ""}  # fmt: skip
-    daemon = subprocess.Popen([sys.executable, "-m", "exai.cli.main", "serve"], env=env, cwd=tmp)
     try:
-        await _wait_port(echo_port)
-        await _wait_port(exai_port)
-        echo_url, exai_url = f"ws://127.0.0.1:{echo_port}", f"ws://127.0.0.1:{exai_port}"
-        results: dict[str, Any] = {}
-        for name, url, is_exai in (("bare", echo_url, False), ("exai", exai_url, True)):
-            results[name] = {
-                "sequential": await _sequential(url, is_exai, sequential_n),
-                "concurrent": await _concurrent(url, is_exai, conns, per_conn),
-            }
-        results["idle_kib_per_conn"] = await _idle_memory(exai_url, daemon.pid, idle_conns)
-        return results
+        await wait_for_port(echo_port)
+        echo_url = f"ws://127.0.0.1:{echo_port}"
+        async with daemon_process() as (exai_url, pid):
+            results: dict[str, Any] = {}
+            for name, url, is_exai in (("bare", echo_url, False), ("exai", exai_url, True)):
+                results[name] = {
+                    "sequential": await _sequential(url, is_exai, sequential_n),
+                    "concurrent": await _concurrent(url, is_exai, conns, per_conn),
+                }
+            results["idle_kib_per_conn"] = await _idle_memory(exai_url, pid, idle_conns)
+            return results
     finally:
-        for proc in (echo, daemon):
-            proc.terminate()
-            proc.wait(timeout=10)
+        echo.terminate()
+        echo.wait(timeout=10)
 
 
 def report(r: dict[str, Any]) -> str:

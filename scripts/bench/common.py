@@ -1,0 +1,87 @@
+"""What the benchmarks share: ports, a daemon in a subprocess, and percentiles.
+
+A benchmarked daemon runs in its own process, as it does in production, so the
+client measuring it does not share its event loop or its core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from websockets.asyncio.client import connect
+
+__all__ = ["daemon_process", "free_port", "summarize", "wait_for_port"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def wait_for_port(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            # A full WebSocket handshake, so the server never logs a half-open probe.
+            async with connect(f"ws://127.0.0.1:{port}"):
+                return
+        except OSError:
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {port}")
+
+
+@asynccontextmanager
+async def daemon_process(**env: str) -> AsyncIterator[tuple[str, int]]:
+    """``exai serve`` in a subprocess with ``env`` on top of quiet, isolated defaults.
+
+    Yields the daemon's URL and process id.
+    """
+    data_dir = tempfile.mkdtemp(prefix="exai-bench-")
+    port = free_port()
+    base = {
+        "EXAI_WS_PORT": str(port), "EXAI_DATA_DIR": data_dir, "EXAI_LOG_LEVEL": "warning",
+        "EXAI_RATE_LIMIT_PER_MIN": "0", "EXAI_AUDIT_ENABLED": "false", "EXAI_WS_TOKEN": "",
+        "EXAI_WS_TOKENS": "", "EXAI_JWT_SECRET": "", "EXAI_ALLOWED_ROOTS": data_dir,
+    }  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "exai.cli.main", "serve"],
+        env={**os.environ, **base, **env},
+        cwd=data_dir,  # keeps the developer's .env out of the measurement
+    )
+    try:
+        await wait_for_port(port)
+        yield f"ws://127.0.0.1:{port}", proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def summarize(samples_s: list[float], wall_s: float | None = None) -> dict[str, Any]:
+    """p50, p95, p99 and max in milliseconds, and calls per second if ``wall_s`` is given."""
+    ordered = sorted(samples_s)
+    n = len(ordered)
+
+    def pct(p: float) -> float:
+        return ordered[min(n - 1, max(0, round(p * n) - 1))] * 1000
+
+    out: dict[str, Any] = {
+        "n": n,
+        "p50_ms": statistics.median(ordered) * 1000,
+        "p95_ms": pct(0.95),
+        "p99_ms": pct(0.99),
+        "max_ms": ordered[-1] * 1000,
+    }
+    if wall_s is not None:
+        out["calls_per_s"] = n / wall_s
+    return out

@@ -1,0 +1,65 @@
+"""``make bench``: every benchmark, one after another, into one report.
+
+Each module's ``main()`` prints its own markdown section and returns its figures;
+this runs them in turn, prints everything, and writes ``bench-results/report.md``
+and ``bench-results/figures.json``. A benchmark that fails is reported as
+failed and the others still run; the exit code is then non-zero.
+
+Run a subset with ``python -m scripts.bench.run_all protocol history``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BENCHMARKS", "main"]
+
+BENCHMARKS = [
+    "protocol",  # daemon overhead against a bare websockets echo server
+    "chat_concurrency",  # 64 concurrent chat calls against a 500 ms provider
+    "history",  # history assembly and appends on SQLite and Postgres
+    "audit_latency",  # chat latency with the audit trail off, healthy, hanging
+    "audit_outbox",  # emit cost, outbox ingest and shipping rates
+    "shim",  # MCP through the shim against a direct WebSocket call
+    "toolsets",  # tools/list payload per profile
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    names = (argv if argv is not None else sys.argv[1:]) or BENCHMARKS
+    out_dir = Path("bench-results")
+    out_dir.mkdir(exist_ok=True)
+    sections: list[str] = []
+    figures: dict[str, Any] = {}
+    failed = []
+    for name in names:
+        print(f"\n=== {name} ===", flush=True)
+        started = time.monotonic()
+        buffer = io.StringIO()
+        try:
+            module = importlib.import_module(f"scripts.bench.{name}")
+            with contextlib.redirect_stdout(buffer):
+                result = module.main() if name != "audit_outbox" else module.main([])
+            figures[name] = result
+            text = buffer.getvalue()
+        except Exception:
+            failed.append(name)
+            text = buffer.getvalue() + f"\n**{name} failed:**\n\n```\n{traceback.format_exc()}```\n"
+        print(text, flush=True)
+        sections.append(f"{text}\n_{name}: {time.monotonic() - started:.0f} s_\n")
+    (out_dir / "report.md").write_text("# exai benchmarks\n\n" + "\n".join(sections))
+    (out_dir / "figures.json").write_text(json.dumps(figures, indent=2, default=str))
+    print(f"\nwrote {out_dir / 'report.md'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
