@@ -20,7 +20,7 @@ from typing import Any
 
 from websockets.asyncio.client import connect
 
-__all__ = ["daemon_process", "free_port", "summarize", "wait_for_port"]
+__all__ = ["daemon_process", "free_port", "summarize", "wait_for_http", "wait_for_port"]
 
 
 def free_port() -> int:
@@ -36,6 +36,19 @@ async def wait_for_port(port: int, timeout: float = 30.0) -> None:
             # A full WebSocket handshake, so the server never logs a half-open probe.
             async with connect(f"ws://127.0.0.1:{port}"):
                 return
+        except OSError:
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {port}")
+
+
+async def wait_for_http(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            await writer.wait_closed()
+            return
         except OSError:
             await asyncio.sleep(0.05)
     raise RuntimeError(f"nothing listening on {port}")

@@ -19,6 +19,7 @@ search on its side (the ``web_search`` tool) and returns the pages it read.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import copy
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +57,7 @@ WEB_SEARCH_TOOL: dict[str, Any] = {
 }
 
 _MAINLAND_HOST = "open.bigmodel.cn"
+_CONNECTIONS_PER_CLIENT = 8
 
 
 def _classify(failure: VendorFailure) -> ErrorKind | None:
@@ -99,34 +101,41 @@ class GLMProvider(ChatCompletionsProvider):
         self.base_url = base_url.rstrip("/")
         self.max_inflight = max_inflight
         self.timeout_s = timeout_s
-        self._client: ZaiClient | ZhipuAiClient | None = None
+        self._clients: list[ZaiClient | ZhipuAiClient] = []
         self._pool: ThreadPoolExecutor | None = None
         if api_key:
             client_class = ZhipuAiClient if _MAINLAND_HOST in self.base_url else ZaiClient
             timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
-            self._client = client_class(
-                api_key=api_key,
-                base_url=self.base_url,
-                timeout=timeout,
-                max_retries=0,
-                # The SDK's default pool holds 50 connections; match our own limit.
-                http_client=httpx.Client(
+            # Several clients with small connection pools, used in turn: the HTTP
+            # pool scans all of its connections for every request it places, so one
+            # pool shared by max_inflight threads spends its time on bookkeeping.
+            per_client = min(max_inflight, _CONNECTIONS_PER_CLIENT)
+            self._clients = [
+                client_class(
+                    api_key=api_key,
+                    base_url=self.base_url,
                     timeout=timeout,
-                    limits=httpx.Limits(
-                        max_connections=max_inflight, max_keepalive_connections=max_inflight
+                    max_retries=0,
+                    http_client=httpx.Client(
+                        timeout=timeout,
+                        limits=httpx.Limits(
+                            max_connections=per_client, max_keepalive_connections=per_client
+                        ),
                     ),
-                ),
-            )
+                )
+                for _ in range(-(-max_inflight // per_client))
+            ]
             self._pool = ThreadPoolExecutor(max_workers=max_inflight, thread_name_prefix="exai-glm")
+        self._next = itertools.cycle(self._clients)
 
     def configured(self) -> bool:
-        return self._client is not None
+        return bool(self._clients)
 
     async def aclose(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
-        if self._client is not None:
-            self._client.close()
+        for client in self._clients:
+            client.close()
 
     # --- one request ------------------------------------------------------------
 
@@ -150,9 +159,8 @@ class GLMProvider(ChatCompletionsProvider):
     def _create(self, kwargs: dict[str, Any], stream: bool) -> Any:
         """Runs in a pool thread. The SDK rewrites message contents in place, so it
         gets its own copy, made here rather than on the event loop."""
-        assert self._client is not None
         kwargs = {**kwargs, "messages": copy.deepcopy(kwargs["messages"])}
-        return self._client.chat.completions.create(stream=stream, **kwargs)
+        return next(self._next).chat.completions.create(stream=stream, **kwargs)
 
     async def _send(
         self, request: ChatRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]]

@@ -203,8 +203,9 @@ async def test_mainland_endpoint_selects_the_zhipu_client() -> None:
     mainland = GLMProvider(api_key="k", base_url="https://open.bigmodel.cn/api/paas/v4")
     international = GLMProvider(api_key="k")
     try:
-        assert isinstance(mainland._client, ZhipuAiClient)
-        assert isinstance(international._client, ZaiClient)
+        assert all(isinstance(c, ZhipuAiClient) for c in mainland._clients)
+        assert all(isinstance(c, ZaiClient) and not isinstance(c, ZhipuAiClient)
+                   for c in international._clients)
         assert not GLMProvider(api_key=None).configured()
     finally:
         await mainland.aclose()
