@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-__all__ = ["Settings", "SettingsError", "load_settings"]
+__all__ = ["Settings", "SettingsError", "env_example", "env_name", "load_settings"]
 
 CommaList = Annotated[list[str], NoDecode]
 
@@ -30,8 +30,25 @@ def _default_data_dir() -> Path:
     return Path(base) / "exai"
 
 
-def _alias(*names: str) -> Any:
-    return AliasChoices(*names)
+def _group(group: str) -> Any:
+    """A ``Field`` factory that files each setting under a heading of ``.env.example``."""
+
+    def field(default: Any, description: str, **kw: Any) -> Any:
+        return Field(default, description=description, json_schema_extra={"group": group}, **kw)
+
+    return field
+
+
+_daemon = _group("daemon")
+_tools = _group("tools")
+_providers = _group("providers")
+_conversations = _group("conversations")
+_audit = _group("audit")
+_shim = _group("shim and bridge")
+
+
+def _tools_list(description: str) -> Any:
+    return Field(default_factory=list, description=description, json_schema_extra={"group": "tools"})
 
 
 class Settings(BaseSettings):
@@ -41,102 +58,182 @@ class Settings(BaseSettings):
         env_file_encoding="utf-8",
         extra="ignore",
         populate_by_name=True,
+        # `EXAI_MODELS_FILE=` (as in .env.example) means "not set", not the path "".
+        env_ignore_empty=True,
     )
 
     # --- daemon -------------------------------------------------------------
-    ws_host: str = "127.0.0.1"
-    ws_port: int = Field(default=8079, ge=0, le=65535)
-    ws_token: SecretStr | None = None
-    ws_tokens: SecretStr | None = None  # "principal=token,principal2=token2"
-    jwt_secret: SecretStr | None = None
-    jwt_leeway_s: float = Field(default=30.0, ge=0)
-    data_dir: Path = Field(default_factory=_default_data_dir)
-    log_format: Literal["console", "json"] = "console"
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    ws_compression: bool = False
-    hello_timeout_s: float = Field(default=10.0, gt=0)
-    max_frame_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
-    max_connections: int = Field(default=4096, ge=1)
-    max_connections_per_ip: int = Field(default=2048, ge=1)
-    max_inflight: int = Field(default=512, ge=1)
-    max_inflight_per_session: int = Field(default=64, ge=1)
-    queue_max: int = Field(default=1024, ge=0)
-    queue_timeout_s: float = Field(default=10.0, ge=0)
-    rate_limit_per_min: float = Field(default=1200.0, ge=0)  # 0 turns rate limiting off
-    rate_limit_burst: int = Field(default=200, ge=1)
-    default_timeout_s: float = Field(default=300.0, gt=0)
-    max_timeout_s: float = Field(default=1800.0, gt=0)
-    progress_interval_s: float = Field(default=10.0, gt=0)
-    replay_window_s: float = Field(default=600.0, ge=0)
-    replay_max_entries: int = Field(default=1000, ge=1)
-    shutdown_grace_s: float = Field(default=30.0, ge=0)
-    enable_echo: bool = True
+    ws_host: str = _daemon("127.0.0.1", "Address to listen on; anything but loopback needs a token.")
+    ws_port: int = _daemon(8079, "Port for WebSocket and HTTP (/health, /ready, /metrics).",
+                           ge=0, le=65535)  # fmt: skip
+    ws_token: SecretStr | None = _daemon(None, "Token for the principal 'default'.")
+    ws_tokens: SecretStr | None = _daemon(
+        None, "More tokens, each naming its principal: alice=token1,bob=token2."
+    )
+    jwt_secret: SecretStr | None = _daemon(
+        None, "HS256 secret; JWTs with sub, exp (nbf, scopes optional) are accepted as tokens."
+    )
+    jwt_leeway_s: float = _daemon(30.0, "Clock skew allowed when checking exp and nbf.", ge=0)
+    data_dir: Path = Field(
+        default_factory=_default_data_dir,
+        description="Where the SQLite files live (conversations, audit outbox). "
+        "Default: ~/.local/share/exai ($XDG_DATA_HOME/exai).",
+        json_schema_extra={"group": "daemon"},
+    )
+    log_format: Literal["console", "json"] = _daemon("console", "Log lines for people or machines.")
+    log_level: Literal["debug", "info", "warning", "error"] = _daemon("info", "Lowest level logged.")
+    ws_compression: bool = _daemon(False, "Per-message deflate; costs CPU, saves bandwidth.")
+    hello_timeout_s: float = _daemon(10.0, "A connection must say hello within this.", gt=0)
+    max_frame_bytes: int = _daemon(32 * 1024 * 1024, "Largest frame accepted.", ge=1024)
+    max_connections: int = _daemon(4096, "Open connections, in total.", ge=1)
+    max_connections_per_ip: int = _daemon(2048, "Open connections from one address.", ge=1)
+    max_inflight: int = _daemon(512, "Tool calls running at once, in total.", ge=1)
+    max_inflight_per_session: int = _daemon(64, "Tool calls running at once per session.", ge=1)
+    queue_max: int = _daemon(1024, "Calls that may wait for capacity before OVER_CAPACITY.", ge=0)
+    queue_timeout_s: float = _daemon(10.0, "Longest wait for capacity.", ge=0)
+    rate_limit_per_min: float = _daemon(1200.0, "Calls per principal per minute; 0: no limit.", ge=0)
+    rate_limit_burst: int = _daemon(200, "Calls a principal may make at once before the rate "
+                                    "limit applies.", ge=1)  # fmt: skip
+    default_timeout_s: float = _daemon(300.0, "Deadline of a call that asks for none.", gt=0)
+    max_timeout_s: float = _daemon(1800.0, "Longest deadline a call may ask for.", gt=0)
+    progress_interval_s: float = _daemon(
+        10.0, "Heartbeat progress frames for running calls, this often.", gt=0
+    )
+    replay_window_s: float = _daemon(
+        600.0, "How long a finished call's result is kept for a retry with the same request_id.",
+        ge=0,
+    )
+    replay_max_entries: int = _daemon(1000, "Results kept for replay, per session.", ge=1)
+    shutdown_grace_s: float = _daemon(30.0, "On SIGTERM, how long running calls may finish.", ge=0)
+    enable_echo: bool = _daemon(True, "Offer the echo tool (load tests, connectivity checks).")
 
     # --- tools --------------------------------------------------------------
-    tool_profile: Literal["lean", "standard", "full"] = "standard"
-    tools_allow: CommaList = Field(default_factory=list)
-    tools_deny: CommaList = Field(default_factory=list)
-    allowed_roots: CommaList = Field(default_factory=lambda: [str(Path.home())])
-    max_result_tokens: int = Field(default=20000, ge=1000)
-    max_provider_calls_per_request: int = Field(default=8, ge=1)
+    tool_profile: Literal["lean", "standard", "full"] = _tools(
+        "standard", "Which tools are offered; see docs/toolsets.md."
+    )
+    tools_allow: CommaList = _tools_list("Tools offered whatever the profile, comma-separated.")
+    tools_deny: CommaList = _tools_list("Tools never offered, comma-separated.")
+    allowed_roots: CommaList = Field(
+        default_factory=lambda: [str(Path.home())],
+        description="Absolute directories whose files tools may read, comma-separated. "
+        "Default: your home directory.",
+        json_schema_extra={"group": "tools"},
+    )
+    max_result_tokens: int = _tools(
+        20000, "Larger results are stored as artifacts and returned in pages.", ge=1000
+    )
+    max_provider_calls_per_request: int = _tools(8, "Model calls one tool call may make.", ge=1)
 
     # --- providers ----------------------------------------------------------
-    kimi_api_key: SecretStr | None = Field(
-        default=None, validation_alias=_alias("KIMI_API_KEY", "MOONSHOT_API_KEY")
+    kimi_api_key: SecretStr | None = _providers(
+        None, "Moonshot API key (MOONSHOT_API_KEY also works).",
+        validation_alias=AliasChoices("KIMI_API_KEY", "MOONSHOT_API_KEY"),
+    )  # fmt: skip
+    kimi_base_url: str = _providers(
+        "https://api.moonshot.ai/v1", "Moonshot endpoint; https://api.moonshot.cn/v1 works too.",
+        validation_alias=AliasChoices("KIMI_BASE_URL"),
+    )  # fmt: skip
+    kimi_max_inflight: int = _providers(64, "Kimi requests at once.", ge=1)
+    glm_api_key: SecretStr | None = _providers(
+        None, "Z.ai / Zhipu API key (ZAI_API_KEY and ZHIPUAI_API_KEY also work).",
+        validation_alias=AliasChoices("GLM_API_KEY", "ZAI_API_KEY", "ZHIPUAI_API_KEY"),
+    )  # fmt: skip
+    glm_base_url: str = _providers(
+        "https://api.z.ai/api/paas/v4",
+        "GLM endpoint; https://open.bigmodel.cn/api/paas/v4 selects the mainland client.",
+        validation_alias=AliasChoices("GLM_BASE_URL"),
     )
-    kimi_base_url: str = Field(
-        default="https://api.moonshot.ai/v1", validation_alias=_alias("KIMI_BASE_URL")
+    glm_max_inflight: int = _providers(64, "GLM requests at once (its thread pool's size).", ge=1)
+    openai_compat_base_url: str | None = _providers(
+        None, "Any OpenAI-compatible endpoint (Ollama, vLLM, llama.cpp, OpenRouter)."
     )
-    kimi_max_inflight: int = Field(default=64, ge=1)
-    glm_api_key: SecretStr | None = Field(
-        default=None, validation_alias=_alias("GLM_API_KEY", "ZAI_API_KEY", "ZHIPUAI_API_KEY")
+    openai_compat_api_key: SecretStr | None = _providers(None, "Its key, if it needs one.")
+    openai_compat_models: CommaList = Field(
+        default_factory=list,
+        description="Its models, comma-separated; empty: discovered from /v1/models.",
+        json_schema_extra={"group": "providers"},
     )
-    glm_base_url: str = Field(
-        default="https://api.z.ai/api/paas/v4", validation_alias=_alias("GLM_BASE_URL")
+    openai_compat_max_inflight: int = _providers(16, "Its requests at once.", ge=1)
+    provider_timeout_s: float = _providers(300.0, "Timeout of one provider request.", gt=0)
+    provider_max_retries: int = _providers(
+        3, "Retries of 429, 5xx and connection errors (never 400/401), honouring Retry-After.",
+        ge=0,
+    )  # fmt: skip
+    default_model: str = _providers("auto", "Model used when a call names none.")
+    fallback_models: CommaList = Field(
+        default_factory=list,
+        description="Models to try, in order, when the chosen one is down or rate limited.",
+        json_schema_extra={"group": "providers"},
     )
-    glm_max_inflight: int = Field(default=64, ge=1)
-    openai_compat_base_url: str | None = None
-    openai_compat_api_key: SecretStr | None = None
-    openai_compat_models: CommaList = Field(default_factory=list)
-    openai_compat_max_inflight: int = Field(default=16, ge=1)
-    provider_timeout_s: float = Field(default=300.0, gt=0)
-    provider_max_retries: int = Field(default=3, ge=0)
-    default_model: str = "auto"
-    fallback_models: CommaList = Field(default_factory=list)
-    routing_rules: str = ""  # JSON list of {"when": {...}, "model": "..."}; see README
-    models_file: Path | None = None
-    stream_min_chunk_chars: int = Field(default=200, ge=1)
-    stream_max_chunk_chars: int = Field(default=2000, ge=16)
+    routing_rules: str = _providers(
+        "", 'Ordered rules for model "auto", as JSON: '
+        '[{"when": {"sensitive": true}, "model": "local-llama"}]; see README.',
+    )  # fmt: skip
+    models_file: Path | None = _providers(
+        None, "A TOML file adding to or overriding the model catalogue."
+    )
+    stream_min_chunk_chars: int = _providers(200, "Smallest streamed chunk.", ge=1)
+    stream_max_chunk_chars: int = _providers(
+        2000, "Largest streamed chunk (a code block is never cut).", ge=16
+    )
 
     # --- conversations ------------------------------------------------------
-    store_url: str | None = None  # sqlite:///path or postgresql://...; default: SQLite in data_dir
-    conversation_ttl_s: float = Field(default=30 * 24 * 3600.0, gt=0)
-    conversation_max_turns: int = Field(default=10000, ge=1)
-    fork_max_depth: int = Field(default=10, ge=1)
+    store_url: str | None = _conversations(
+        None, "sqlite:///path or postgresql://user:pass@host/db (a Supabase connection string "
+        "works); empty: SQLite in EXAI_DATA_DIR.",
+    )  # fmt: skip
+    conversation_ttl_s: float = _conversations(
+        30 * 24 * 3600.0, "A conversation expires this long after its last turn.", gt=0
+    )
+    conversation_max_turns: int = _conversations(10000, "Turns one conversation may hold.", ge=1)
+    fork_max_depth: int = _conversations(10, "How deeply forks may nest.", ge=1)
 
     # --- audit --------------------------------------------------------------
-    audit_enabled: bool = True
-    audit_sink: Literal["none", "jsonl", "supabase", "postgres"] = "none"
-    supabase_url: str | None = Field(default=None, validation_alias=_alias("SUPABASE_URL"))
-    supabase_service_role_key: SecretStr | None = Field(
-        default=None, validation_alias=_alias("SUPABASE_SERVICE_ROLE_KEY")
+    audit_enabled: bool = _audit(True, "Record the audit trail.")
+    audit_sink: Literal["none", "jsonl", "supabase", "postgres"] = _audit(
+        "none", "Where the outbox ships events; none keeps them in the local outbox only."
     )
-    audit_postgres_url: SecretStr | None = None
-    audit_jsonl_path: Path | None = None
-    audit_batch_size: int = Field(default=500, ge=1)
-    audit_flush_interval_s: float = Field(default=0.2, gt=0)
-    audit_ship_interval_s: float = Field(default=1.0, gt=0)
-    audit_max_outbox_events: int = Field(default=1_000_000, ge=1)
+    supabase_url: str | None = _audit(
+        None, "Supabase project URL.", validation_alias=AliasChoices("SUPABASE_URL")
+    )
+    supabase_service_role_key: SecretStr | None = _audit(
+        None, "Supabase service role key.",
+        validation_alias=AliasChoices("SUPABASE_SERVICE_ROLE_KEY"),
+    )  # fmt: skip
+    audit_postgres_url: SecretStr | None = _audit(None, "Postgres URL for the postgres sink.")
+    audit_jsonl_path: Path | None = _audit(
+        None, "File for the jsonl sink; default: audit.jsonl in EXAI_DATA_DIR."
+    )
+    audit_batch_size: int = _audit(500, "Events per shipped batch.", ge=1)
+    audit_flush_interval_s: float = _audit(0.2, "Memory to outbox, this often.", gt=0)
+    audit_ship_interval_s: float = _audit(1.0, "Outbox to sink, this often.", gt=0)
+    audit_max_outbox_events: int = _audit(
+        1_000_000, "Undelivered events kept; beyond this new events are dropped and counted.",
+        ge=1,
+    )  # fmt: skip
 
     # --- shim and bridge ----------------------------------------------------
-    shim_autostart: bool = False
-    shim_autostart_timeout_s: float = Field(default=20.0, gt=0)
-    shim_connect_wait_s: float = Field(default=10.0, ge=0)  # a call waits this long for the daemon
-    shim_tools_poll_s: float = Field(default=30.0, gt=0)  # how often tools/list_changed is checked
-    mcp_servers_file: Path | None = None
-    bridge_call_timeout_s: float = Field(default=120.0, gt=0)  # per server: "timeout_s"
-    bridge_retry_max_s: float = Field(default=60.0, gt=0)  # longest wait between restarts
-    bridge_health_interval_s: float = Field(default=15.0, gt=0)  # ping period of a live server
+    shim_autostart: bool = _shim(
+        False, "exai shim starts a daemon when none listens (one per machine)."
+    )
+    shim_autostart_timeout_s: float = _shim(
+        20.0, "How long the shim waits for the daemon it started.", gt=0
+    )
+    shim_connect_wait_s: float = _shim(
+        10.0, "How long an MCP call waits for the daemon before a clear error.", ge=0
+    )
+    shim_tools_poll_s: float = _shim(
+        30.0, "How often the shim checks the daemon's tools for tools/list_changed.", gt=0
+    )
+    mcp_servers_file: Path | None = _shim(
+        None, "External MCP servers (Claude Desktop format); their tools appear as server__tool."
+    )
+    bridge_call_timeout_s: float = _shim(
+        120.0, "Timeout of a bridged tool call; a server's timeout_s overrides it.", gt=0
+    )
+    bridge_retry_max_s: float = _shim(60.0, "Longest wait between restarts of a failed server.",
+                                      gt=0)  # fmt: skip
+    bridge_health_interval_s: float = _shim(15.0, "How often a live server is pinged.", gt=0)
 
     @field_validator("tools_allow", "tools_deny", "allowed_roots", "openai_compat_models",
                      "fallback_models", mode="before")  # fmt: skip
@@ -197,6 +294,39 @@ def _mask_url(url: str) -> str:
             creds = creds.split(":", 1)[0] + ":****"
         return f"{scheme}://{creds}@{host}"
     return url
+
+
+def env_example() -> str:
+    """The text of ``.env.example``: every setting, its meaning and its default.
+
+    Generated from the model, so the file cannot drift from the code; a test
+    compares the committed file with this.
+    """
+    lines = [
+        "# exai settings. Copy to .env (or export them) and change what you need.",
+        "# Every line shows the default. Generated by `exai config --example`.",
+    ]
+    group = None
+    for name, info in Settings.model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        if extra.get("group") != group:
+            group = extra.get("group")
+            lines += ["", f"# --- {group} " + "-" * (60 - len(str(group)))]
+        lines.append(f"# {info.description}")
+        if info.default_factory is not None and name not in ("tools_allow", "tools_deny",
+                                                             "openai_compat_models",
+                                                             "fallback_models"):  # fmt: skip
+            lines.append(f"# {env_name(name)}=")  # the default depends on the machine
+            continue
+        default = info.get_default(call_default_factory=True)
+        if isinstance(default, list):
+            default = ",".join(default)
+        elif isinstance(default, bool):
+            default = str(default).lower()
+        elif default is None:
+            default = ""
+        lines.append(f"{env_name(name)}={default}")
+    return "\n".join(lines) + "\n"
 
 
 class SettingsError(Exception):

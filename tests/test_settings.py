@@ -57,3 +57,25 @@ def test_relative_allowed_root_rejected(monkeypatch):
     monkeypatch.setenv("EXAI_ALLOWED_ROOTS", "relative/dir")
     with pytest.raises(SettingsError, match="EXAI_ALLOWED_ROOTS"):
         load_settings(_env_file=None)
+
+
+def test_env_example_is_generated_from_the_settings():
+    """.env.example documents every setting; regenerate it with `exai config --example`."""
+    from pathlib import Path
+
+    from exai.settings import Settings, env_example, env_name
+
+    text = (Path(__file__).parent.parent / ".env.example").read_text()
+    assert text == env_example()
+    for name in Settings.model_fields:
+        assert env_name(name) + "=" in text
+
+
+def test_env_example_copied_to_dotenv_gives_the_defaults(monkeypatch):
+    from pathlib import Path
+
+    for name in list(__import__("os").environ):
+        if name.startswith("EXAI_"):
+            monkeypatch.delenv(name)
+    example = Path(__file__).parent.parent / ".env.example"
+    assert load_settings(_env_file=str(example)) == load_settings(_env_file=None)

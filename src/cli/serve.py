@@ -21,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     c = sub.add_parser("config", help="print the effective settings, secrets masked")
     c.add_argument("--json", action="store_true", help="print JSON")
+    c.add_argument("--example", action="store_true",
+                   help="print .env.example: every setting with its default")  # fmt: skip
     c.set_defaults(func=_config)
 
     t = sub.add_parser("token", help="mint access tokens")
@@ -67,6 +69,11 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace) -> int:
+    if args.example:
+        from exai.settings import env_example
+
+        print(env_example(), end="")
+        return 0
     settings = _load()
     values = settings.masked()
     if args.json:
