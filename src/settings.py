@@ -48,7 +48,9 @@ _shim = _group("shim and bridge")
 
 
 def _tools_list(description: str) -> Any:
-    return Field(default_factory=list, description=description, json_schema_extra={"group": "tools"})
+    return Field(
+        default_factory=list, description=description, json_schema_extra={"group": "tools"}
+    )
 
 
 class Settings(BaseSettings):
@@ -63,7 +65,9 @@ class Settings(BaseSettings):
     )
 
     # --- daemon -------------------------------------------------------------
-    ws_host: str = _daemon("127.0.0.1", "Address to listen on; anything but loopback needs a token.")
+    ws_host: str = _daemon(
+        "127.0.0.1", "Address to listen on; anything but loopback needs a token."
+    )
     ws_port: int = _daemon(8079, "Port for WebSocket and HTTP (/health, /ready, /metrics).",
                            ge=0, le=65535)  # fmt: skip
     ws_token: SecretStr | None = _daemon(None, "Token for the principal 'default'.")
@@ -81,7 +85,9 @@ class Settings(BaseSettings):
         json_schema_extra={"group": "daemon"},
     )
     log_format: Literal["console", "json"] = _daemon("console", "Log lines for people or machines.")
-    log_level: Literal["debug", "info", "warning", "error"] = _daemon("info", "Lowest level logged.")
+    log_level: Literal["debug", "info", "warning", "error"] = _daemon(
+        "info", "Lowest level logged."
+    )
     ws_compression: bool = _daemon(False, "Per-message deflate; costs CPU, saves bandwidth.")
     hello_timeout_s: float = _daemon(10.0, "A connection must say hello within this.", gt=0)
     max_frame_bytes: int = _daemon(32 * 1024 * 1024, "Largest frame accepted.", ge=1024)
@@ -91,7 +97,9 @@ class Settings(BaseSettings):
     max_inflight_per_session: int = _daemon(64, "Tool calls running at once per session.", ge=1)
     queue_max: int = _daemon(1024, "Calls that may wait for capacity before OVER_CAPACITY.", ge=0)
     queue_timeout_s: float = _daemon(10.0, "Longest wait for capacity.", ge=0)
-    rate_limit_per_min: float = _daemon(1200.0, "Calls per principal per minute; 0: no limit.", ge=0)
+    rate_limit_per_min: float = _daemon(
+        1200.0, "Calls per principal per minute; 0: no limit.", ge=0
+    )
     rate_limit_burst: int = _daemon(200, "Calls a principal may make at once before the rate "
                                     "limit applies.", ge=1)  # fmt: skip
     default_timeout_s: float = _daemon(300.0, "Deadline of a call that asks for none.", gt=0)
@@ -100,7 +108,8 @@ class Settings(BaseSettings):
         10.0, "Heartbeat progress frames for running calls, this often.", gt=0
     )
     replay_window_s: float = _daemon(
-        600.0, "How long a finished call's result is kept for a retry with the same request_id.",
+        600.0,
+        "How long a finished call's result is kept for a retry with the same request_id.",
         ge=0,
     )
     replay_max_entries: int = _daemon(1000, "Results kept for replay, per session.", ge=1)
