@@ -79,3 +79,13 @@ def test_env_example_copied_to_dotenv_gives_the_defaults(monkeypatch):
             monkeypatch.delenv(name)
     example = Path(__file__).parent.parent / ".env.example"
     assert load_settings(_env_file=str(example)) == load_settings(_env_file=None)
+
+
+def test_readme_names_every_setting():
+    from pathlib import Path
+
+    from exai.settings import Settings, env_name
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    missing = [env_name(n) for n in Settings.model_fields if f"`{env_name(n)}`" not in readme]
+    assert missing == []
