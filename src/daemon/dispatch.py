@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pydantic
+import structlog
 
 from exai.audit import args_digest
 from exai.errors import (
@@ -39,6 +40,7 @@ from exai.protocol import (
     StreamChunk,
     TextOutput,
 )
+from exai.tools.artifacts import spill_if_large
 from exai.tools.base import NullAudit, Services, ToolContext, ToolResult
 from exai.tools.registry import ToolRegistry
 
@@ -166,6 +168,10 @@ class Dispatcher:
         self, session: Session, call: Call, tool: Any, arguments: Any, frame: CallToolFrame
     ) -> None:
         rid = call.request_id
+        # The task runs in its own copy of the context, so these reach every log
+        # line written while it runs (providers and store included), and no other call.
+        structlog.contextvars.bind_contextvars(session_id=session.id, request_id=rid,
+                                               tool=tool.name)  # fmt: skip
         clog = _CallLog(session.id, rid, tool.name)
         audit = self.services.audit
         if not isinstance(audit, NullAudit):
@@ -189,7 +195,7 @@ class Dispatcher:
                         self.metrics.queue_wait.observe(wait)
                     call.ran = True
                     context = self._context(session, call, tool.name, frame.stream, clog)
-                    result = await tool.run(arguments, context)
+                    result = await spill_if_large(context, await tool.run(arguments, context))
                 finally:
                     self.global_limiter.release()
             finally:

@@ -61,3 +61,18 @@ class ProgressTool(Tool):
             await context.progress(f"step {i + 1}", i + 1, 3)
         await asyncio.sleep(arguments.seconds)
         return ToolResult("done")
+
+
+class LoggingTool(Tool):
+    """Logs through a module-level logger, as providers and stores do."""
+
+    name = "logs"
+    description = "test: writes a log line"
+    Input = SleepInput
+
+    async def run(self, arguments: SleepInput, context: ToolContext) -> ToolResult:
+        from exai.logs import get_logger
+
+        get_logger("exai.somewhere.deep").warning("deep log line", label=arguments.label)
+        context.log.warning("context log line", label=arguments.label)
+        return ToolResult("logged")
