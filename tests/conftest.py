@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from exai.client import ExaiClient
+from exai.daemon import Daemon
 from exai.emulators.postgres import TempPostgres
 from exai.emulators.provider import EmulatorServer
-from exai.daemon import Daemon
 from exai.logs import configure_logging
 from exai.settings import Settings
 from exai.tools.base import Services, Tool

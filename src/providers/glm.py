@@ -19,8 +19,8 @@ search on its side (the ``web_search`` tool) and returns the pages it read.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import copy
+import itertools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any

@@ -7,9 +7,8 @@ import json
 import os
 import sys
 
-from tests.baseline.helpers import synthetic_run
-
 from exai.baseline.results import load_result
+from tests.baseline.helpers import synthetic_run
 
 TINY = """
 name = "tiny"

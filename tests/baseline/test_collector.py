@@ -6,13 +6,13 @@ import asyncio
 import itertools
 
 import pytest
-from tests.baseline.helpers import RecordingProgress, fast_client, free_port, workloads
-from tests.conftest import make_settings, running_daemon
-from tests.daemon.tools import CountingTool, FailingTool
 
 from exai.baseline.client import BaselineClient
 from exai.baseline.records import CLIENT_TIMEOUT
 from exai.baseline.runner import UnknownToolsError, run_workloads
+from tests.baseline.helpers import RecordingProgress, fast_client, free_port, workloads
+from tests.conftest import make_settings, running_daemon
+from tests.daemon.tools import CountingTool, FailingTool
 
 DELAY_S = 0.2
 

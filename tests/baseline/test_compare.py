@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.baseline.helpers import synthetic_run
 
 from exai.baseline.compare import Thresholds, compare, parse_threshold
 from exai.baseline.main import main
+from tests.baseline.helpers import synthetic_run
 
 
 def _save(tmp_path, name, run):

@@ -6,11 +6,11 @@ import csv
 import json
 
 import pytest
-from tests.baseline.helpers import synthetic_run
 
 from exai.baseline.report import write_outputs
 from exai.baseline.results import FORMAT, ResultError, load_result
 from exai.baseline.stats import OVERALL, percentile, summarize, timeline
+from tests.baseline.helpers import synthetic_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

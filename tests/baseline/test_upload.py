@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.baseline.helpers import synthetic_run
 
 from exai.baseline.stats import OVERALL
 from exai.baseline.upload import TABLE, UploadError, upload_summary
+from tests.baseline.helpers import synthetic_run
 
 postgrest = pytest.importorskip("exai.emulators.postgrest")
 

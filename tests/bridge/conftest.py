@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import make_settings, running_daemon
 
 from exai.bridge import Bridge
 from exai.daemon import Daemon
+from tests.conftest import make_settings, running_daemon
 
 FIXTURE = Path(__file__).with_name("fixture_server.py")
 

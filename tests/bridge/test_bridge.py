@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tests.bridge.conftest import HttpFixture, stdio_server_entry
-
 from exai.protocol import ErrorCode
+from tests.bridge.conftest import HttpFixture, stdio_server_entry
 
 
 async def _wait(predicate, timeout_s: float = 20.0) -> None:

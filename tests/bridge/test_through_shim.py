@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 from mcp import types
+
+from exai.bridge import Bridge
 from tests.bridge.conftest import stdio_server_entry
 from tests.conftest import make_settings, running_daemon
 from tests.shim.helpers import mcp_session, shim_env
-
-from exai.bridge import Bridge
 
 
 async def test_bridged_tools_appear_through_the_shim_and_are_callable(tmp_path: Path):

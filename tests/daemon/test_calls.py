@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.daemon.tools import CountingTool, FailingTool, ProgressTool
-
 from exai.client import CallStats, ExaiClient
 from exai.protocol import ErrorCode
+from tests.daemon.tools import CountingTool, FailingTool, ProgressTool
 
 
 async def test_calls_on_one_connection_finish_out_of_order(daemon_factory, client_factory):

@@ -148,9 +148,8 @@ async def test_unsupported_protocol_version_refused(daemon_factory):
 
 
 async def test_no_token_refused_on_non_loopback(tmp_path):
-    from tests.conftest import make_settings
-
     from exai.daemon import Daemon
+    from tests.conftest import make_settings
 
     daemon = Daemon(make_settings(tmp_path, ws_host="0.0.0.0"))
     with pytest.raises(RuntimeError, match="without a token"):

@@ -7,12 +7,12 @@ import json
 import urllib.request
 
 import pytest
-from tests.conftest import make_settings, running_daemon
-from tests.daemon.tools import CountingTool
 from websockets.exceptions import ConnectionClosed
 
 from exai.client import ExaiClient
 from exai.protocol import ErrorCode
+from tests.conftest import make_settings, running_daemon
+from tests.daemon.tools import CountingTool
 
 
 def _get(url: str) -> tuple[int, str, str]:

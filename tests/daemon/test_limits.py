@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tests.daemon.tools import CountingTool
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from exai.protocol import ErrorCode
+from tests.daemon.tools import CountingTool
 
 
 async def test_global_capacity_queue_then_over_capacity(daemon_factory, client_factory):

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.shim.helpers import DaemonProcess, mcp_session
 
 from exai.bridge.config import load_config
+from tests.shim.helpers import DaemonProcess, mcp_session
 
 DOC = Path(__file__).parents[2] / "docs" / "ide.md"
 TOKEN = "paste-your-token"

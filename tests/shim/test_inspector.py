@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from tests.shim.helpers import shim_command
 from tests.shim.inspector import inspector_env, install_inspector, npx_path
 

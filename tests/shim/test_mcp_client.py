@@ -12,9 +12,9 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
-from tests.shim.helpers import DaemonProcess, mcp_session, shim_command, shim_env
 
 from exai.tools.builtin import EchoInput
+from tests.shim.helpers import DaemonProcess, mcp_session, shim_command, shim_env
 
 
 async def test_lists_tools_with_their_schemas_and_calls_them(shared_daemon, tmp_path: Path):

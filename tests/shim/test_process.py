@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import psutil
+
 from tests.shim.helpers import DaemonProcess, free_port, shim_command, shim_env
 
 _INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 from structlog.testing import capture_logs
-from tests.store.conftest import FakeClock, StoreFactory
 
 from exai.errors import ConversationNotFoundError, ValidationError_
 from exai.store.base import ANY_OWNER, ConversationStore, StoreLimits
+from tests.store.conftest import FakeClock, StoreFactory
 
 TURN = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi there"}]
 
