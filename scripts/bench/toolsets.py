@@ -29,7 +29,7 @@ from exai.tools.registry import ToolRegistry
 __all__ = ["PROFILES", "STANDARD_BUDGET_TOKENS", "main", "measure", "registry_for"]
 
 PROFILES = ("lean", "standard", "full")
-STANDARD_BUDGET_TOKENS = 12_000
+STANDARD_BUDGET_TOKENS = 16_000
 
 
 def registry_for(profile: str, **overrides: Any) -> ToolRegistry:
@@ -37,7 +37,7 @@ def registry_for(profile: str, **overrides: Any) -> ToolRegistry:
     values: dict[str, Any] = {"tool_profile": profile, "tools_allow": [], "tools_deny": [],
                               "data_dir": tempfile.gettempdir()}  # fmt: skip
     values.update(overrides)
-    return ToolRegistry.from_entry_points(Settings(_env_file=None, **values))  # type: ignore[call-arg]
+    return ToolRegistry.from_entry_points(Settings(_env_file=None, **values))
 
 
 def measure(registry: ToolRegistry) -> dict[str, Any]:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from exai.errors import OverCapacityError
+
 if TYPE_CHECKING:
     from exai.auth import Principal
     from exai.settings import Settings
@@ -65,6 +67,7 @@ class ToolContext:
     stream_requested: bool = False
     progress_cb: Callable[[str, float | None, float | None], Awaitable[None]] | None = None
     stream_cb: Callable[[str], Awaitable[None]] | None = None
+    provider_calls: int = 0  # model calls made so far by this call
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -79,6 +82,22 @@ class ToolContext:
         """Send a ``stream_chunk``; a no-op unless the client asked to stream."""
         if self.stream_requested and self.stream_cb is not None and text:
             await self.stream_cb(text)
+
+    def count_provider_call(self) -> None:
+        """Count one model call, refusing any beyond ``max_provider_calls_per_request``.
+
+        A hard ceiling per request, so that no tool (or loop inside one) can turn
+        a single call into an unbounded number of paid provider requests.
+        """
+        limit = self.settings.max_provider_calls_per_request
+        if self.provider_calls >= limit:
+            raise OverCapacityError(
+                f"{self.tool} would exceed the limit of {limit} provider calls per request "
+                "(EXAI_MAX_PROVIDER_CALLS_PER_REQUEST)",
+                retryable=False,
+                details={"limit": limit, "setting": "EXAI_MAX_PROVIDER_CALLS_PER_REQUEST"},
+            )
+        self.provider_calls += 1
 
     @property
     def settings(self) -> Settings:
@@ -109,11 +128,27 @@ class Tool:
     @classmethod
     def input_schema(cls) -> dict[str, Any]:
         if cls.__dict__.get("_schema") is None:
-            schema = cls.Input.model_json_schema()
-            schema.pop("title", None)
-            cls._schema = schema
+            cls._schema = _without_titles(cls.Input.model_json_schema())
         assert cls._schema is not None
         return cls._schema
 
     async def run(self, arguments: Any, context: ToolContext) -> ToolResult:
         raise NotImplementedError
+
+
+# Keys whose values are data, not schemas: a "title" inside them is kept.
+_DATA_KEYS = frozenset({"default", "const", "enum", "examples"})
+
+
+def _without_titles(node: Any) -> Any:
+    """The schema without pydantic's generated titles: they repeat the names, and
+    every client pays for them in each tools/list."""
+    if isinstance(node, dict):
+        return {
+            key: value if key in _DATA_KEYS else _without_titles(value)
+            for key, value in node.items()
+            if not (key == "title" and isinstance(value, str))
+        }
+    if isinstance(node, list):
+        return [_without_titles(item) for item in node]
+    return node

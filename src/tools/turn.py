@@ -3,9 +3,10 @@
 ``run_turn`` is the path from a tool's arguments to a stored answer: check the
 files, find the thread (refusing another principal's), choose the model, build
 the full message array in :func:`exai.store.history.assemble_messages` (the one
-place history is assembled), call the provider (streaming when the client asked,
-cut into readable chunks), then store the user's message and everything the
-model produced as one turn, idempotent on the call's ``request_id``.
+place history is assembled), call the provider (counted against the request's
+provider-call limit; streamed when the client asked, cut into readable chunks),
+then store the user's message and everything the model produced as one turn,
+idempotent on the call's ``request_id``.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         web_search=turn.use_websearch,
         request_id=context.request_id,
     )
+    context.count_provider_call()
     if context.stream_requested:
         response = await _streamed(context, providers, request, info)
     else:

@@ -88,10 +88,10 @@ async def test_unknown_tool_stops_the_run_before_any_call(daemon_factory):
 async def test_optional_tool_the_daemon_lacks_is_skipped(daemon_factory):
     daemon = await daemon_factory()
     plan = workloads({"tool": "echo", "iterations": 2},
-                     {"tool": "chat", "iterations": 2, "optional": True})  # fmt: skip
+                     {"tool": "not_installed_here", "iterations": 2, "optional": True})  # fmt: skip
     async with BaselineClient(daemon.url, config=fast_client()) as client:
         result = await run_workloads(client, plan)
-    assert [s["workload"] for s in result.skipped] == ["chat"]
+    assert [s["workload"] for s in result.skipped] == ["not_installed_here"]
     assert {r.workload for r in result.records} == {"echo"}
 
 
