@@ -204,8 +204,10 @@ async def test_mainland_endpoint_selects_the_zhipu_client() -> None:
     international = GLMProvider(api_key="k")
     try:
         assert all(isinstance(c, ZhipuAiClient) for c in mainland._clients)
-        assert all(isinstance(c, ZaiClient) and not isinstance(c, ZhipuAiClient)
-                   for c in international._clients)
+        assert all(
+            isinstance(c, ZaiClient) and not isinstance(c, ZhipuAiClient)
+            for c in international._clients
+        )
         assert not GLMProvider(api_key=None).configured()
     finally:
         await mainland.aclose()

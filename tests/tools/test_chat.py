@@ -38,8 +38,9 @@ async def test_turn_n_sees_turn_n_minus_1(chat_settings, emulator, client_factor
         assert first.error is None, first.error
         cid = first.metadata.continuation_id
         assert uuid.UUID(cid) and first.metadata.provider == "kimi"
-        second = await client.call("chat", {"prompt": "what was the word?",
-                                            "continuation_id": cid, "model": "glm-4.6"})  # fmt: skip
+        second = await client.call(
+            "chat", {"prompt": "what was the word?", "continuation_id": cid, "model": "glm-4.6"}
+        )
         assert second.error is None, second.error
         assert second.metadata.continuation_id == cid and second.metadata.provider == "glm"
     last = emulator.requests[-1]
