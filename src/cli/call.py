@@ -19,7 +19,7 @@ from exai.settings import SettingsError, load_settings
 __all__ = ["parse_assignments", "register"]
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("call", help="call a tool on a running daemon")
     p.add_argument("tool", help="tool name (`exai tools` lists them)")
     p.add_argument("args", nargs="*", metavar="key=value", help="tool arguments")

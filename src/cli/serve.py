@@ -13,7 +13,7 @@ from exai.settings import SettingsError, load_settings
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the daemon")
     p.add_argument("--host", help="override EXAI_WS_HOST")
     p.add_argument("--port", type=int, help="override EXAI_WS_PORT")
@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     issue.set_defaults(func=_token_issue)
 
 
-def _load(**overrides: object):  # type: ignore[no-untyped-def]
+def _load(**overrides: object):
     try:
         return load_settings(**{k: v for k, v in overrides.items() if v is not None})
     except SettingsError as exc:

@@ -16,7 +16,7 @@ import asyncio
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,7 +96,7 @@ class SessionRegistry:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Session]:
         return iter(list(self._sessions.values()))
 
     def open(self, principal: Principal, session_id: str | None) -> tuple[Session, bool]:

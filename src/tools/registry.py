@@ -49,8 +49,8 @@ class ToolRegistry:
         self._settings = settings
         self._tools: dict[str, Tool] = {}
         self._listeners: list[Callable[[], None]] = []
-        self._cache = None
-        self._enabled = None
+        self._cache: list[ToolInfo] | None = None
+        self._enabled: dict[str, Tool] | None = None
         self.version = 0
         for tool in tools:
             self.add(tool, notify=False)
@@ -72,8 +72,8 @@ class ToolRegistry:
 
     def _changed(self, notify: bool) -> None:
         self.version += 1
-        self._cache: list[ToolInfo] | None = None
-        self._enabled: dict[str, Tool] | None = None
+        self._cache = None
+        self._enabled = None
         if notify:
             for listener in self._listeners:
                 listener()
