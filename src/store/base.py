@@ -290,6 +290,10 @@ class ConversationStore(ABC):
     @abstractmethod
     async def aclose(self) -> None: ...
 
+    async def ping(self) -> None:
+        """Raise if the database cannot answer a query (``/ready`` asks this)."""
+        await self.list_threads(ANY_OWNER, limit=1)
+
     async def __aenter__(self) -> ConversationStore:
         return self
 

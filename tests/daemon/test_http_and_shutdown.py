@@ -32,7 +32,9 @@ async def test_health_ready_metrics(daemon_factory, client_factory):
     status, ctype, body = await asyncio.to_thread(_get, base + "/health")
     assert status == 200 and json.loads(body)["status"] == "ok"
     status, _, body = await asyncio.to_thread(_get, base + "/ready")
-    assert status == 200 and json.loads(body)["ready"] is True
+    ready = json.loads(body)
+    assert status == 200 and ready["ready"] is True
+    assert ready["checks"]["store"] == {"ok": True}
     status, ctype, body = await asyncio.to_thread(_get, base + "/metrics")
     assert status == 200 and ctype.startswith("text/plain; version=0.0.4")
     assert 'exai_calls_total{status="ok",tool="echo"} 1.0' in body
@@ -42,6 +44,14 @@ async def test_health_ready_metrics(daemon_factory, client_factory):
     assert "exai_queue_wait_seconds" in body
     status, _, _ = await asyncio.to_thread(_get, base + "/nothing-here")
     assert status == 404
+
+
+async def test_ready_is_503_when_the_store_cannot_answer(daemon_factory):
+    daemon = await daemon_factory()
+    await daemon.services.store.aclose()  # as if the database went away
+    status, _, body = await asyncio.to_thread(_get, f"http://127.0.0.1:{daemon.port}/ready")
+    checks = json.loads(body)["checks"]
+    assert status == 503 and checks["store"]["ok"] is False and checks["store"]["error"]
 
 
 async def test_ready_is_503_while_draining(daemon_factory):

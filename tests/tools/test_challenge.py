@@ -4,16 +4,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from exai.protocol import ErrorCode
 from tests.conftest import emulated_providers, make_settings, running_daemon
-
-
-@pytest.fixture
-def emulator(provider_emulator):
-    provider_emulator.reset()
-    return provider_emulator
 
 
 async def test_the_statement_comes_back_with_instructions_to_question_it(

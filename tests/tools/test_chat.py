@@ -13,12 +13,6 @@ from tests.conftest import emulated_providers, make_settings, running_daemon
 
 
 @pytest.fixture
-def emulator(provider_emulator):
-    provider_emulator.reset()
-    return provider_emulator
-
-
-@pytest.fixture
 def chat_settings(tmp_path, emulator):
     def build(**overrides):
         return make_settings(tmp_path, **{**emulated_providers(emulator), **overrides})

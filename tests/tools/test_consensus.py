@@ -16,12 +16,6 @@ THREE = [{"model": KIMI, "stance": "for"}, {"model": GLM, "stance": "against"},
 
 
 @pytest.fixture
-def emulator(provider_emulator):
-    provider_emulator.reset()
-    return provider_emulator
-
-
-@pytest.fixture
 def settings(tmp_path, emulator):
     def build(**overrides):
         return make_settings(tmp_path, **{**emulated_providers(emulator), **overrides})

@@ -11,12 +11,6 @@ from tests.tools.workflow_helpers import git, make_repo, payload, sent_text, ste
 
 
 @pytest.fixture
-def emulator(provider_emulator):
-    provider_emulator.reset()
-    return provider_emulator
-
-
-@pytest.fixture
 def settings(tmp_path, emulator):
     return make_settings(tmp_path, **emulated_providers(emulator))
 

@@ -17,12 +17,6 @@ from tests.tools.workflow_helpers import WORKFLOW_TOOLS, payload, sent_text, ste
 
 
 @pytest.fixture
-def emulator(provider_emulator):
-    provider_emulator.reset()
-    return provider_emulator
-
-
-@pytest.fixture
 def wf_settings(tmp_path, emulator):
     def build(**overrides):
         values = {**emulated_providers(emulator), "tool_profile": "full", **overrides}

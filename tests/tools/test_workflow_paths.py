@@ -11,12 +11,6 @@ from tests.tools.workflow_helpers import WORKFLOW_TOOLS, step, tool_extras
 
 
 @pytest.fixture
-def emulator(provider_emulator):
-    provider_emulator.reset()
-    return provider_emulator
-
-
-@pytest.fixture
 def layout(tmp_path):
     """An allowed root holding a symlink to a secret file just outside it."""
     root = tmp_path / "root"

@@ -14,12 +14,6 @@ from tests.tools.workflow_helpers import payload, sent_text, step, tool_extras
 
 
 @pytest.fixture
-def emulator(provider_emulator):
-    provider_emulator.reset()
-    return provider_emulator
-
-
-@pytest.fixture
 def settings(tmp_path, emulator):
     return make_settings(tmp_path, **emulated_providers(emulator), tool_profile="full")
 
