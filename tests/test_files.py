@@ -519,15 +519,15 @@ def test_a_symlink_swapped_in_after_the_check_is_not_followed(root: Path, outsid
     # The race is staged by hand: check, then swap, then open with the stale check.
     write(root / "sub" / SECRET_NAME, "inside\n")
     write(root / "f.txt", "inside\n")
-    stale_dir = files._locate(str(root / "sub" / SECRET_NAME), [root.resolve()], [str(root)])
-    stale_file = files._locate(str(root / "f.txt"), [root.resolve()], [str(root)])
+    stale_dir = files.policy._locate(str(root / "sub" / SECRET_NAME), [root.resolve()], [str(root)])
+    stale_file = files.policy._locate(str(root / "f.txt"), [root.resolve()], [str(root)])
     (root / "sub").rename(root / "sub.old")
     (root / "sub").symlink_to(outside, target_is_directory=True)
     (root / "f.txt").unlink()
     (root / "f.txt").symlink_to(outside / SECRET_NAME)
     for stale in (stale_dir, stale_file):
         with pytest.raises(ForbiddenError, match="changed while being opened"):
-            files._load_text(stale, 1000)
+            files.read._load_text(stale, 1000)
 
 
 # --- async -------------------------------------------------------------------
