@@ -48,6 +48,7 @@ __all__ = [
     "TextOutput",
     "ToolInfo",
     "dump_frame",
+    "dump_frame_bytes",
     "frame_schemas",
     "parse_client_frame",
     "parse_server_frame",
@@ -337,6 +338,13 @@ def parse_server_frame(text: str | bytes) -> Any:
 def dump_frame(frame: BaseModel) -> str:
     """Serialize a frame; ``None`` optionals are kept only where the contract shows them."""
     return frame.model_dump_json(exclude_none=_EXCLUDE_NONE.get(type(frame), True))
+
+
+def dump_frame_bytes(frame: BaseModel) -> bytes:
+    """:func:`dump_frame` as UTF-8 bytes, straight from pydantic-core (no str round trip)."""
+    return frame.__pydantic_serializer__.to_json(
+        frame, exclude_none=_EXCLUDE_NONE.get(type(frame), True)
+    )
 
 
 # call_tool_res always carries "error" (null on success); everything else drops

@@ -180,3 +180,44 @@ async def test_ping_pong(daemon_factory, client_factory):
     daemon = await daemon_factory()
     client: ExaiClient = await client_factory(daemon)
     assert await client.ping() >= 0
+
+
+async def test_a_slow_reader_gets_every_frame_in_order(daemon_factory, monkeypatch):
+    """Frames queue behind a reader that stops reading, then all arrive, in order.
+
+    Once the socket's buffers are full the daemon must take websockets' own send
+    path, which waits for the reader (backpressure) instead of buffering without bound.
+    """
+    import json
+
+    from websockets.asyncio.client import connect
+    from websockets.asyncio.server import ServerConnection
+
+    waited = 0
+    original_send = ServerConnection.send
+
+    async def counting_send(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal waited
+        waited += 1
+        return await original_send(self, *args, **kwargs)
+
+    monkeypatch.setattr(ServerConnection, "send", counting_send)
+    daemon = await daemon_factory(max_result_tokens=10_000_000)  # no artifact spill here
+    text = "".join(f"{i:07d}" for i in range(1_200_000))  # ~8 MB in 500 chunks
+    async with connect(daemon.url, max_queue=4, max_size=None) as ws:
+        await ws.send(json.dumps({"op": "hello"}))
+        await ws.recv()
+        await ws.send(json.dumps({"op": "call_tool", "request_id": "big", "name": "echo",
+                                  "stream": True,
+                                  "arguments": {"text": text, "stream_chunks": 500}}))  # fmt: skip
+        await asyncio.sleep(0.5)  # stop reading while the daemon writes
+        chunks, result = [], None
+        while result is None:
+            frame = json.loads(await ws.recv())
+            if frame["op"] == "stream_chunk":
+                chunks.append((frame["seq"], frame["text"]))
+            elif frame["op"] == "call_tool_res":
+                result = frame
+    assert [seq for seq, _ in chunks] == list(range(len(chunks)))
+    assert "".join(t for _, t in chunks) == text == result["outputs"][0]["text"]
+    assert waited > 0  # the buffered path was taken
