@@ -73,6 +73,7 @@ class Dispatcher:
         self.draining = False
         self._series_cache: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._background: set[asyncio.Future[None]] = set()
+        self._beating: set[Call] = set()  # calls whose heartbeat is still being sent
 
     # --- admission --------------------------------------------------------
 
@@ -286,20 +287,33 @@ class Dispatcher:
         return True
 
     async def heartbeat(self, sessions: Any, interval: float) -> None:
-        """Tell clients a long call is alive, so their own tool timeouts don't fire."""
+        """Tell clients a long call is alive, so their own tool timeouts don't fire.
+
+        Each beat is sent by a task of its own: a client that stops reading blocks
+        its own beats (one at a time), never everyone else's nor the caller's tick.
+        """
         now = time.monotonic()
         for session in sessions:
             for call in list(session.calls.values()):
-                if now - call.last_progress >= interval:
-                    await self._ack(session, call)
+                if now - call.last_progress >= interval and call not in self._beating:
                     call.last_progress = now
-                    elapsed = now - call.started
-                    await session.deliver(
-                        ProgressFrame(
-                            request_id=call.request_id,
-                            message=f"{call.tool} running ({elapsed:.0f}s)",
-                        )
+                    self._beating.add(call)
+                    task = asyncio.ensure_future(self._beat(session, call, now - call.started))
+                    self._background.add(task)
+                    task.add_done_callback(self._background.discard)
+
+    async def _beat(self, session: Session, call: Call, elapsed: float) -> None:
+        try:
+            await self._ack(session, call)
+            if not call.finished:  # checked after the ack: no frame may follow the result
+                await session.deliver(
+                    ProgressFrame(
+                        request_id=call.request_id,
+                        message=f"{call.tool} running ({elapsed:.0f}s)",
                     )
+                )
+        finally:
+            self._beating.discard(call)
 
     def _series(self, tool: str, status: str) -> tuple[Any, Any]:
         # prometheus_client's labels() takes a lock and builds a tuple on every call.

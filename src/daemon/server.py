@@ -219,6 +219,7 @@ class Daemon:
             "sessions": len(self.sessions),
             "in_flight": self.in_flight(),
             "queued": self.global_limiter.waiting,
+            "tasks": len(asyncio.all_tasks()),
             "limits": {
                 "max_inflight": s.max_inflight,
                 "max_inflight_per_session": s.max_inflight_per_session,
