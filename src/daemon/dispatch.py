@@ -74,6 +74,9 @@ class Dispatcher:
         self._series_cache: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._background: set[asyncio.Future[None]] = set()
         self._beating: set[Call] = set()  # calls whose heartbeat is still being sent
+        # Calls whose task has not taken its first step: cancelling such a task would
+        # end it before _run could catch anything, leaving the call unanswered.
+        self._starting: set[Call] = set()
 
     # --- admission --------------------------------------------------------
 
@@ -106,6 +109,7 @@ class Dispatcher:
                     last_progress=now)  # fmt: skip
         session.calls[rid] = call
         self.running.add(call)
+        self._starting.add(call)
         call.task = asyncio.create_task(
             self._run(session, call, tool, arguments, frame), name=f"call:{session.id}:{rid}"
         )
@@ -168,6 +172,7 @@ class Dispatcher:
     async def _run(
         self, session: Session, call: Call, tool: Any, arguments: Any, frame: CallToolFrame
     ) -> None:
+        self._starting.discard(call)
         rid = call.request_id
         # The task runs in its own copy of the context, so these reach every log
         # line written while it runs (providers and store included), and no other call.
@@ -184,6 +189,8 @@ class Dispatcher:
         # One timer per call: on expiry it cancels the task with reason "timeout".
         timer = loop.call_at(_loop_deadline(call.deadline), self._expire, call)
         try:
+            if call.cancel_reason is not None:  # cancelled before this task first ran
+                raise asyncio.CancelledError
             waited = time.monotonic()
             # Plain acquire/release rather than nested context managers: this is
             # the hottest path in the daemon.
@@ -283,7 +290,8 @@ class Dispatcher:
             return False
         if call.cancel_reason is None:
             call.cancel_reason = reason
-        call.task.cancel()
+        if call not in self._starting:  # otherwise _run sees cancel_reason as it starts
+            call.task.cancel()
         return True
 
     async def heartbeat(self, sessions: Any, interval: float) -> None:

@@ -13,9 +13,9 @@ async def _stuck_client(port: int) -> asyncio.StreamWriter:
     """Hello, a long call, then pings until the daemon's replies back up unread."""
     _, writer = await open_raw_websocket(port)
     writer.write(client_frame(json.dumps({"op": "hello"})))
-    writer.write(client_frame(json.dumps({"op": "call_tool", "request_id": "long",
-                                          "name": "echo",
-                                          "arguments": {"text": "x", "delay_s": 5}})))
+    call = {"op": "call_tool", "request_id": "long", "name": "echo",
+            "arguments": {"text": "x", "delay_s": 5}}  # fmt: skip
+    writer.write(client_frame(json.dumps(call)))
     ping = client_frame(json.dumps({"op": "ping", "request_id": "p" * 128})) * 100
     try:
         while True:  # until the daemon, unable to send its pongs, stops reading

@@ -1,0 +1,232 @@
+"""Render the reliability suite's figures as markdown, and paste them into the docs.
+
+``make reliability`` leaves ``build/reliability/figures.json`` (and the rendered
+``figures.md`` beside it). This turns the JSON into one table per area::
+
+    python -m scripts.reliability.report                       # print the markdown
+    python -m scripts.reliability.report --update docs/reliability.md
+
+``--update`` replaces what lies between the ``<!-- figures:begin -->`` and
+``<!-- figures:end -->`` markers, so the document always quotes a real run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main", "render", "update"]
+
+BEGIN = "<!-- figures:begin -->"
+END = "<!-- figures:end -->"
+
+# Section -> (title, [(key, label)]). Keys missing from a run are left out; keys
+# not listed here are still shown, under their own names, after the listed ones.
+LAYOUT: list[tuple[str, str, list[tuple[str, str]]]] = [
+    (
+        "fuzz",
+        "Protocol fuzzing",
+        [
+            ("frames_tried", "frames tried (all kinds)"),
+            ("generated_frames", "hypothesis-generated frames"),
+            ("first_frames", "first frames (handshake) tried"),
+            ("corpus_frames", "hand-written nasty frames"),
+            ("flood_frames", "frames in floods"),
+            ("pipelined_calls", "results for calls pipelined on one connection"),
+            ("pipelined_cancelled", "of which CANCELLED (cancels sent among the calls)"),
+            ("error_frames", "error frames received, as documented"),
+            ("closes", "connections closed, by code, as documented"),
+            ("calls_answered", "valid calls answered (one result each)"),
+            ("call_outcomes", "their outcomes"),
+            ("replays", "calls answered from the replay cache"),
+            ("bystander_calls", "bystander echo calls meanwhile"),
+            ("bystander_errors", "bystander errors"),
+            ("daemon_restarts", "daemon crashes"),
+            ("error_log_lines", "log lines at error level"),
+            ("daemon_frames_rejected", "frames the daemon counted as rejected"),
+        ],
+    ),
+    (
+        "crash",
+        "Crash durability (SIGKILL mid-call)",
+        [
+            ("conversations", "conversations"),
+            ("in_flight_at_kill", "calls at the provider when killed"),
+            ("answered_before_kill", "turns answered before the kill"),
+            ("unread_answers_arranged", "of which clients arranged never to read their answer"),
+            ("stored_but_unanswered", "turns stored whose answer never reached the client"),
+            ("resent_after_restart", "calls re-sent with the same request_id after restart"),
+            ("turns_stored", "turns stored in the end"),
+            ("duplicate_turns", "turns stored twice"),
+            ("answered_missing", "answered turns missing from the store"),
+            ("conversations_continued", "conversations continued with full history"),
+            ("outbox_events_at_kill", "audit events in the outbox at the kill"),
+            ("events_delivered", "audit events delivered to Supabase (fixture)"),
+            ("events_lost", "outbox events not delivered"),
+            ("duplicate_rows", "duplicate rows stored"),
+            ("redelivered_events", "events sent twice (idempotent on event_id)"),
+            ("restart_s", "restart to /health, s"),
+        ],
+    ),
+    (
+        "storm",
+        "Disconnect storm",
+        [
+            ("storms", "storms, one after the other"),
+            ("clients", "clients per storm"),
+            ("vanish_modes", "how they vanished"),
+            ("calls_in_flight_peak", "calls in flight at the peak"),
+            ("connections_after", "exai_connections afterwards"),
+            ("calls_in_flight_after", "exai_calls_in_flight afterwards"),
+            ("queued_after", "calls queued afterwards"),
+            ("tasks_before", "asyncio tasks before"),
+            ("tasks_after", "asyncio tasks afterwards"),
+            ("sessions_peak", "sessions at the peak"),
+            ("sessions_after_sweep", "sessions after the sweep"),
+            ("sweep_s", "seconds until sessions were swept"),
+            ("capacity_check_calls", "calls then run at full capacity"),
+            ("capacity_check_errors", "errors among them (a leaked slot would show)"),
+            ("rss_start_mib", "daemon RSS at start, MiB"),
+            ("rss_peak_mib", "daemon RSS at the peak, MiB"),
+            ("rss_after_round_mib", "daemon RSS after each storm, MiB"),
+            ("rss_after_mib", "daemon RSS after the sweep, MiB"),
+            ("fds_start", "open fds at start"),
+            ("fds_after", "open fds afterwards"),
+            ("provider_pool_sockets", "of which keep-alive sockets to the provider, start and end"),
+            ("error_log_lines", "log lines at error level"),
+        ],
+    ),
+    (
+        "soak",
+        "Soak",
+        [
+            ("connections", "concurrent connections held"),
+            ("duration_s", "duration, s"),
+            ("limits", "limits configured"),
+            ("calls", "calls made"),
+            ("ok", "calls answered"),
+            ("over_capacity", "OVER_CAPACITY (configured)"),
+            ("other_errors", "any other error"),
+            ("disconnects", "connections lost"),
+            ("connections_held_min", "fewest connections open at any check (once a second)"),
+            ("throughput_per_s", "answered calls per second"),
+            ("fast_calls_measured", "steady echo calls timed (client side, round trip)"),
+            ("p50_ms", "their latency p50, ms"),
+            ("p95_ms", "their latency p95, ms"),
+            ("p99_ms", "their latency p99, ms"),
+            ("max_ms", "their latency max, ms"),
+            ("delayed_calls", "steady calls that sleep in the tool"),
+            ("rss_peak_mib", "daemon RSS peak, MiB"),
+            ("daemon_cpu_share", "daemon CPU, share of one core"),
+            ("client_loop_lag", "event-loop lag of the measuring client"),
+            ("error_log_lines", "log lines at error level"),
+        ],
+    ),
+    (
+        "provider",
+        "Provider storms",
+        [
+            ("scenarios", "scenarios"),
+            ("storm_calls", "concurrent calls through a 429/503 burst"),
+            ("storm_failures_injected", "429/503 answers injected"),
+            ("storm_calls_ok", "storm calls answered"),
+            ("retries_observed", "retries observed at the emulator"),
+            ("fallbacks", "answers from the fallback model"),
+            ("min_gap_after_retry_after_s", "shortest wait after Retry-After, s"),
+            ("min_backoff_s", "shortest backoff after a 503, s"),
+            ("no_retry_statuses", "statuses never retried"),
+            ("storm_without_fallback", "the same storm without a fallback model"),
+        ],
+    ),
+    (
+        "security",
+        "Security",
+        [
+            ("cases", "cases checked"),
+            ("auth_cases", "token and JWT cases"),
+            ("scope_cases", "tools forbidden by scope"),
+            ("ownership_cases", "other principal's session or conversation"),
+            ("file_tools", "file-taking tools found in the registry"),
+            ("file_fields", "(tool, path field) pairs"),
+            ("file_fields_read_by_a_model", "of which the control's file reached the model"),
+            ("path_attacks", "path traversal and symlink attempts"),
+            ("path_leaks", "outside file contents leaked"),
+            ("oversize_and_slow_cases", "oversized frame and slow-client cases"),
+            ("secrets_scanned", "known secrets searched for"),
+            ("log_lines_scanned", "log lines scanned"),
+            ("audit_events_scanned", "audit events scanned (outbox and Supabase fixture)"),
+            ("secrets_found", "secrets found"),
+        ],
+    ),
+]
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_value(v)}" for k, v in value.items()) or "none"
+    if isinstance(value, list):
+        return ", ".join(_value(v) for v in value) or "none"
+    if isinstance(value, float):
+        return f"{value:,.1f}" if abs(value) >= 100 else f"{value:g}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def render(data: dict[str, Any]) -> str:
+    """The figures as markdown: a line about the run, then one table per area."""
+    run = data.get("run", {})
+    sections: dict[str, dict[str, Any]] = data.get("sections", {})
+    tests = run.get("tests", {})
+    lines = [
+        f"Run finished {run.get('finished_at', '?')} in {run.get('duration_s', '?')} s "
+        f"(`{run.get('command', 'make reliability')}`, scale {run.get('scale', 1)}, "
+        f"Python {run.get('python', '?')}, {run.get('cpus', '?')} CPUs): "
+        f"{tests.get('passed', 0)} tests passed, {tests.get('failed', 0)} failed.",
+        "",
+    ]
+    known = {name for name, _, _ in LAYOUT}
+    layout = LAYOUT + [(name, name, []) for name in sorted(sections) if name not in known]
+    for name, title, labels in layout:
+        figures = sections.get(name)
+        if not figures:
+            continue
+        lines += [f"### {title}", "", "| figure | value |", "|---|---|"]
+        shown = set()
+        for key, label in labels:
+            if key in figures:
+                lines.append(f"| {label} | {_value(figures[key])} |")
+                shown.add(key)
+        for key in sorted(set(figures) - shown):
+            lines.append(f"| {key} | {_value(figures[key])} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def update(document: Path, markdown: str) -> None:
+    text = document.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{document}: no {BEGIN} ... {END} markers to replace")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    document.write_text(f"{head}{BEGIN}\n{markdown.rstrip()}\n{END}{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=Path("build/reliability/figures.json"))
+    parser.add_argument("--update", type=Path, metavar="DOC", help="rewrite DOC between markers")
+    args = parser.parse_args(argv)
+    markdown = render(json.loads(args.results.read_text()))
+    if args.update is not None:
+        update(args.update, markdown)
+    else:
+        sys.stdout.write(markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
