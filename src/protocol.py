@@ -12,7 +12,6 @@ raise :class:`FrameError` with a protocol error code when that is impossible.
 
 from __future__ import annotations
 
-import re
 from enum import IntEnum, StrEnum
 from typing import Annotated, Any, Literal
 
@@ -47,6 +46,7 @@ __all__ = [
     "StreamChunk",
     "TextOutput",
     "ToolInfo",
+    "describe_validation_error",
     "dump_frame",
     "dump_frame_bytes",
     "frame_schemas",
@@ -293,12 +293,18 @@ def _request_id_of(obj: dict[str, Any]) -> str | None:
     return None
 
 
-def _describe(exc: ValidationError) -> tuple[str, dict[str, Any]]:
+def describe_validation_error(
+    exc: ValidationError, *, whole: str = "(frame)", listed: int = 5
+) -> tuple[str, dict[str, Any]]:
+    """A one-line summary and ``{"fields": [{field, problem}]}`` details for an error frame.
+
+    ``whole`` names the field when the problem is with the object as a whole.
+    """
     fields = []
     for err in exc.errors(include_url=False, include_input=False):
-        loc = ".".join(str(p) for p in err["loc"])
+        loc = ".".join(str(p) for p in err["loc"]) or whole
         fields.append({"field": loc, "problem": err["msg"]})
-    summary = "; ".join(f"{f['field']}: {f['problem']}" for f in fields[:5])
+    summary = "; ".join(f"{f['field']}: {f['problem']}" for f in fields[:listed])
     return summary, {"fields": fields}
 
 
@@ -320,7 +326,7 @@ def parse_client_frame(text: str | bytes) -> Any:
     try:
         return _client_adapter.validate_python(obj)
     except ValidationError as exc:
-        summary, details = _describe(exc)
+        summary, details = describe_validation_error(exc)
         raise FrameError(
             f"invalid {op} frame: {summary}", request_id=rid, details=details
         ) from None
@@ -331,7 +337,7 @@ def parse_server_frame(text: str | bytes) -> Any:
     try:
         return _server_adapter.validate_json(text)
     except ValidationError as exc:
-        summary, details = _describe(exc)
+        summary, details = describe_validation_error(exc)
         raise FrameError(f"invalid server frame: {summary}", details=details) from None
 
 
@@ -364,7 +370,3 @@ def frame_schemas() -> dict[str, dict[str, Any]]:
         op = model.model_fields["op"].default
         out[op] = model.model_json_schema()
     return out
-
-
-def is_valid_session_id(value: str) -> bool:
-    return re.fullmatch(SESSION_ID_PATTERN, value) is not None

@@ -268,9 +268,6 @@ class Settings(BaseSettings):
     def outbox_path(self) -> Path:
         return self.data_dir / "audit-outbox.sqlite3"
 
-    def env_name(self, field: str) -> str:
-        return env_name(field)
-
     def masked(self) -> dict[str, Any]:
         """Effective settings keyed by variable name, secrets shown as ``****``."""
         out: dict[str, Any] = {}

@@ -39,6 +39,7 @@ from exai.protocol import (
     ResultMetadata,
     StreamChunk,
     TextOutput,
+    describe_validation_error,
 )
 from exai.tools.artifacts import spill_if_large
 from exai.tools.base import NullAudit, Services, ToolContext, ToolResult
@@ -145,13 +146,9 @@ class Dispatcher:
         try:
             arguments = tool.Input.model_validate(frame.arguments)
         except pydantic.ValidationError as exc:
-            fields = [
-                {"field": ".".join(str(p) for p in e["loc"]) or "(arguments)", "problem": e["msg"]}
-                for e in exc.errors(include_url=False, include_input=False)
-            ]
-            listed = "; ".join(f"{f['field']}: {f['problem']}" for f in fields[:8])
+            listed, details = describe_validation_error(exc, whole="(arguments)", listed=8)
             raise ValidationError_(
-                f"invalid arguments for {tool.name}: {listed}", details={"fields": fields}
+                f"invalid arguments for {tool.name}: {listed}", details=details
             ) from None
         self._rate_limit(session.principal.name)
         return tool, arguments
@@ -178,7 +175,7 @@ class Dispatcher:
         # line written while it runs (providers and store included), and no other call.
         structlog.contextvars.bind_contextvars(session_id=session.id, request_id=rid,
                                                tool=tool.name)  # fmt: skip
-        clog = _CallLog(session.id, rid, tool.name)
+        clog = log  # session_id, request_id and tool arrive through the context variables
         audit = self.services.audit
         if not isinstance(audit, NullAudit):
             audit.emit("call_started", session_id=session.id, request_id=rid, tool=tool.name,
@@ -337,21 +334,6 @@ class Dispatcher:
     def _label(self, name: str) -> str:
         # Unknown names must not create unbounded label sets.
         return name if self.registry.get(name) is not None else "unknown"
-
-
-class _CallLog:
-    """A logger bound to one call, created only if the call actually logs."""
-
-    __slots__ = ("_fields", "_log")
-
-    def __init__(self, session_id: str, request_id: str, tool: str) -> None:
-        self._fields = {"session_id": session_id, "request_id": request_id, "tool": tool}
-        self._log: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._log is None:
-            self._log = log.bind(**self._fields)
-        return getattr(self._log, name)
 
 
 def _loop_deadline(monotonic_deadline: float) -> float:

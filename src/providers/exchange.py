@@ -23,7 +23,21 @@ from exai.providers.base import ChatRequest, ChatResponse, Delta, Provider, Usag
 from exai.providers.retry import RetryPolicy
 from exai.providers.wire import Round, StreamAssembler, round_from_completion
 
-__all__ = ["CONTINUE_PROMPT", "ChatCompletionsProvider", "ChunkStream"]
+__all__ = ["CONTINUE_PROMPT", "ChatCompletionsProvider", "ChunkStream", "pool_shards"]
+
+_CONNECTIONS_PER_CLIENT = 8
+
+
+def pool_shards(max_inflight: int) -> tuple[int, int]:
+    """How many SDK clients to use in turn, and how many connections each may hold.
+
+    The HTTP pool underneath both SDKs scans every one of its connections for each
+    request it places, so one pool serving dozens of concurrent requests spends
+    more time on bookkeeping than on the requests. Small pools used in turn don't.
+    """
+    per_client = max(1, min(max_inflight, _CONNECTIONS_PER_CLIENT))
+    return -(-max_inflight // per_client), per_client
+
 
 T = TypeVar("T")
 

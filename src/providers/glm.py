@@ -42,7 +42,7 @@ from exai.providers.error_mapping import (
     status_error,
     stream_error,
 )
-from exai.providers.exchange import ChatCompletionsProvider
+from exai.providers.exchange import ChatCompletionsProvider, pool_shards
 from exai.providers.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -57,7 +57,6 @@ WEB_SEARCH_TOOL: dict[str, Any] = {
 }
 
 _MAINLAND_HOST = "open.bigmodel.cn"
-_CONNECTIONS_PER_CLIENT = 8
 
 
 def _classify(failure: VendorFailure) -> ErrorKind | None:
@@ -106,10 +105,7 @@ class GLMProvider(ChatCompletionsProvider):
         if api_key:
             client_class = ZhipuAiClient if _MAINLAND_HOST in self.base_url else ZaiClient
             timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
-            # Several clients with small connection pools, used in turn: the HTTP
-            # pool scans all of its connections for every request it places, so one
-            # pool shared by max_inflight threads spends its time on bookkeeping.
-            per_client = min(max_inflight, _CONNECTIONS_PER_CLIENT)
+            shards, per_client = pool_shards(max_inflight)
             self._clients = [
                 client_class(
                     api_key=api_key,
@@ -123,7 +119,7 @@ class GLMProvider(ChatCompletionsProvider):
                         ),
                     ),
                 )
-                for _ in range(-(-max_inflight // per_client))
+                for _ in range(shards)
             ]
             self._pool = ThreadPoolExecutor(max_workers=max_inflight, thread_name_prefix="exai-glm")
         self._next = itertools.cycle(self._clients)

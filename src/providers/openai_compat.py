@@ -24,7 +24,7 @@ from exai.providers.error_mapping import (
     status_error,
     stream_error,
 )
-from exai.providers.exchange import ChatCompletionsProvider, ChunkStream
+from exai.providers.exchange import ChatCompletionsProvider, ChunkStream, pool_shards
 from exai.providers.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from exai.settings import Settings
 
 __all__ = ["OpenAICompatibleProvider", "create"]
-
-_CONNECTIONS_PER_CLIENT = 8
 
 
 class OpenAICompatibleProvider(ChatCompletionsProvider):
@@ -59,11 +57,7 @@ class OpenAICompatibleProvider(ChatCompletionsProvider):
         self.timeout_s = timeout_s
         self._models = list(models or [])
         self._has_key = bool(api_key)
-        # Several clients, each with its own connection pool, used in turn: the
-        # HTTP pool underneath the SDK scans every one of its connections for each
-        # request it places, so one pool serving 64 concurrent requests spends more
-        # time on bookkeeping than on the requests. Pools of a few connections don't.
-        shards = max(1, -(-max_inflight // _CONNECTIONS_PER_CLIENT)) if self.base_url else 0
+        shards = pool_shards(max_inflight)[0] if self.base_url else 0
         self._clients: list[AsyncOpenAI] = [
             AsyncOpenAI(
                 # Local servers need no key, but the SDK insists on one.
