@@ -16,8 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -25,8 +24,8 @@ import asyncpg
 
 from exai.errors import ValidationError_
 from exai.store.base import StoreLimits
-from exai.store.executor import Dialect, Executor
-from exai.store.sql import SqlStore
+from exai.store.executor import Dialect
+from exai.store.sql import Body, SqlStore, T
 
 __all__ = ["MIGRATIONS", "PostgresStore", "driver_options"]
 
@@ -228,15 +227,13 @@ class PostgresStore(SqlStore):
             )
         return int(value)
 
-    @asynccontextmanager
-    async def _read(self) -> AsyncIterator[Executor]:
+    async def _read(self, body: Body[T]) -> T:
         async with self._pool.acquire() as conn:
-            yield _Connection(conn)
+            return await body(_Connection(conn))
 
-    @asynccontextmanager
-    async def _write(self) -> AsyncIterator[Executor]:
+    async def _write(self, body: Body[T]) -> T:
         async with self._pool.acquire() as conn, conn.transaction():
-            yield _Connection(conn)
+            return await body(_Connection(conn))
 
     async def aclose(self) -> None:
         if not self._pool.is_closing():

@@ -17,10 +17,9 @@ from __future__ import annotations
 import time
 import uuid
 from abc import abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from exai.errors import ConversationNotFoundError, ValidationError_
 from exai.logs import get_logger
@@ -75,6 +74,9 @@ _UPSERT_FILE = (
 )
 _THREAD_SELECT = f"SELECT {THREAD_COLUMNS} FROM {{p}}threads"
 
+T = TypeVar("T")
+Body = Callable[[Executor], Awaitable[T]]
+
 
 class SqlStore(ConversationStore):
     """Everything a conversation store does, over any :class:`Executor`."""
@@ -86,13 +88,19 @@ class SqlStore(ConversationStore):
         self._clock = clock
         self._log = get_logger("exai.store")
 
-    @abstractmethod
-    def _read(self) -> AbstractAsyncContextManager[Executor]:
-        """A connection that sees committed data."""
+    # Every operation is a function of a connection handed to _read or _write,
+    # rather than a block inside a context manager, so that a backend can run the
+    # whole function where its connection lives: SQLite runs it on its connection's
+    # thread in one step instead of one thread hop per statement. A body therefore
+    # awaits nothing but the Executor it is given.
 
     @abstractmethod
-    def _write(self) -> AbstractAsyncContextManager[Executor]:
-        """A connection inside a transaction that serializes writers; commits on exit."""
+    async def _read(self, body: Body[T]) -> T:
+        """Run ``body`` on a connection that sees committed data."""
+
+    @abstractmethod
+    async def _write(self, body: Body[T]) -> T:
+        """Run ``body`` in a transaction that serializes writers; commit if it returns."""
 
     def _q(self, template: str) -> str:
         return self.dialect.sql(template)
@@ -124,7 +132,9 @@ class SqlStore(ConversationStore):
         now = self._clock()
         thread = Thread(id=str(uuid.uuid4()), owner=owner, title=title, created_at=now,
                         updated_at=now, expires_at=now + self.limits.ttl_s)  # fmt: skip
-        async with self._write() as tx:
+
+        async def body(tx: Executor) -> Thread:
+            created = thread
             if parent_id is not None:
                 parent, _ = await self._owned(tx, check_thread_id(parent_id), owner)
                 if fork_point is not None and not 0 <= fork_point <= parent.last_seq:
@@ -132,14 +142,20 @@ class SqlStore(ConversationStore):
                 depth = await ancestry_depth(tx, self.dialect, parent.id, thread.id,
                                              self.limits.fork_max_depth)  # fmt: skip
                 check_depth(depth, parent.id, self.limits, self._log)
-                thread = replace(thread, parent_id=parent.id, fork_point=fork_point, depth=depth)
-            await tx.execute(self._q(_INSERT_THREAD), *thread_row(thread, 0))
-        return thread
+                created = replace(thread, parent_id=parent.id, fork_point=fork_point, depth=depth)
+            await tx.execute(self._q(_INSERT_THREAD), *thread_row(created, 0))
+            return created
+
+        return await self._write(body)
 
     async def get_thread(self, thread_id: str, owner: Owner) -> Thread:
-        async with self._read() as db:
-            thread, _ = await self._owned(db, check_thread_id(thread_id), owner)
-        return thread
+        tid = check_thread_id(thread_id)
+
+        async def body(db: Executor) -> Thread:
+            thread, _ = await self._owned(db, tid, owner)
+            return thread
+
+        return await self._read(body)
 
     async def list_threads(
         self,
@@ -159,24 +175,23 @@ class SqlStore(ConversationStore):
             args.append(self._clock() - self.limits.ttl_s)
         sql = _THREAD_SELECT + (" WHERE " + " AND ".join(where) if where else "")
         sql += " ORDER BY updated_at DESC, id LIMIT ? OFFSET ?"
-        async with self._read() as db:
-            rows = await db.fetch(self._q(sql), *args, limit, offset)
+        rows = await self._read(lambda db: db.fetch(self._q(sql), *args, limit, offset))
         return [decode_thread(row, self.limits.ttl_s) for row in rows]
 
     async def delete(self, thread_id: str, owner: Owner) -> None:
         tid = check_thread_id(thread_id)
-        async with self._write() as tx:
+
+        async def body(tx: Executor) -> None:
             await self._owned(tx, tid, owner, lock=True)
             await tx.execute(self._q("UPDATE {p}threads SET deleted_at = ? WHERE id = ?"),
                              self._clock(), tid)  # fmt: skip
 
+        await self._write(body)
+
     async def prune(self, now: float | None = None) -> int:
         cutoff = (self._clock() if now is None else now) - self.limits.ttl_s
-        async with self._write() as tx:
-            return await tx.execute(
-                self._q("DELETE FROM {p}threads WHERE deleted_at IS NOT NULL OR updated_at <= ?"),
-                cutoff,
-            )
+        sql = self._q("DELETE FROM {p}threads WHERE deleted_at IS NOT NULL OR updated_at <= ?")
+        return await self._write(lambda tx: tx.execute(sql, cutoff))
 
     # --- messages ---------------------------------------------------------
 
@@ -193,7 +208,8 @@ class SqlStore(ConversationStore):
         files: Sequence[str] | None = None,
     ) -> list[StoredMessage]:
         tid = check_thread_id(thread_id)
-        async with self._write() as tx:
+
+        async def body(tx: Executor) -> list[StoredMessage]:
             thread, chars = await self._owned(tx, tid, owner, lock=True)
             done = await tx.fetch(self._q(_MESSAGES + " AND request_id = ? ORDER BY seq"),
                                   tid, request_id)  # fmt: skip
@@ -222,17 +238,21 @@ class SqlStore(ConversationStore):
                 await tx.executemany(
                     self._q(_UPSERT_FILE), [(tid, path, first) for path in dict.fromkeys(files)]
                 )
-        return turn.messages
+            return turn.messages
+
+        return await self._write(body)
 
     async def messages(
         self, thread_id: str, owner: Owner, limit: int | None = None
     ) -> list[StoredMessage]:
         tid = check_thread_id(thread_id)
-        async with self._read() as db:
+
+        async def body(db: Executor) -> Sequence[Sequence[Any]]:
             thread, _ = await self._owned(db, tid, owner)
             after = 0 if limit is None else max(0, thread.last_seq - max(0, limit))
-            rows = await db.fetch(self._q(_MESSAGES + " AND seq > ? ORDER BY seq"), tid, after)
-        return [decode_message(row) for row in rows]
+            return await db.fetch(self._q(_MESSAGES + " AND seq > ? ORDER BY seq"), tid, after)
+
+        return [decode_message(row) for row in await self._read(body)]
 
     async def load_context(
         self,
@@ -245,7 +265,8 @@ class SqlStore(ConversationStore):
         tid = check_thread_id(thread_id)
         if family not in FAMILIES:
             raise ValueError(f"unknown tokenizer family {family!r}")
-        async with self._read() as db:
+
+        async def body(db: Executor) -> ThreadContext:
             thread, chars = await self._owned(db, tid, owner)
             start = 1
             if max_chars is not None and chars > max_chars:
@@ -263,19 +284,22 @@ class SqlStore(ConversationStore):
             files = await db.fetch(
                 self._q("SELECT path FROM {p}thread_files WHERE thread_id = ?"
                         " ORDER BY last_seq DESC, path"), tid)  # fmt: skip
-        return ThreadContext(
-            thread,
-            messages=[context_message(row) for row in rows],
-            turns=[row[0] for row in rows],
-            tokens=[row[1] for row in rows],
-            files=[row[0] for row in files],
-        )
+            return ThreadContext(
+                thread,
+                messages=[context_message(row) for row in rows],
+                turns=[row[0] for row in rows],
+                tokens=[row[1] for row in rows],
+                files=[row[0] for row in files],
+            )
+
+        return await self._read(body)
 
     async def fork(self, thread_id: str, owner: Owner, at_seq: int | None = None) -> Thread:
         tid = check_thread_id(thread_id)
         now = self._clock()
         new_id = str(uuid.uuid4())
-        async with self._write() as tx:
+
+        async def body(tx: Executor) -> Thread:
             source, _ = await self._owned(tx, tid, owner, lock=True)
             at = source.last_seq if at_seq is None else at_seq
             if not 0 <= at <= source.last_seq:
@@ -307,12 +331,15 @@ class SqlStore(ConversationStore):
             if latest:
                 await tx.executemany(self._q(_UPSERT_FILE),
                                      [(new_id, p, s) for p, s in latest.items()])  # fmt: skip
-        return fork
+            return fork
+
+        return await self._write(body)
 
     async def import_thread(self, thread: Thread, messages: Sequence[StoredMessage]) -> Thread:
         tid = check_thread_id(thread.id)
         restoring = restore_rows(tid, messages)
-        async with self._write() as tx:
+
+        async def body(tx: Executor) -> Thread:
             if await tx.fetchrow(self._q("SELECT 1 FROM {p}threads WHERE id = ?"), tid):
                 raise ValidationError_(f"conversation {tid} already exists")
             depth = 0
@@ -335,7 +362,9 @@ class SqlStore(ConversationStore):
             if restoring.files:
                 await tx.executemany(self._q(_UPSERT_FILE),
                                      [(tid, p, s) for p, s in restoring.files.items()])  # fmt: skip
-        return restored
+            return restored
+
+        return await self._write(body)
 
     # --- state and artifacts ---------------------------------------------
 
@@ -347,11 +376,9 @@ class SqlStore(ConversationStore):
         return tid
 
     async def get_state(self, thread_id: str, key: str) -> dict[str, Any] | None:
-        async with self._read() as db:
-            row = await db.fetchrow(
-                self._q("SELECT value FROM {p}thread_state WHERE thread_id = ? AND key = ?"),
-                check_thread_id(thread_id), key,
-            )  # fmt: skip
+        sql = self._q("SELECT value FROM {p}thread_state WHERE thread_id = ? AND key = ?")
+        tid = check_thread_id(thread_id)
+        row = await self._read(lambda db: db.fetchrow(sql, tid, key))
         return None if row is None else loads(row[0])
 
     async def put_state(self, thread_id: str, key: str, value: Mapping[str, Any]) -> None:
@@ -359,7 +386,8 @@ class SqlStore(ConversationStore):
             encoded = dumps(dict(value))
         except (TypeError, ValueError) as exc:
             raise ValidationError_(f"state {key!r} is not JSON-serializable: {exc}") from None
-        async with self._write() as tx:
+
+        async def body(tx: Executor) -> None:
             tid = await self._live(tx, thread_id)
             await tx.execute(
                 self._q("INSERT INTO {p}thread_state (thread_id, key, value, updated_at)"
@@ -368,19 +396,24 @@ class SqlStore(ConversationStore):
                 tid, key, encoded, self._clock(),
             )  # fmt: skip
 
+        await self._write(body)
+
     async def put_artifact(
         self, thread_id: str, content: str, meta: Mapping[str, Any] | None = None
     ) -> str:
         if not isinstance(content, str):
             raise ValidationError_("an artifact's content must be text")
         artifact_id = str(uuid.uuid4())
-        async with self._write() as tx:
+
+        async def body(tx: Executor) -> None:
             tid = await self._live(tx, thread_id)
             await tx.execute(
                 self._q("INSERT INTO {p}artifacts (id, thread_id, content, meta, size, created_at)"
                         " VALUES (?, ?, ?, ?, ?, ?)"),
                 artifact_id, tid, content, dumps(dict(meta or {})), len(content), self._clock(),
             )  # fmt: skip
+
+        await self._write(body)
         return artifact_id
 
     async def get_artifact(
@@ -395,13 +428,16 @@ class SqlStore(ConversationStore):
         if offset < 0 or (limit is not None and limit < 0):
             raise ValidationError_("offset and limit must not be negative")
         tid = check_thread_id(thread_id)
-        async with self._read() as db:
+
+        async def body(db: Executor) -> Sequence[Any] | None:
             await self._owned(db, tid, owner)
-            row = await db.fetchrow(
+            return await db.fetchrow(
                 self._q("SELECT id, thread_id, substr(content, ?, ?), size, meta, created_at"
                         " FROM {p}artifacts WHERE id = ? AND thread_id = ?"),
                 offset + 1, _MAX_PAGE if limit is None else limit, str(artifact_id), tid,
             )  # fmt: skip
+
+        row = await self._read(body)
         if row is None:
             raise ConversationNotFoundError(
                 f"artifact {artifact_id} is not part of conversation {tid}",

@@ -1,11 +1,17 @@
 """The embedded conversation store: one SQLite file in WAL mode, through aiosqlite.
 
-Two connections, each with its own worker thread: a writer, used by one
-transaction at a time (an ``asyncio.Lock`` within the process, ``BEGIN
-IMMEDIATE`` against other processes such as ``exai conversations prune``), and a
+Two aiosqlite connections, each with its own worker thread: a writer and a
 reader, which in WAL mode sees committed data without waiting for the writer.
-``synchronous=NORMAL`` makes a commit durable against a crash of the process
-(not of the machine) without an fsync per turn.
+Every operation runs as one function on its connection's thread, transaction
+and all (see :meth:`SqliteStore._run`): one hop between the event loop and the
+thread per operation rather than one per statement, which is what made writes
+queue up when many calls finished at once. The writer's thread runs one
+transaction at a time, so writers within the process are serialized by its
+queue; ``BEGIN IMMEDIATE`` serializes them against other processes such as
+``exai conversations prune``. Reads run inside a transaction too, so the
+statements of one read see one snapshot. ``synchronous=NORMAL`` makes a commit
+durable against a crash of the process (not of the machine) without an fsync
+per turn.
 
 The schema is versioned: :data:`MIGRATIONS` lists scripts in order, and the
 ``schema_version`` table records which ones ran, so opening a store applies only
@@ -15,10 +21,10 @@ what is missing, under the same write lock.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +32,7 @@ import aiosqlite
 
 from exai.store.base import StoreLimits
 from exai.store.executor import Dialect, Executor
-from exai.store.sql import SqlStore
+from exai.store.sql import Body, SqlStore, T
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
 
@@ -115,25 +121,47 @@ _PRAGMAS = (
 )
 
 
-class _Connection:
-    """:class:`~exai.store.sql.Executor` over one aiosqlite connection."""
+class _ThreadConnection:
+    """:class:`~exai.store.sql.Executor` over a sqlite3 connection, on its own thread.
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
+    Its methods are coroutines only to fit the interface: each runs its statement
+    at once and never suspends, which is what lets :func:`_drive` run a whole body
+    of them in one go.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
 
     async def fetch(self, sql: str, *args: Any) -> Sequence[Sequence[Any]]:
-        return list(await self._conn.execute_fetchall(sql, args))
+        return self._conn.execute(sql, args).fetchall()
 
     async def fetchrow(self, sql: str, *args: Any) -> Sequence[Any] | None:
-        rows = list(await self._conn.execute_fetchall(sql, args))
-        return rows[0] if rows else None
+        row: Sequence[Any] | None = self._conn.execute(sql, args).fetchone()
+        return row
 
     async def execute(self, sql: str, *args: Any) -> int:
-        cursor = await self._conn.execute(sql, args)
-        return max(cursor.rowcount, 0)
+        return max(self._conn.execute(sql, args).rowcount, 0)
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        await self._conn.executemany(sql, rows)
+        self._conn.executemany(sql, rows)
+
+
+class _Abandoned(Exception):
+    """The caller stopped waiting before the operation reached the thread."""
+
+
+def _drive(awaitable: Awaitable[T]) -> T:
+    """Run an awaitable that never suspends to its end, here and now."""
+    steps = awaitable.__await__()
+    try:
+        steps.send(None)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+    close = getattr(steps, "close", None)
+    if close is not None:
+        close()
+    raise RuntimeError("a store operation awaited something other than its connection")
 
 
 class SqliteStore(SqlStore):
@@ -151,11 +179,8 @@ class SqliteStore(SqlStore):
     ) -> None:
         super().__init__(limits, clock)
         self.path = path
-        self._writer = _Connection(writer)
-        self._reader = _Connection(reader)
-        self._writer_conn = writer
-        self._reader_conn = reader
-        self._write_lock = asyncio.Lock()
+        self._writer = writer
+        self._reader = reader
 
     @classmethod
     async def open(
@@ -182,7 +207,8 @@ class SqliteStore(SqlStore):
 
     async def migrate(self) -> int:
         """Apply the missing migrations; returns the schema version."""
-        async with self._write() as tx:
+
+        async def body(tx: Executor) -> int:
             await tx.execute(
                 "CREATE TABLE IF NOT EXISTS schema_version"
                 " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
@@ -196,32 +222,58 @@ class SqliteStore(SqlStore):
                     await tx.execute(statement)
                 await tx.execute("INSERT INTO schema_version VALUES (?, ?)", version, time.time())
                 current = version
-        return current
+            return current
+
+        return await self._write(body)
 
     async def schema_version(self) -> int:
-        async with self._read() as db:
-            row = await db.fetchrow("SELECT COALESCE(MAX(version), 0) FROM schema_version")
+        sql = "SELECT COALESCE(MAX(version), 0) FROM schema_version"
+        row = await self._read(lambda db: db.fetchrow(sql))
         return int(row[0]) if row else 0
 
-    @asynccontextmanager
-    async def _read(self) -> AsyncIterator[Executor]:
-        yield self._reader
+    async def _read(self, body: Body[T]) -> T:
+        return await self._run(self._reader, "BEGIN", body)
 
-    @asynccontextmanager
-    async def _write(self) -> AsyncIterator[Executor]:
-        async with self._write_lock:
+    async def _write(self, body: Body[T]) -> T:
+        return await self._run(self._writer, "BEGIN IMMEDIATE", body)
+
+    async def _run(self, conn: aiosqlite.Connection, begin: str, body: Body[T]) -> T:
+        """Run ``body`` in one transaction, as one function on ``conn``'s thread.
+
+        aiosqlite has no public way to run a function on its thread; its own
+        methods are each a hop through ``Connection._execute``, which this uses
+        once for the whole transaction (aiosqlite's version is bounded in
+        pyproject.toml for that reason, and every store test goes through here).
+        The body runs in a copy of the caller's context, so its log lines carry
+        the call's ids. A caller cancelled while the function is still queued
+        leaves it undone; once it runs, it runs to its commit or rollback.
+        """
+        context = contextvars.copy_context()
+        abandoned = False
+
+        def transaction() -> T:
+            if abandoned:
+                raise _Abandoned
+            raw: sqlite3.Connection = conn._conn
+            raw.execute(begin)
             try:
-                await self._writer_conn.execute("BEGIN IMMEDIATE")
-                yield self._writer
-                await self._writer_conn.commit()
+                result = context.run(_drive, body(_ThreadConnection(raw)))
+                raw.execute("COMMIT")
             except BaseException:
-                # Queued behind anything the cancelled call left in the worker's
-                # queue (even its BEGIN), so the next writer starts clean.
-                await asyncio.shield(self._writer_conn.rollback())
+                if raw.in_transaction:  # some errors end the transaction themselves
+                    raw.execute("ROLLBACK")
                 raise
+            return result
+
+        try:
+            result: T = await conn._execute(transaction)
+        except asyncio.CancelledError:
+            abandoned = True
+            raise
+        return result
 
     async def aclose(self) -> None:
-        for conn in (self._reader_conn, self._writer_conn):
+        for conn in (self._reader, self._writer):
             await conn.close()
 
 
