@@ -1,19 +1,40 @@
 """structlog configuration, done once at the edge (``exai serve``, ``exai shim``).
 
-Call-scoped fields (``session_id``, ``request_id``, ``tool``) are bound on the
-logger handed to each call, so every line a call writes carries them. Output goes
-to stderr: stdout belongs to the MCP stdio transport when running as a shim.
+Call-scoped fields (``session_id``, ``request_id``, ``tool``) are set once per
+call with :func:`bind_call`, in a context variable of the call's task, so every
+line written while the call runs carries them, from any module, with no logger
+passed around. One variable holding the three, rather than structlog's one
+variable per key, because the daemon sets it on every call. Output goes to
+stderr: stdout belongs to the MCP stdio transport when running as a shim.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from contextvars import ContextVar
 from typing import Any, Literal
 
 import structlog
 
-__all__ = ["configure_logging", "get_logger"]
+__all__ = ["bind_call", "configure_logging", "get_logger"]
+
+_CALL: ContextVar[tuple[str, str, str] | None] = ContextVar("exai_call", default=None)
+
+
+def bind_call(session_id: str, request_id: str, tool: str) -> None:
+    """Mark the current context (a call's task) as running this call."""
+    _CALL.set((session_id, request_id, tool))
+
+
+def _add_call_fields(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+    call = _CALL.get()
+    if call is not None:
+        event.setdefault("session_id", call[0])
+        event.setdefault("request_id", call[1])
+        event.setdefault("tool", call[2])
+    return event
+
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "error": logging.ERROR}  # fmt: skip
@@ -30,6 +51,7 @@ def configure_logging(
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            _add_call_fields,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,

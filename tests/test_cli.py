@@ -58,3 +58,20 @@ async def test_token_issue_mints_a_verifiable_jwt():
                               "--ttl", "120", env={"EXAI_JWT_SECRET": secret})  # fmt: skip
     claims = jwt.decode(out.strip(), secret, algorithms=["HS256"])
     assert code == 0 and claims["sub"] == "erin" and claims["scopes"] == ["chat", "echo"]
+
+
+def test_serve_settles_the_startup_heap_out_of_the_collector():
+    # What `exai serve` does once started; run here and undone, as it is global state.
+    import gc
+
+    from exai.cli.serve import _GC_YOUNG_THRESHOLD, _settle_heap
+
+    threshold = gc.get_threshold()
+    try:
+        _settle_heap()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold()[0] >= _GC_YOUNG_THRESHOLD
+        assert gc.get_threshold()[1:] == threshold[1:]
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)

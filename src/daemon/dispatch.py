@@ -15,7 +15,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pydantic
-import structlog
 
 from exai.audit import args_digest
 from exai.errors import (
@@ -29,7 +28,7 @@ from exai.errors import (
     ValidationError_,
 )
 from exai.limits import CapacityLimiter, TokenBucket
-from exai.logs import get_logger
+from exai.logs import bind_call, get_logger
 from exai.protocol import (
     CallToolAck,
     CallToolFrame,
@@ -38,10 +37,9 @@ from exai.protocol import (
     ProgressFrame,
     ResultMetadata,
     StreamChunk,
-    TextOutput,
     describe_validation_error,
 )
-from exai.tools.artifacts import spill_if_large
+from exai.tools.artifacts import may_spill, spill_if_large
 from exai.tools.base import NullAudit, Services, ToolContext, ToolResult
 from exai.tools.registry import ToolRegistry
 
@@ -114,13 +112,21 @@ class Dispatcher:
         call.task = asyncio.create_task(
             self._run(session, call, tool, arguments, frame), name=f"call:{session.id}:{rid}"
         )
-        # The ack goes out once the call has run its first step without finishing.
-        # A call that completes in that step (version, echo, most rejections) is
-        # answered by its call_tool_res alone, saving a frame on the hottest path.
-        asyncio.get_running_loop().call_soon(self._ack_if_running, session, call)
+        asyncio.get_running_loop().call_soon(self._after_first_step, session, call)
 
-    def _ack_if_running(self, session: Session, call: Call) -> None:
-        if not call.finished and not call.acked:
+    def _after_first_step(self, session: Session, call: Call) -> None:
+        """Arm the deadline and send the ack, unless the call is over already.
+
+        A call that completes in its first step (version, echo, most rejections)
+        needs neither: it is answered by its call_tool_res alone, and never had a
+        timer to arm and cancel. Those are most calls on the hottest path.
+        """
+        if call.finished:
+            return
+        call.timer = asyncio.get_running_loop().call_at(
+            _loop_deadline(call.deadline), self._expire, call
+        )
+        if not call.acked:
             task = asyncio.ensure_future(self._ack(session, call))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
@@ -171,40 +177,37 @@ class Dispatcher:
     ) -> None:
         self._starting.discard(call)
         rid = call.request_id
-        # The task runs in its own copy of the context, so these reach every log
+        # The task runs in its own copy of the context, so this reaches every log
         # line written while it runs (providers and store included), and no other call.
-        structlog.contextvars.bind_contextvars(session_id=session.id, request_id=rid,
-                                               tool=tool.name)  # fmt: skip
-        clog = log  # session_id, request_id and tool arrive through the context variables
+        bind_call(session.id, rid, tool.name)
+        clog = log  # session_id, request_id and tool arrive through the context variable
         audit = self.services.audit
         if not isinstance(audit, NullAudit):
             audit.emit("call_started", session_id=session.id, request_id=rid, tool=tool.name,
                        principal=session.principal.name, **_digest(frame.arguments))  # fmt: skip
         result: ToolResult | None = None
         error: ExaiError | None = None
-        loop = asyncio.get_running_loop()
-        # One timer per call: on expiry it cancels the task with reason "timeout".
-        timer = loop.call_at(_loop_deadline(call.deadline), self._expire, call)
         try:
             if call.cancel_reason is not None:  # cancelled before this task first ran
                 raise asyncio.CancelledError
-            waited = time.monotonic()
-            # Plain acquire/release rather than nested context managers: this is
-            # the hottest path in the daemon.
-            await session.limiter.acquire()
+            # Plain acquire/release, and a queue only when a slot is not free at
+            # once: this is the hottest path in the daemon.
+            session_limiter, global_limiter = session.limiter, self.global_limiter
+            if not session_limiter.try_acquire():
+                await self._queue_for(session_limiter)
             try:
-                await self.global_limiter.acquire()
+                if not global_limiter.try_acquire():
+                    await self._queue_for(global_limiter)
                 try:
-                    wait = time.monotonic() - waited
-                    if wait > 0.0005:
-                        self.metrics.queue_wait.observe(wait)
                     call.ran = True
                     context = self._context(session, call, tool.name, frame.stream, clog)
-                    result = await spill_if_large(context, await tool.run(arguments, context))
+                    result = await tool.run(arguments, context)
+                    if may_spill(context, result):
+                        result = await spill_if_large(context, result)
                 finally:
-                    self.global_limiter.release()
+                    global_limiter.release()
             finally:
-                session.limiter.release()
+                session_limiter.release()
         except ExaiError as exc:
             error = exc
         except asyncio.CancelledError:
@@ -217,7 +220,8 @@ class Dispatcher:
             clog.exception("tool raised")
             error = InternalError(f"{tool.name} failed: {type(exc).__name__}: {exc}")
         finally:
-            timer.cancel()
+            if call.timer is not None:
+                call.timer.cancel()
         latency_ms = (time.monotonic() - call.started) * 1000
         if error is None and result is not None:
             res = _ok_result(rid, tool.name, result, latency_ms)
@@ -242,6 +246,12 @@ class Dispatcher:
         if call.ran:
             session.remember(res, self.settings.replay_window_s, self.settings.replay_max_entries)
         await session.deliver(res)
+
+    async def _queue_for(self, limiter: CapacityLimiter) -> None:
+        """Wait in ``limiter``'s bounded queue, recording how long it took."""
+        waited = time.monotonic()
+        await limiter.acquire()
+        self.metrics.queue_wait.observe(time.monotonic() - waited)
 
     def _context(
         self, session: Session, call: Call, tool: str, stream: bool, clog: Any
@@ -356,15 +366,14 @@ def _digest(arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ok_result(rid: str, tool: str, result: ToolResult, latency_ms: float) -> CallToolResult:
-    meta = dict(result.metadata)
-    meta.pop("tool", None)
-    meta.pop("latency_ms", None)
-    return CallToolResult(
-        request_id=rid,
-        outputs=[TextOutput(text=t) for t in result.texts],
-        error=None,
-        metadata=ResultMetadata(tool=tool, latency_ms=round(latency_ms, 3), **meta),
-    )
+    # The daemon's own values win over a tool's; validated from one plain dict,
+    # which pydantic-core does in a single pass rather than model by model.
+    meta = {**result.metadata, "tool": tool, "latency_ms": round(latency_ms, 3)}
+    return CallToolResult.model_validate({
+        "request_id": rid,
+        "outputs": [{"text": t} for t in result.texts],
+        "metadata": meta,
+    })  # fmt: skip
 
 
 def _error_result(rid: str, tool: str, exc: ExaiError, latency_ms: float) -> CallToolResult:

@@ -40,6 +40,7 @@ class Call:
     deadline: float  # time.monotonic()
     started: float
     task: asyncio.Task[None] | None = None
+    timer: asyncio.TimerHandle | None = None  # the deadline, armed after the first step
     last_progress: float = 0.0
     cancel_reason: str | None = None  # "cancel", "timeout" or "shutdown"
     ran: bool = False

@@ -25,6 +25,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
+from pydantic_core import to_json
 
 from exai.errors import ValidationError_
 from exai.logs import get_logger
@@ -37,6 +38,7 @@ __all__ = [
     "TOOLS",
     "ArtifactInput",
     "ArtifactTool",
+    "may_spill",
     "page_budget",
     "page_end",
     "page_starts",
@@ -118,19 +120,33 @@ def _plan(text: str, limit: int) -> _Spill:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str) if value else ""
+    # Compact JSON from pydantic-core, as the result frame is sent; far cheaper than json.dumps.
+    return to_json(value, fallback=str).decode() if value else ""
+
+
+def may_spill(context: ToolContext, result: ToolResult) -> bool:
+    """Whether ``result`` could be over the result limit; False is certain.
+
+    A token costs at least one UTF-8 byte and a character at most four bytes, so a
+    result whose text and metadata fit in a quarter of the limit in characters is
+    never over it. Checked on every call, without awaiting anything.
+    """
+    if context.tool == ARTIFACT_TOOL or context.services.store is None:
+        return False
+    limit = context.settings.max_result_tokens
+    chars = sum(map(len, result.texts))
+    if 4 * chars > limit:
+        return True
+    return 4 * (chars + len(_json(result.metadata))) > limit
 
 
 async def spill_if_large(context: ToolContext, result: ToolResult) -> ToolResult:
     """``result``, or its summary and handle when it is over the result limit."""
-    limit = context.settings.max_result_tokens
-    if context.tool == ARTIFACT_TOOL or context.services.store is None:
+    if not may_spill(context, result):
         return result
+    limit = context.settings.max_result_tokens
     texts = result.texts
     meta_json = _json(result.metadata)
-    # A token costs at least one UTF-8 byte and a character at most four bytes.
-    if 4 * (sum(map(len, texts)) + len(meta_json)) <= limit:
-        return result
     text = "\n\n".join(texts)
     text_tokens = await _off_loop(_estimate, text)
     if text_tokens + await _off_loop(_estimate, meta_json) <= limit:
