@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from contextvars import ContextVar
 from typing import Any, Literal
 
@@ -27,7 +28,7 @@ def bind_call(session_id: str, request_id: str, tool: str) -> None:
     _CALL.set((session_id, request_id, tool))
 
 
-def _add_call_fields(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+def _add_call_fields(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
     call = _CALL.get()
     if call is not None:
         event.setdefault("session_id", call[0])
