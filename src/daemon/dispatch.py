@@ -70,7 +70,6 @@ class Dispatcher:
         self._buckets: dict[str, TokenBucket] = {}
         self.running: set[Call] = set()
         self.draining = False
-        self._series_cache: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._background: set[asyncio.Future[None]] = set()
         self._beating: set[Call] = set()  # calls whose heartbeat is still being sent
         # Calls whose task has not taken its first step: cancelling such a task would
@@ -85,7 +84,9 @@ class Dispatcher:
         if running is not None:  # a retry of a call still running: attach to it
             await session.deliver(CallToolAck(request_id=rid, timeout_s=running.timeout_s))
             return
-        replayed = session.replay(rid, self.settings.replay_window_s)
+        replayed = (
+            session.replay(rid, self.settings.replay_window_s) if rid in session.finished else None
+        )
         if replayed is not None:
             meta = replayed.metadata.model_copy(update={"replayed": True})
             await session.deliver(replayed.model_copy(update={"metadata": meta}))
@@ -222,29 +223,29 @@ class Dispatcher:
         finally:
             if call.timer is not None:
                 call.timer.cancel()
-        latency_ms = (time.monotonic() - call.started) * 1000
+        now = time.monotonic()
+        latency_ms = (now - call.started) * 1000
         if error is None and result is not None:
             res = _ok_result(rid, tool.name, result, latency_ms)
         else:
             assert error is not None
             res = _error_result(rid, tool.name, error, latency_ms)
         status = "ok" if res.error is None else res.error.code.value
-        counter, histogram = self._series(tool.name, status)
-        counter.inc()
-        histogram.observe(latency_ms / 1000)
-        audit.emit("call_finished", session_id=session.id, request_id=rid, tool=tool.name,
-                   principal=session.principal.name, duration_ms=round(latency_ms, 3),
-                   status="ok" if res.error is None else "error",
-                   error_code=None if res.error is None else res.error.code.value)  # fmt: skip
+        self.metrics.call_finished(tool.name, status, latency_ms / 1000)
+        if not isinstance(audit, NullAudit):
+            audit.emit("call_finished", session_id=session.id, request_id=rid, tool=tool.name,
+                       principal=session.principal.name, duration_ms=round(latency_ms, 3),
+                       status="ok" if res.error is None else "error",
+                       error_code=None if res.error is None else res.error.code.value)  # fmt: skip
         if res.error is not None:
             clog.info("call failed", code=status, message=res.error.message,
                       latency_ms=round(latency_ms, 2))  # fmt: skip
         call.finished = True
         session.calls.pop(rid, None)
         self.running.discard(call)
-        session.last_seen = time.monotonic()
+        session.last_seen = now
         if call.ran:
-            session.remember(res, self.settings.replay_window_s, self.settings.replay_max_entries)
+            session.remember(res, now, self.settings.replay_max_entries)
         await session.deliver(res)
 
     async def _queue_for(self, limiter: CapacityLimiter) -> None:
@@ -329,17 +330,6 @@ class Dispatcher:
                 )
         finally:
             self._beating.discard(call)
-
-    def _series(self, tool: str, status: str) -> tuple[Any, Any]:
-        # prometheus_client's labels() takes a lock and builds a tuple on every call.
-        key = (tool, status)
-        series = self._series_cache.get(key)
-        if series is None:
-            series = self._series_cache[key] = (
-                self.metrics.calls.labels(tool, status),
-                self.metrics.latency.labels(tool),
-            )
-        return series
 
     def _label(self, name: str) -> str:
         # Unknown names must not create unbounded label sets.

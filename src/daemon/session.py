@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +29,7 @@ __all__ = ["Call", "Session", "SessionRegistry"]
 Send = Callable[[Any], Awaitable[None]]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Call:
     """One ``call_tool`` in flight."""
 
@@ -55,7 +54,8 @@ class Session:
     limiter: CapacityLimiter
     send: Send | None = None
     calls: dict[str, Call] = field(default_factory=dict)
-    finished: OrderedDict[str, tuple[float, CallToolResult]] = field(default_factory=OrderedDict)
+    # Oldest first (a dict keeps insertion order; a key is deleted before it is set again).
+    finished: dict[str, tuple[float, CallToolResult]] = field(default_factory=dict)
     last_seen: float = field(default_factory=time.monotonic)
     connection: Any = None
 
@@ -65,13 +65,19 @@ class Session:
         if send is not None:
             await send(frame)
 
-    def remember(self, result: CallToolResult, window_s: float, max_entries: int) -> None:
-        now = time.monotonic()
-        self.finished[result.request_id] = (now, result)
-        self.finished.move_to_end(result.request_id)
-        if len(self.finished) > max_entries:
-            self._expire(now, window_s, max_entries)
-        # Older entries also age out in SessionRegistry.sweep, once a second.
+    def remember(self, result: CallToolResult, now: float, max_entries: int) -> None:
+        """Keep ``result`` for replay; the oldest entry makes room when the cache is full.
+
+        Entries older than the replay window age out in SessionRegistry.sweep,
+        once a second, rather than here on every call.
+        """
+        finished = self.finished
+        rid = result.request_id
+        if rid in finished:  # a call re-run after its earlier result expired
+            del finished[rid]
+        finished[rid] = (now, result)
+        if len(finished) > max_entries:
+            del finished[next(iter(finished))]
 
     def replay(self, request_id: str, window_s: float) -> CallToolResult | None:
         entry = self.finished.get(request_id)
@@ -80,10 +86,11 @@ class Session:
         return entry[1]
 
     def _expire(self, now: float, window_s: float, max_entries: int) -> None:
-        while self.finished:
-            _, (at, _) = next(iter(self.finished.items()))
-            if len(self.finished) > max_entries or now - at > window_s:
-                self.finished.popitem(last=False)
+        finished = self.finished
+        while finished:
+            oldest = next(iter(finished))
+            if len(finished) > max_entries or now - finished[oldest][0] > window_s:
+                del finished[oldest]
             else:
                 break
 

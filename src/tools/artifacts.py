@@ -131,13 +131,14 @@ def may_spill(context: ToolContext, result: ToolResult) -> bool:
     result whose text and metadata fit in a quarter of the limit in characters is
     never over it. Checked on every call, without awaiting anything.
     """
-    if context.tool == ARTIFACT_TOOL or context.services.store is None:
+    text = result.text
+    chars = len(text) if isinstance(text, str) else sum(map(len, text))
+    limit = context.services.settings.max_result_tokens
+    if 4 * chars <= limit and (
+        not result.metadata or 4 * (chars + len(_json(result.metadata))) <= limit
+    ):
         return False
-    limit = context.settings.max_result_tokens
-    chars = sum(map(len, result.texts))
-    if 4 * chars > limit:
-        return True
-    return 4 * (chars + len(_json(result.metadata))) > limit
+    return context.tool != ARTIFACT_TOOL and context.services.store is not None
 
 
 async def spill_if_large(context: ToolContext, result: ToolResult) -> ToolResult:

@@ -53,7 +53,7 @@ class Services:
     registry: Any = None  # the ToolRegistry, for tools that describe the others
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolContext:
     """Everything one call may know. Created per call; never stored on a tool."""
 
