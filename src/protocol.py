@@ -16,7 +16,7 @@ from enum import IntEnum, StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-from pydantic_core import from_json
+from pydantic_core import from_json, to_json
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -49,6 +49,7 @@ __all__ = [
     "describe_validation_error",
     "dump_frame",
     "dump_frame_bytes",
+    "encode_result",
     "frame_schemas",
     "parse_client_frame",
     "parse_server_frame",
@@ -356,6 +357,32 @@ def dump_frame_bytes(frame: BaseModel) -> bytes:
 # call_tool_res always carries "error" (null on success); everything else drops
 # absent optionals so frames stay small.
 _EXCLUDE_NONE: dict[type[BaseModel], bool] = {CallToolResult: False}
+
+# The metadata every result carries, in the model's order with its defaults.
+_METADATA_DEFAULTS: dict[str, Any] = ResultMetadata.model_construct(tool="").model_dump()
+
+
+def encode_result(request_id: str, texts: list[str], metadata: dict[str, Any]) -> bytes:
+    """A successful ``call_tool_res``, serialized without building its model.
+
+    The daemon answers every successful call with one of these, and building and
+    validating the three nested models cost more than the rest of a trivial call.
+    The frame is laid out from :class:`ResultMetadata`'s own fields and defaults,
+    so it is the same bytes :func:`dump_frame_bytes` gives for the equivalent
+    :class:`CallToolResult` (a test holds the two together). ``metadata`` must
+    hold ``tool``; values that are not JSON raise, as serializing the model would.
+    """
+    for text in texts:
+        if not isinstance(text, str):
+            raise TypeError(f"a result's text must be str, not {type(text).__name__}")
+    frame = {
+        "op": "call_tool_res",
+        "request_id": request_id,
+        "outputs": [{"type": "text", "text": text} for text in texts],
+        "error": None,
+        "metadata": {**_METADATA_DEFAULTS, **metadata},
+    }
+    return to_json(frame)
 
 
 def frame_schemas() -> dict[str, dict[str, Any]]:

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from exai import protocol as p
+from exai.protocol import CallToolResult, dump_frame_bytes, encode_result
 
 
 def test_every_op_has_a_generated_schema():
@@ -59,3 +60,25 @@ def test_deep_nesting_is_a_frame_error():
     with pytest.raises(p.FrameError) as info:
         p.parse_client_frame("[" * 10000 + "]" * 10000)
     assert info.value.not_json
+
+
+def test_encoded_results_are_the_bytes_the_model_serializes_to():
+    cases = [
+        ("r1", ["one"], {"tool": "echo", "latency_ms": 0.5}),
+        ("r2", ["a", "b"], {"tool": "chat", "latency_ms": 12.0, "model": "glm-4.6",
+                            "provider": "glm", "usage": {"input_tokens": 3},
+                            "files_skipped": [{"path": "/x", "reason": "missing"}]}),
+        ("r3", [], {"tool": "version", "latency_ms": 0.0, "replayed": False}),
+    ]  # fmt: skip
+    for rid, texts, meta in cases:
+        model = CallToolResult.model_validate(
+            {"request_id": rid, "outputs": [{"text": t} for t in texts], "metadata": meta}
+        )
+        assert encode_result(rid, texts, meta) == dump_frame_bytes(model)
+
+
+def test_encoding_refuses_what_the_model_would_refuse():
+    with pytest.raises(TypeError):
+        encode_result("r", [42], {"tool": "echo"})  # type: ignore[list-item]
+    with pytest.raises(ValueError):
+        encode_result("r", ["x"], {"tool": "echo", "handle": object()})

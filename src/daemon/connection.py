@@ -2,10 +2,11 @@
 
 The handshake enforces the contract's close codes (4000 first frame not JSON,
 4001 not ``hello``, 4002 hello timeout, 4003 unauthorized). After it, every
-frame is parsed by the protocol module; a frame that cannot be accepted gets an
-``error`` frame and the connection keeps serving. ``call_tool`` is handed to
-the dispatcher, which runs it in its own task, so the loop is always free to
-read the next frame, including a ``cancel`` for a call still running.
+message is handled as it arrives (see :mod:`exai.daemon.transport`): parsed by
+the protocol module, a frame that cannot be accepted answered with an ``error``
+frame while the connection keeps serving. ``call_tool`` is handed to the
+dispatcher, which runs it in its own task, so the next frame, including a
+``cancel`` for a call still running, is read and honoured at once.
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
-from websockets.protocol import State
 
 from exai import __version__
+from exai.daemon.transport import ExaiConnection, FrameSender, Message
 from exai.errors import UnauthorizedError
 from exai.logs import get_logger
 from exai.protocol import (
@@ -37,7 +37,6 @@ from exai.protocol import (
     PongFrame,
     ServerInfo,
     dump_frame,
-    dump_frame_bytes,
     parse_client_frame,
 )
 
@@ -59,7 +58,7 @@ class ConnectionHandler:
         self.daemon = daemon
         self.settings = daemon.settings
 
-    async def __call__(self, ws: ServerConnection) -> None:
+    async def __call__(self, ws: ExaiConnection) -> None:
         d = self.daemon
         peer = _peer(ws)
         d.connection_opened(ws, peer)
@@ -67,7 +66,10 @@ class ConnectionHandler:
         try:
             session = await self._handshake(ws, peer)
             if session is not None:
-                await self._serve(ws, session)
+                frames = _Frames(self, session)
+                ws.serve_messages(frames.handle)
+                await ws.wait_closed()
+                frames.closed()
         except ConnectionClosed:
             pass
         finally:
@@ -80,11 +82,11 @@ class ConnectionHandler:
 
     # --- handshake ------------------------------------------------------------
 
-    async def _handshake(self, ws: ServerConnection, peer: str) -> Session | None:
+    async def _handshake(self, ws: ExaiConnection, peer: str) -> Session | None:
         d = self.daemon
         try:
             async with asyncio.timeout(self.settings.hello_timeout_s):
-                raw = await ws.recv()
+                raw = await ws.first_message()
         except TimeoutError:
             await ws.close(CloseCode.HELLO_TIMEOUT, "no hello within the hello timeout")
             return None
@@ -136,7 +138,7 @@ class ConnectionHandler:
         )
         await ws.send(dump_frame(ack))
         session.connection = ws
-        session.send = _sender(ws)
+        session.send = FrameSender(ws, d.spawn)
         client = frame.client
         d.audit.emit("connection_opened", session_id=session.id, principal=principal.name,
                      client_name=client.name if client else None,
@@ -147,7 +149,7 @@ class ConnectionHandler:
         return session
 
     async def _refuse(
-        self, ws: ServerConnection, code: ErrorCode, message: str, close: CloseCode
+        self, ws: ExaiConnection, code: ErrorCode, message: str, close: CloseCode
     ) -> None:
         ack = HelloAck(ok=False, error=ErrorInfo(code=code, message=message))
         try:
@@ -155,93 +157,70 @@ class ConnectionHandler:
         finally:
             await ws.close(close, message[:120])
 
-    # --- frame loop -----------------------------------------------------------
 
-    async def _serve(self, ws: ServerConnection, session: Session) -> None:
-        d = self.daemon
-        limit = self.settings.max_frame_bytes
-        rejects = 0
-        clog = log.bind(session_id=session.id)
-        async for raw in ws:
-            try:
-                if isinstance(raw, bytes):
-                    raise FrameError("binary frames are not accepted; send JSON text frames")
-                if len(raw) * 4 > limit and len(raw.encode()) > limit:
-                    raise FrameError(f"frame exceeds max_frame_bytes ({limit} bytes)")
-                frame = parse_client_frame(raw)
-                await self._dispatch(session, frame)
-            except FrameError as exc:
-                rejects += 1
-                d.metrics.frames_rejected.labels(_reason(exc)).inc()
-                if rejects <= _LOGGED_REJECTS:
-                    clog.info("frame rejected", request_id=exc.request_id, reason=exc.message)
-                await ws.send(dump_frame(exc.to_frame()))
-            except ConnectionClosed:
-                raise
-            except Exception as exc:  # a bug must cost one frame, not the connection
-                clog.exception("frame handling failed")
-                err = FrameError(f"internal error: {type(exc).__name__}",
-                                 code=ErrorCode.INTERNAL_ERROR)  # fmt: skip
-                await ws.send(dump_frame(err.to_frame()))
-        if rejects > _LOGGED_REJECTS:
-            clog.info("frames rejected on this connection", count=rejects)
+class _Frames:
+    """Handles the messages of one connection after its handshake, one by one as they arrive.
 
-    async def _dispatch(self, session: Session, frame: Any) -> None:
-        d = self.daemon
-        if isinstance(frame, CallToolFrame):
-            await d.dispatcher.call(session, frame)
-        elif isinstance(frame, ListToolsFrame):
-            await session.deliver(ListToolsResult(request_id=frame.request_id,
-                                                  tools=d.registry.infos()))  # fmt: skip
+    Called from the connection's protocol callback, so nothing here may wait:
+    a call runs in a task of its own, and every answer is posted (sent now, or
+    from a task when the client's buffer is full).
+    """
+
+    def __init__(self, handler: ConnectionHandler, session: Session) -> None:
+        self.daemon = handler.daemon
+        self.session = session
+        self.limit = handler.settings.max_frame_bytes
+        self.rejects = 0
+        self.log = log.bind(session_id=session.id)
+
+    def handle(self, raw: Message) -> None:
+        try:
+            if isinstance(raw, bytes):
+                raise FrameError("binary frames are not accepted; send JSON text frames")
+            limit = self.limit
+            if len(raw) * 4 > limit and len(raw.encode()) > limit:
+                raise FrameError(f"frame exceeds max_frame_bytes ({limit} bytes)")
+            frame = parse_client_frame(raw)
+            if isinstance(frame, CallToolFrame):
+                self.daemon.dispatcher.submit(self.session, frame)
+            else:
+                self._other(frame)
+        except FrameError as exc:
+            self.rejects += 1
+            self.daemon.metrics.frames_rejected.labels(_reason(exc)).inc()
+            if self.rejects <= _LOGGED_REJECTS:
+                self.log.info("frame rejected", request_id=exc.request_id, reason=exc.message)
+            self.session.post(exc.to_frame())
+        except Exception as exc:  # a bug must cost one frame, not the connection
+            self.log.exception("frame handling failed")
+            err = FrameError(f"internal error: {type(exc).__name__}", code=ErrorCode.INTERNAL_ERROR)
+            self.session.post(err.to_frame())
+
+    def _other(self, frame: Any) -> None:
+        d, session = self.daemon, self.session
+        if isinstance(frame, ListToolsFrame):
+            session.post(ListToolsResult(request_id=frame.request_id, tools=d.registry.infos()))
         elif isinstance(frame, CancelFrame):
             if not d.dispatcher.cancel(session, frame.request_id) and (
-                session.replay(frame.request_id, self.settings.replay_window_s) is None
+                session.replay(frame.request_id, d.settings.replay_window_s) is None
             ):
                 raise FrameError(
                     f"no call {frame.request_id!r} is running in this session",
                     request_id=frame.request_id,
                 )
         elif isinstance(frame, PingFrame):
-            await session.deliver(PongFrame(request_id=frame.request_id))
+            session.post(PongFrame(request_id=frame.request_id))
         elif isinstance(frame, HelloFrame):
             raise FrameError("hello was already received on this connection")
         else:  # pragma: no cover - the protocol module admits no other frame
             raise FrameError(f"unsupported op {getattr(frame, 'op', '?')!r}")
 
-
-def _sender(ws: ServerConnection) -> Any:
-    """A coroutine function sending frames on ``ws``, dropping them once it is closed.
-
-    When the connection is open and nothing is waiting in its write buffer, the
-    frame is handed to the websockets protocol and flushed to the transport
-    directly: the same two steps ``ServerConnection.send`` takes, without the
-    asynchronous context manager and drain around them, which cost a third of
-    the daemon's time per call. Otherwise ``send`` runs as usual, so a slow
-    reader still gets backpressure and a closing connection its usual handling.
-    """
-    protocol = ws.protocol
-    transport = ws.transport
-
-    async def send(frame: Any) -> None:
-        data = dump_frame_bytes(frame)
-        if (
-            protocol.state is State.OPEN
-            and ws.fragmented_send_waiter is None
-            and transport.get_write_buffer_size() == 0
-            and not transport.is_closing()
-        ):
-            protocol.send_text(data)
-            ws.send_data()
-            return
-        try:
-            await ws.send(data, text=True)
-        except ConnectionClosed:
-            pass  # the result stays in the replay cache for a reconnecting client
-
-    return send
+    def closed(self) -> None:
+        if self.rejects > _LOGGED_REJECTS:
+            self.log.info("frames rejected on this connection", count=self.rejects)
 
 
-def _peer(ws: ServerConnection) -> str:
+def _peer(ws: ExaiConnection) -> str:
     addr = ws.remote_address
     if isinstance(addr, tuple) and addr:
         return str(addr[0])

@@ -38,6 +38,8 @@ from exai.protocol import (
     ResultMetadata,
     StreamChunk,
     describe_validation_error,
+    dump_frame_bytes,
+    encode_result,
 )
 from exai.tools.artifacts import may_spill, spill_if_large
 from exai.tools.base import NullAudit, Services, ToolContext, ToolResult
@@ -78,18 +80,22 @@ class Dispatcher:
 
     # --- admission --------------------------------------------------------
 
-    async def call(self, session: Session, frame: CallToolFrame) -> None:
+    def submit(self, session: Session, frame: CallToolFrame) -> None:
+        """Admit a call and start its task, or answer it at once; never waits.
+
+        Called for each ``call_tool`` as it arrives (see :mod:`exai.daemon.transport`).
+        """
         rid = frame.request_id
         running = session.calls.get(rid)
         if running is not None:  # a retry of a call still running: attach to it
-            await session.deliver(CallToolAck(request_id=rid, timeout_s=running.timeout_s))
+            session.post(CallToolAck(request_id=rid, timeout_s=running.timeout_s))
             return
         replayed = (
             session.replay(rid, self.settings.replay_window_s) if rid in session.finished else None
         )
         if replayed is not None:
             meta = replayed.metadata.model_copy(update={"replayed": True})
-            await session.deliver(replayed.model_copy(update={"metadata": meta}))
+            session.post(replayed.model_copy(update={"metadata": meta}))
             return
         try:
             tool, arguments = self._admit(session, frame)
@@ -99,7 +105,7 @@ class Dispatcher:
                                      tool=frame.name, principal=session.principal.name,
                                      duration_ms=0.0, status="error",
                                      error_code=exc.code.value)  # fmt: skip
-            await session.deliver(_error_result(rid, frame.name, exc, 0.0))
+            session.post(_error_result(rid, frame.name, exc, 0.0))
             return
 
         s = self.settings
@@ -225,28 +231,32 @@ class Dispatcher:
                 call.timer.cancel()
         now = time.monotonic()
         latency_ms = (now - call.started) * 1000
+        data = None
         if error is None and result is not None:
-            res = _ok_result(rid, tool.name, result, latency_ms)
-        else:
+            try:
+                data = _ok_result(rid, tool.name, result, latency_ms)
+            except (TypeError, ValueError) as exc:  # not a result the protocol can carry
+                clog.exception("tool returned an unsendable result")
+                error = InternalError(f"{tool.name} returned an invalid result: {exc}")
+        if data is None:
             assert error is not None
-            res = _error_result(rid, tool.name, error, latency_ms)
-        status = "ok" if res.error is None else res.error.code.value
+            data = dump_frame_bytes(_error_result(rid, tool.name, error, latency_ms))
+            clog.info("call failed", code=error.code.value, message=error.message,
+                      latency_ms=round(latency_ms, 2))  # fmt: skip
+        status = "ok" if error is None else error.code.value
         self.metrics.call_finished(tool.name, status, latency_ms / 1000)
         if not isinstance(audit, NullAudit):
             audit.emit("call_finished", session_id=session.id, request_id=rid, tool=tool.name,
                        principal=session.principal.name, duration_ms=round(latency_ms, 3),
-                       status="ok" if res.error is None else "error",
-                       error_code=None if res.error is None else res.error.code.value)  # fmt: skip
-        if res.error is not None:
-            clog.info("call failed", code=status, message=res.error.message,
-                      latency_ms=round(latency_ms, 2))  # fmt: skip
+                       status="ok" if error is None else "error",
+                       error_code=None if error is None else error.code.value)  # fmt: skip
         call.finished = True
         session.calls.pop(rid, None)
         self.running.discard(call)
         session.last_seen = now
         if call.ran:
-            session.remember(res, now, self.settings.replay_max_entries)
-        await session.deliver(res)
+            session.remember(rid, data, now, self.settings.replay_max_entries)
+        await session.deliver(data)
 
     async def _queue_for(self, limiter: CapacityLimiter) -> None:
         """Wait in ``limiter``'s bounded queue, recording how long it took."""
@@ -355,15 +365,10 @@ def _digest(arguments: dict[str, Any]) -> dict[str, Any]:
     return {"args_digest": digest, "args_bytes": size}
 
 
-def _ok_result(rid: str, tool: str, result: ToolResult, latency_ms: float) -> CallToolResult:
-    # The daemon's own values win over a tool's; validated from one plain dict,
-    # which pydantic-core does in a single pass rather than model by model.
+def _ok_result(rid: str, tool: str, result: ToolResult, latency_ms: float) -> bytes:
+    # The daemon's own values win over a tool's.
     meta = {**result.metadata, "tool": tool, "latency_ms": round(latency_ms, 3)}
-    return CallToolResult.model_validate({
-        "request_id": rid,
-        "outputs": [{"text": t} for t in result.texts],
-        "metadata": meta,
-    })  # fmt: skip
+    return encode_result(rid, result.texts, meta)
 
 
 def _error_result(rid: str, tool: str, exc: ExaiError, latency_ms: float) -> CallToolResult:

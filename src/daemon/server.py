@@ -25,6 +25,7 @@ from exai.daemon.http import HttpEndpoints
 from exai.daemon.metrics import DaemonMetrics
 from exai.daemon.services import build_services, close_services
 from exai.daemon.session import SessionRegistry
+from exai.daemon.transport import ExaiConnection
 from exai.limits import CapacityLimiter
 from exai.logs import get_logger
 from exai.protocol import CloseCode
@@ -100,6 +101,7 @@ class Daemon:
             s.ws_host,
             s.ws_port,
             process_request=self.http.process_request,
+            create_connection=ExaiConnection,
             compression="deflate" if s.ws_compression else None,
             # Frames between max_frame_bytes and twice that get an error frame from us;
             # beyond that websockets closes with 1009 before reading them into memory.

@@ -15,18 +15,26 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from exai.auth import Principal
 from exai.errors import UnauthorizedError
 from exai.limits import CapacityLimiter
-from exai.protocol import CallToolResult
+from exai.protocol import CallToolResult, parse_server_frame
 
 __all__ = ["Call", "Session", "SessionRegistry"]
 
-Send = Callable[[Any], Awaitable[None]]
+
+class Sender(Protocol):
+    """How frames reach the connection a session is attached to (a FrameSender)."""
+
+    async def __call__(self, frame: Any) -> None:
+        """Send, waiting for room in the connection's buffer if there is none."""
+
+    def post(self, frame: Any) -> None:
+        """Send without waiting."""
 
 
 @dataclass(eq=False, slots=True)
@@ -52,10 +60,12 @@ class Session:
     id: str
     principal: Principal
     limiter: CapacityLimiter
-    send: Send | None = None
+    send: Sender | None = None
     calls: dict[str, Call] = field(default_factory=dict)
-    # Oldest first (a dict keeps insertion order; a key is deleted before it is set again).
-    finished: dict[str, tuple[float, CallToolResult]] = field(default_factory=dict)
+    # Results as sent, by request_id, oldest first (a dict keeps insertion order;
+    # a key is deleted before it is set again). Kept as bytes: the frame is
+    # serialized once, and bytes give the garbage collector nothing to walk.
+    finished: dict[str, tuple[float, bytes]] = field(default_factory=dict)
     last_seen: float = field(default_factory=time.monotonic)
     connection: Any = None
 
@@ -65,14 +75,19 @@ class Session:
         if send is not None:
             await send(frame)
 
-    def remember(self, result: CallToolResult, now: float, max_entries: int) -> None:
-        """Keep ``result`` for replay; the oldest entry makes room when the cache is full.
+    def post(self, frame: Any) -> None:
+        """:meth:`deliver` without waiting, for code that cannot await."""
+        send = self.send
+        if send is not None:
+            send.post(frame)
+
+    def remember(self, rid: str, result: bytes, now: float, max_entries: int) -> None:
+        """Keep ``result`` (the frame sent) for replay; the oldest entry makes room when full.
 
         Entries older than the replay window age out in SessionRegistry.sweep,
         once a second, rather than here on every call.
         """
         finished = self.finished
-        rid = result.request_id
         if rid in finished:  # a call re-run after its earlier result expired
             del finished[rid]
         finished[rid] = (now, result)
@@ -83,7 +98,8 @@ class Session:
         entry = self.finished.get(request_id)
         if entry is None or time.monotonic() - entry[0] > window_s:
             return None
-        return entry[1]
+        result: CallToolResult = parse_server_frame(entry[1])
+        return result
 
     def _expire(self, now: float, window_s: float, max_entries: int) -> None:
         finished = self.finished

@@ -6,7 +6,7 @@ import asyncio
 
 from exai.client import CallStats, ExaiClient
 from exai.protocol import ErrorCode
-from tests.daemon.tools import CountingTool, FailingTool, ProgressTool
+from tests.daemon.tools import CountingTool, FailingTool, ProgressTool, UnsendableTool
 
 
 async def test_calls_on_one_connection_finish_out_of_order(daemon_factory, client_factory):
@@ -221,3 +221,15 @@ async def test_a_slow_reader_gets_every_frame_in_order(daemon_factory, monkeypat
     assert [seq for seq, _ in chunks] == list(range(len(chunks)))
     assert "".join(t for _, t in chunks) == text == result["outputs"][0]["text"]
     assert waited > 0  # the buffered path was taken
+
+
+async def test_a_result_the_protocol_cannot_carry_is_an_internal_error(
+    daemon_factory, client_factory
+):
+    daemon = await daemon_factory([UnsendableTool()])
+    client = await client_factory(daemon)
+    res = await client.call("unsendable", {})
+    assert res.error is not None and res.error.code == ErrorCode.INTERNAL_ERROR
+    assert "unsendable returned an invalid result" in res.error.message
+    # The connection and the daemon go on serving.
+    assert (await client.call("echo", {"text": "still here"})).outputs[0].text == "still here"

@@ -7,7 +7,7 @@ import time
 from exai.auth import Principal
 from exai.daemon.session import Session
 from exai.limits import CapacityLimiter
-from exai.protocol import CallToolResult, ResultMetadata
+from exai.protocol import CallToolResult, ResultMetadata, dump_frame_bytes
 
 
 def _session() -> Session:
@@ -15,14 +15,14 @@ def _session() -> Session:
                    limiter=CapacityLimiter("s", 4))  # fmt: skip
 
 
-def _result(rid: str) -> CallToolResult:
-    return CallToolResult(request_id=rid, metadata=ResultMetadata(tool="echo"))
+def _result(rid: str) -> bytes:
+    return dump_frame_bytes(CallToolResult(request_id=rid, metadata=ResultMetadata(tool="echo")))
 
 
 def test_a_full_cache_drops_its_oldest_entry() -> None:
     s = _session()
     for i in range(5):
-        s.remember(_result(f"r{i}"), now=time.monotonic(), max_entries=3)
+        s.remember(f"r{i}", _result(f"r{i}"), now=time.monotonic(), max_entries=3)
     assert list(s.finished) == ["r2", "r3", "r4"]
     assert s.replay("r1", window_s=600) is None
     replayed = s.replay("r4", window_s=600)
@@ -32,15 +32,15 @@ def test_a_full_cache_drops_its_oldest_entry() -> None:
 def test_a_result_stored_again_becomes_the_newest() -> None:
     s = _session()
     for rid in ("a", "b", "c"):
-        s.remember(_result(rid), now=1.0, max_entries=3)
-    s.remember(_result("a"), now=2.0, max_entries=3)  # re-run after its result expired
-    s.remember(_result("d"), now=3.0, max_entries=3)
+        s.remember(rid, _result(rid), now=1.0, max_entries=3)
+    s.remember("a", _result("a"), now=2.0, max_entries=3)  # re-run after its result expired
+    s.remember("d", _result("d"), now=3.0, max_entries=3)
     assert list(s.finished) == ["c", "a", "d"]
 
 
 def test_entries_older_than_the_window_age_out() -> None:
     s = _session()
-    s.remember(_result("old"), now=0.0, max_entries=10)
-    s.remember(_result("new"), now=500.0, max_entries=10)
+    s.remember("old", _result("old"), now=0.0, max_entries=10)
+    s.remember("new", _result("new"), now=500.0, max_entries=10)
     s._expire(now=700.0, window_s=600.0, max_entries=10)
     assert list(s.finished) == ["new"]

@@ -76,3 +76,14 @@ class LoggingTool(Tool):
         get_logger("exai.somewhere.deep").warning("deep log line", label=arguments.label)
         context.log.warning("context log line", label=arguments.label)
         return ToolResult("logged")
+
+
+class UnsendableTool(Tool):
+    """Returns what no result frame can carry: metadata that is not JSON."""
+
+    name = "unsendable"
+    description = "test: returns an object the protocol cannot serialize"
+    Input = SleepInput
+
+    async def run(self, arguments: SleepInput, context: ToolContext) -> ToolResult:
+        return ToolResult("fine text", metadata={"handle": object()})

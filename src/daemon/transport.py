@@ -1,0 +1,193 @@
+"""The daemon's side of a WebSocket: messages in as they arrive, frames out at once.
+
+:class:`ExaiConnection` is the ``ServerConnection`` the daemon's server creates.
+websockets normally queues every incoming message for a task that reads it with
+``recv()``; here each complete message is handed to the connection's handler
+straight from the protocol callback that parsed it, in order, with no queue and
+no task to wake per message. On the echo path that wake-up cost the daemon
+about as much as everything else it does per call. The handler must not block
+(it parses the frame and starts a task for a call); the first message, the
+``hello``, is still awaited by a coroutine, through :meth:`ExaiConnection.first_message`.
+
+Backpressure still holds, in the other direction: when a client stops reading
+and the daemon's output backs up past the transport's high-water mark, the
+connection stops reading that client's input until the output drains, so a
+client cannot make the daemon take on work it does not collect.
+
+:class:`FrameSender` writes frames: straight into the transport when nothing is
+waiting in its buffer, else through ``send``, which waits for the buffer to drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode, Frame, Opcode
+from websockets.protocol import State
+
+from exai.protocol import dump_frame_bytes
+
+__all__ = ["ExaiConnection", "FrameSender", "Message"]
+
+Message = str | bytes  # a text message, or a binary one (which the daemon refuses)
+
+_DATA = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
+_EARLY_MAX = 16  # messages kept before the handshake is done; then reading pauses
+
+
+class ExaiConnection(ServerConnection):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._handler: Callable[[Message], None] | None = None
+        self._early: list[Message] = []  # arrived before a handler was set
+        self._arrived: asyncio.Future[None] | None = None
+        self._fragments: list[Frame] | None = None
+        self._output_full = False
+
+    # --- incoming -------------------------------------------------------------
+
+    async def first_message(self) -> Message:
+        """The first message; raises ``ConnectionClosed`` if the connection ends first.
+
+        Messages that arrive after it are kept until :meth:`serve_messages` says
+        who takes them; past a few, reading pauses and the rest wait in the socket.
+        """
+        if not self._early:
+            if self.protocol.state is not State.OPEN:
+                raise self.protocol.close_exc
+            self._arrived = self.loop.create_future()
+            try:
+                await self._arrived
+            finally:
+                self._arrived = None
+        return self._early.pop(0)
+
+    def serve_messages(self, handler: Callable[[Message], None]) -> None:
+        """Hand every further message to ``handler``, those already read first."""
+        self._handler = handler
+        early, self._early = self._early, []
+        for message in early:
+            handler(message)
+        if not self._output_full:
+            self.transport.resume_reading()
+
+    def process_event(self, event: Any) -> None:
+        if not isinstance(event, Frame) or event.opcode not in _DATA:
+            super().process_event(event)  # the opening handshake, pings, pongs, close
+            return
+        message = self._assemble(event)
+        if message is None:
+            return
+        if self._handler is not None:
+            self._handler(message)
+            return
+        self._early.append(message)
+        if len(self._early) >= _EARLY_MAX:
+            self.transport.pause_reading()
+        if self._arrived is not None and not self._arrived.done():
+            self._arrived.set_result(None)
+
+    def _assemble(self, frame: Frame) -> Message | None:
+        """The message ``frame`` completes, or None while a fragmented one is incomplete.
+
+        websockets has checked the framing already (continuations only inside a
+        fragmented message, the message size within ``max_size``).
+        """
+        if frame.opcode is Opcode.CONT:
+            assert self._fragments is not None
+            self._fragments.append(frame)
+            if not frame.fin:
+                return None
+            frames, self._fragments = self._fragments, None
+            data: Any = b"".join(f.data for f in frames)
+            text = frames[0].opcode is Opcode.TEXT
+        elif not frame.fin:
+            self._fragments = [frame]
+            return None
+        else:
+            data, text = frame.data, frame.opcode is Opcode.TEXT
+        if not text:
+            return bytes(data)
+        try:
+            return str(data, "utf-8")
+        except UnicodeDecodeError as exc:
+            # What websockets does when recv() meets invalid UTF-8: close with 1007.
+            self.protocol.fail(CloseCode.INVALID_DATA, f"{exc.reason} at position {exc.start}")
+            self.send_data()
+            return None
+
+    async def close(self, code: int = CloseCode.NORMAL_CLOSURE, reason: str = "") -> None:
+        # The closing handshake needs the client's close frame: read it even if
+        # reading was paused for backpressure.
+        self.transport.resume_reading()
+        await super().close(code, reason)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self._arrived is not None and not self._arrived.done():
+            self._arrived.set_exception(self.protocol.close_exc)
+
+    # --- outgoing backpressure --------------------------------------------------
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._output_full = True
+        self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._output_full = False
+        if self._handler is not None:
+            self.transport.resume_reading()
+
+
+class FrameSender:
+    """Sends protocol frames on one connection; frames for a closed one are dropped.
+
+    When the connection is open and nothing waits in its write buffer, a frame is
+    handed to the websockets protocol and flushed to the transport directly: the
+    same two steps ``send`` takes, without the asynchronous context manager and
+    drain around them. Otherwise ``send`` runs as usual, so a slow reader gets
+    backpressure and a closing connection its usual handling.
+    """
+
+    def __init__(self, ws: ServerConnection, spawn: Callable[[Coroutine[Any, Any, None]], None]):
+        self._ws = ws
+        self._protocol = ws.protocol
+        self._transport = ws.transport
+        self._spawn = spawn
+
+    def _write_now(self, data: bytes) -> bool:
+        ws, transport = self._ws, self._transport
+        if (
+            self._protocol.state is State.OPEN
+            and ws.fragmented_send_waiter is None
+            and transport.get_write_buffer_size() == 0
+            and not transport.is_closing()
+        ):
+            self._protocol.send_text(data)
+            ws.send_data()
+            return True
+        return False
+
+    async def _send(self, data: bytes) -> None:
+        try:
+            await self._ws.send(data, text=True)
+        except ConnectionClosed:
+            pass  # a call's result stays in the replay cache for a reconnecting client
+
+    async def __call__(self, frame: Any) -> None:
+        """Send ``frame`` (a model, or one serialized already), waiting for room if needed."""
+        data = frame if isinstance(frame, bytes) else dump_frame_bytes(frame)
+        if not self._write_now(data):
+            await self._send(data)
+
+    def post(self, frame: Any) -> None:
+        """Send ``frame`` without waiting: now, or from a task of its own."""
+        data = frame if isinstance(frame, bytes) else dump_frame_bytes(frame)
+        if not self._write_now(data):
+            self._spawn(self._send(data))
