@@ -1,0 +1,80 @@
+"""How messages reach the daemon: pipelined after hello, and held back by a client that won't read.
+
+The daemon handles each message straight from the protocol callback; these
+check the two things a queue used to give for free: order (frames sent right
+behind the hello, before its ack, are served in order once the session is
+open) and backpressure (a client that stops reading its answers cannot make
+the daemon go on reading, and working on, its requests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+
+from websockets.asyncio.client import connect
+
+
+async def test_frames_pipelined_behind_hello_are_served_in_order(daemon_factory):
+    daemon = await daemon_factory()
+    async with connect(daemon.url) as ws:
+        # Everything in one go, without waiting for hello_ack.
+        await ws.send(json.dumps({"op": "hello"}))
+        for i in range(5):
+            await ws.send(json.dumps({"op": "call_tool", "request_id": f"r{i}", "name": "echo",
+                                      "arguments": {"text": f"t{i}"}}))  # fmt: skip
+        await ws.send(json.dumps({"op": "ping", "request_id": "p"}))
+        frames = [json.loads(await ws.recv()) for _ in range(7)]
+    assert frames[0]["op"] == "hello_ack" and frames[0]["ok"] is True
+    # Calls may finish in any order in general; these finish in their first step,
+    # so they are answered in the order they were read.
+    results = [f for f in frames if f["op"] == "call_tool_res"]
+    assert [f["outputs"][0]["text"] for f in results] == [f"t{i}" for i in range(5)]
+    assert {"op": "pong", "request_id": "p"} in frames
+
+
+async def test_a_client_that_stops_reading_stops_being_read(daemon_factory):
+    # Results big enough to back up quickly, and sent whole rather than spilled.
+    daemon = await daemon_factory(
+        max_inflight_per_session=10_000, max_result_tokens=10**8, rate_limit_per_min=0
+    )
+    text = "x" * 65_536
+    total = 1_000  # ~65 MB each way: more than the sockets' buffers hold
+    sent = 0
+    # Small buffers on the client's side; the daemon's receive buffer may still grow
+    # to tcp_rmem's maximum (32 MB here) before the client feels anything.
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65_536)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65_536)
+    sock.connect(("127.0.0.1", daemon.port))
+    sock.setblocking(False)
+    async with connect(daemon.url, sock=sock, max_size=None, max_queue=1) as ws:
+        await ws.send(json.dumps({"op": "hello"}))
+        assert json.loads(await ws.recv())["ok"] is True
+
+        async def flood() -> None:
+            nonlocal sent
+            for i in range(total):
+                frame = {"op": "call_tool", "request_id": f"r{i}", "name": "echo",
+                         "arguments": {"text": text}}  # fmt: skip
+                await ws.send(json.dumps(frame))
+                sent += 1
+
+        sender = asyncio.create_task(flood())
+        await asyncio.sleep(1.0)
+        # The daemon stopped reading once its answers backed up, so sending stalled.
+        assert not sender.done() and sent < total
+        stalled_at = sent
+        await asyncio.sleep(0.5)
+        assert sent == stalled_at
+
+        # Reading again lets everything through: every call is answered.
+        seen = set()
+        while len(seen) < total:
+            frame = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            if frame["op"] == "call_tool_res":
+                assert frame["error"] is None
+                seen.add(frame["request_id"])
+        await sender
+    assert seen == {f"r{i}" for i in range(total)}
