@@ -312,6 +312,13 @@ def describe_validation_error(
 def parse_client_frame(text: str | bytes) -> Any:
     """Parse one client frame; raise :class:`FrameError` if it is not a valid one."""
     try:
+        # The usual case in one pass of pydantic-core (parser and validator), which
+        # bounds nesting depth; what is wrong with a frame that fails is worked out
+        # below, step by step, so the error can say it and carry the request_id.
+        return _client_adapter.validate_json(text)
+    except ValidationError:
+        pass
+    try:
         # pydantic-core's parser: several times faster than json, and it bounds nesting depth.
         obj = from_json(text)
     except (ValueError, RecursionError) as exc:
@@ -362,15 +369,18 @@ _EXCLUDE_NONE: dict[type[BaseModel], bool] = {CallToolResult: False}
 _METADATA_DEFAULTS: dict[str, Any] = ResultMetadata.model_construct(tool="").model_dump()
 
 
-def encode_result(request_id: str, texts: list[str], metadata: dict[str, Any]) -> bytes:
+def encode_result(
+    request_id: str, texts: list[str], metadata: dict[str, Any], **fields: Any
+) -> bytes:
     """A successful ``call_tool_res``, serialized without building its model.
 
     The daemon answers every successful call with one of these, and building and
     validating the three nested models cost more than the rest of a trivial call.
     The frame is laid out from :class:`ResultMetadata`'s own fields and defaults,
     so it is the same bytes :func:`dump_frame_bytes` gives for the equivalent
-    :class:`CallToolResult` (a test holds the two together). ``metadata`` must
-    hold ``tool``; values that are not JSON raise, as serializing the model would.
+    :class:`CallToolResult` (a test holds the two together). ``fields`` are
+    metadata that override ``metadata``'s; between them they must name ``tool``.
+    Values that are not JSON raise, as serializing the model would.
     """
     for text in texts:
         if not isinstance(text, str):
@@ -380,7 +390,7 @@ def encode_result(request_id: str, texts: list[str], metadata: dict[str, Any]) -
         "request_id": request_id,
         "outputs": [{"type": "text", "text": text} for text in texts],
         "error": None,
-        "metadata": {**_METADATA_DEFAULTS, **metadata},
+        "metadata": {**_METADATA_DEFAULTS, **metadata, **fields},
     }
     return to_json(frame)
 

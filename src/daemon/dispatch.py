@@ -100,7 +100,7 @@ class Dispatcher:
         try:
             tool, arguments = self._admit(session, frame)
         except ExaiError as exc:
-            self.metrics.calls.labels(self._label(frame.name), exc.code.value).inc()
+            self.metrics.call_finished(self._label(frame.name), exc.code.value, None)
             self.services.audit.emit("call_finished", session_id=session.id, request_id=rid,
                                      tool=frame.name, principal=session.principal.name,
                                      duration_ms=0.0, status="error",
@@ -163,13 +163,12 @@ class Dispatcher:
             raise ValidationError_(
                 f"invalid arguments for {tool.name}: {listed}", details=details
             ) from None
-        self._rate_limit(session.principal.name)
+        if self.settings.rate_limit_per_min > 0:
+            self._rate_limit(session.principal.name)
         return tool, arguments
 
     def _rate_limit(self, principal: str) -> None:
         s = self.settings
-        if s.rate_limit_per_min <= 0:
-            return
         bucket = self._buckets.get(principal)
         if bucket is None:
             bucket = self._buckets[principal] = TokenBucket(
@@ -367,8 +366,9 @@ def _digest(arguments: dict[str, Any]) -> dict[str, Any]:
 
 def _ok_result(rid: str, tool: str, result: ToolResult, latency_ms: float) -> bytes:
     # The daemon's own values win over a tool's.
-    meta = {**result.metadata, "tool": tool, "latency_ms": round(latency_ms, 3)}
-    return encode_result(rid, result.texts, meta)
+    text = result.text
+    texts = [text] if isinstance(text, str) else list(text)
+    return encode_result(rid, texts, result.metadata, tool=tool, latency_ms=round(latency_ms, 3))
 
 
 def _error_result(rid: str, tool: str, exc: ExaiError, latency_ms: float) -> CallToolResult:

@@ -198,7 +198,6 @@ class Daemon:
             await asyncio.sleep(period)
             try:
                 await self.dispatcher.heartbeat(self.sessions, interval)
-                self.metrics.fold()
                 self.sessions.sweep(time.monotonic(), self.settings.replay_window_s,
                                     self.settings.replay_max_entries)  # fmt: skip
             except Exception:
