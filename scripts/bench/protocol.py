@@ -4,9 +4,12 @@ Both servers run as subprocesses (so the client in this process does not share
 their event loop or their core), and both are driven by the same client code:
 send one ``call_tool`` frame, read until a frame that is not ``call_tool_ack``
 arrives. The bare server answers with the frame itself, the same size; exai
-answers with an ack and a ``call_tool_res``. Reported: p50/p99 round trip and
+answers with a ``call_tool_res`` (an ack first only for a call still running
+after its first step, which ``echo`` never is). Reported: p50/p99 round trip and
 calls per second for one connection calling sequentially and for 50 connections
-calling concurrently, and the daemon's resident memory per idle connection.
+calling concurrently, each the median of three rounds that alternate between the
+two servers (so a burst of load from elsewhere on the machine lands on both
+rather than on one), and the daemon's resident memory per idle connection.
 
 Run: ``python -m scripts.bench.protocol`` (``make bench`` runs it with the rest).
 """
@@ -99,6 +102,11 @@ async def _concurrent(url: str, exai: bool, conns: int, per_conn: int) -> dict[s
     return _summary(samples, wall)
 
 
+def _median_round(rounds: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's median over the rounds."""
+    return {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+
+
 def _summary(samples: list[float], wall: float) -> dict[str, float]:
     ordered = sorted(samples)
     return {
@@ -120,19 +128,27 @@ async def _idle_memory(url: str, pid: int, conns: int) -> float:
 
 
 async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
-              idle_conns: int = 1000) -> dict[str, Any]:  # fmt: skip
+              idle_conns: int = 1000, rounds: int = 3) -> dict[str, Any]:  # fmt: skip
     echo_port = free_port()
     echo = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(echo_port)])
     try:
         await wait_for_port(echo_port)
         echo_url = f"ws://127.0.0.1:{echo_port}"
         async with daemon_process() as (exai_url, pid):
-            results: dict[str, Any] = {}
-            for name, url, is_exai in (("bare", echo_url, False), ("exai", exai_url, True)):
-                results[name] = {
-                    "sequential": await _sequential(url, is_exai, sequential_n),
-                    "concurrent": await _concurrent(url, is_exai, conns, per_conn),
-                }
+            servers = (("bare", echo_url, False), ("exai", exai_url, True))
+            runs: dict[str, dict[str, list[dict[str, float]]]] = {
+                name: {"sequential": [], "concurrent": []} for name, _, _ in servers
+            }
+            for _ in range(rounds):
+                for name, url, is_exai in servers:
+                    runs[name]["sequential"].append(await _sequential(url, is_exai, sequential_n))
+                    runs[name]["concurrent"].append(
+                        await _concurrent(url, is_exai, conns, per_conn)
+                    )
+            results: dict[str, Any] = {
+                name: {mode: _median_round(r) for mode, r in modes.items()}
+                for name, modes in runs.items()
+            }
             results["idle_kib_per_conn"] = await _idle_memory(exai_url, pid, idle_conns)
             return results
     finally:

@@ -116,10 +116,11 @@ class Dispatcher:
         session.calls[rid] = call
         self.running.add(call)
         self._starting.add(call)
-        call.task = asyncio.create_task(
+        loop = asyncio.get_running_loop()
+        call.task = loop.create_task(
             self._run(session, call, tool, arguments, frame), name=f"call:{session.id}:{rid}"
         )
-        asyncio.get_running_loop().call_soon(self._after_first_step, session, call)
+        loop.call_soon(self._after_first_step, session, call)
 
     def _after_first_step(self, session: Session, call: Call) -> None:
         """Arm the deadline and send the ack, unless the call is over already.
