@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import pydantic
@@ -74,9 +75,6 @@ class Dispatcher:
         self.draining = False
         self._background: set[asyncio.Future[None]] = set()
         self._beating: set[Call] = set()  # calls whose heartbeat is still being sent
-        # Calls whose task has not taken its first step: cancelling such a task would
-        # end it before _run could catch anything, leaving the call unanswered.
-        self._starting: set[Call] = set()
 
     # --- admission --------------------------------------------------------
 
@@ -115,21 +113,19 @@ class Dispatcher:
                     last_progress=now)  # fmt: skip
         session.calls[rid] = call
         self.running.add(call)
-        self._starting.add(call)
-        loop = asyncio.get_running_loop()
-        call.task = loop.create_task(
+        call.task = asyncio.get_running_loop().create_task(
             self._run(session, call, tool, arguments, frame), name=f"call:{session.id}:{rid}"
         )
-        loop.call_soon(self._after_first_step, session, call)
 
-    def _after_first_step(self, session: Session, call: Call) -> None:
-        """Arm the deadline and send the ack, unless the call is over already.
+    def _suspending(self, session: Session, call: Call) -> None:
+        """The call is about to wait for the first time: arm its deadline and ack it.
 
         A call that completes in its first step (version, echo, most rejections)
         needs neither: it is answered by its call_tool_res alone, and never had a
-        timer to arm and cancel. Those are most calls on the hottest path.
+        timer to arm and cancel. Those are most calls on the hottest path. Every
+        place ``_run`` can first wait calls this just before (idempotent).
         """
-        if call.finished:
+        if call.timer is not None or call.finished:
             return
         call.timer = asyncio.get_running_loop().call_at(
             _loop_deadline(call.deadline), self._expire, call
@@ -182,7 +178,7 @@ class Dispatcher:
     async def _run(
         self, session: Session, call: Call, tool: Any, arguments: Any, frame: CallToolFrame
     ) -> None:
-        self._starting.discard(call)
+        call.started_running = True
         rid = call.request_id
         # The task runs in its own copy of the context, so this reaches every log
         # line written while it runs (providers and store included), and no other call.
@@ -201,15 +197,25 @@ class Dispatcher:
             # once: this is the hottest path in the daemon.
             session_limiter, global_limiter = session.limiter, self.global_limiter
             if not session_limiter.try_acquire():
+                self._suspending(session, call)
                 await self._queue_for(session_limiter)
             try:
                 if not global_limiter.try_acquire():
+                    self._suspending(session, call)
                     await self._queue_for(global_limiter)
                 try:
                     call.ran = True
                     context = self._context(session, call, tool.name, frame.stream, clog)
-                    result = await tool.run(arguments, context)
+                    coro = tool.run(arguments, context)
+                    try:
+                        pending = coro.send(None)  # the tool's first step, here and now
+                    except StopIteration as done:
+                        result = done.value
+                    else:
+                        self._suspending(session, call)
+                        result = await _Rest(coro, pending)
                     if may_spill(context, result):
+                        self._suspending(session, call)
                         result = await spill_if_large(context, result)
                 finally:
                     global_limiter.release()
@@ -256,7 +262,9 @@ class Dispatcher:
         session.last_seen = now
         if call.ran:
             session.remember(rid, data, now, self.settings.replay_max_entries)
-        await session.deliver(data)
+        send = session.send  # session.deliver, inlined on the hottest path
+        if send is not None:
+            await send(data)
 
     async def _queue_for(self, limiter: CapacityLimiter) -> None:
         """Wait in ``limiter``'s bounded queue, recording how long it took."""
@@ -308,7 +316,10 @@ class Dispatcher:
             return False
         if call.cancel_reason is None:
             call.cancel_reason = reason
-        if call not in self._starting:  # otherwise _run sees cancel_reason as it starts
+        # Cancelling a task before its first step would end it before _run could
+        # catch anything, leaving the call unanswered; _run checks cancel_reason
+        # as it starts instead.
+        if call.started_running:
             call.task.cancel()
         return True
 
@@ -344,6 +355,42 @@ class Dispatcher:
     def _label(self, name: str) -> str:
         # Unknown names must not create unbounded label sets.
         return name if self.registry.get(name) is not None else "unknown"
+
+
+class _Rest:
+    """The rest of a coroutine whose first step has run and yielded ``pending``.
+
+    Awaiting it does what ``await coro`` would have done from that point on:
+    every value the task sends and every exception it throws (a cancel) goes to
+    the coroutine, and whatever the coroutine yields goes to the task. ``_run``
+    takes a tool's first step itself so that it knows, without scheduling a
+    callback for every call, whether the tool finished at once.
+    """
+
+    __slots__ = ("coro", "pending")
+
+    def __init__(self, coro: Any, pending: Any) -> None:
+        self.coro = coro
+        self.pending = pending
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, pending = self.coro, self.pending
+        while True:
+            try:
+                sent = yield pending
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                try:
+                    pending = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    pending = coro.send(sent)
+                except StopIteration as done:
+                    return done.value
 
 
 def _loop_deadline(monotonic_deadline: float) -> float:

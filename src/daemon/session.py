@@ -50,6 +50,7 @@ class Call:
     timer: asyncio.TimerHandle | None = None  # the deadline, armed after the first step
     last_progress: float = 0.0
     cancel_reason: str | None = None  # "cancel", "timeout" or "shutdown"
+    started_running: bool = False  # its task has taken its first step
     ran: bool = False
     acked: bool = False
     finished: bool = False
