@@ -13,9 +13,6 @@ from exai.settings import SettingsError, load_settings
 
 __all__ = ["register"]
 
-# Allocations of tracked objects, net of frees, between young-generation collections.
-_GC_YOUNG_THRESHOLD = 10_000
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the daemon")
@@ -74,20 +71,18 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _settle_heap() -> None:
-    """Keep the start-up heap out of garbage collection; collect young objects less often.
+    """Keep the start-up heap out of the garbage collector's sight.
 
     What exists once the daemon has started (modules, pydantic schemas, the tool
     registry, SDK clients, some 150,000 objects) lives as long as the process, yet
-    every full collection walked all of it. Freezing moves it out of the
-    collector's sight. And calls allocate many short-lived containers: with dozens
-    in flight, the default threshold of 700 ran a collection every few calls.
-    Together these were a fifth of the daemon's CPU time per call on the echo path
-    (``make bench``'s protocol benchmark shows the figure).
+    every full collection walked all of it: a fifth of the daemon's CPU time per
+    call on the echo path. Freezing moves it to a generation that is never
+    collected. The thresholds stay Python's own: raising them made the daemon
+    keep more garbage after a storm of disconnects than the reliability suite
+    allows.
     """
     gc.collect()
     gc.freeze()
-    gen0, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(max(gen0, _GC_YOUNG_THRESHOLD), gen1, gen2)
 
 
 def _config(args: argparse.Namespace) -> int:
