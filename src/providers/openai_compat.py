@@ -114,13 +114,16 @@ class OpenAICompatibleProvider(ChatCompletionsProvider):
     # Requests go through the client's generic ``post`` with a body we have already
     # built as plain JSON: ``chat.completions.create`` would walk every message
     # through its type-driven transform first, which costs more CPU per request
-    # than everything else exai does for a call.
+    # than everything else exai does for a call. A whole reply comes back as the
+    # plain JSON object (``cast_to=object``): building the SDK's ChatCompletion
+    # model from it was the next largest cost, and exai reads a handful of fields
+    # (exai.providers.wire reads models and plain objects alike).
 
     async def _send(
         self, request: ChatRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> Any:
         body = _flatten(self._body(request, messages, tools))
-        return await self.client.post("/chat/completions", body=body, cast_to=ChatCompletion)
+        return await self.client.post("/chat/completions", body=body, cast_to=object)
 
     async def _open_stream(
         self, request: ChatRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]]

@@ -209,6 +209,26 @@ class ConversationStore(ABC):
         """
 
     @abstractmethod
+    async def start_thread(
+        self,
+        owner: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        title: str | None = None,
+        request_id: str,
+        model: str | None = None,
+        provider: str | None = None,
+        usage: Mapping[str, Any] | None = None,
+        files: Sequence[str] | None = None,
+    ) -> tuple[Thread, list[StoredMessage]]:
+        """Create a thread holding its first turn, in one transaction.
+
+        What :meth:`create_thread` then :meth:`append` do, for the common case of
+        a call that starts a conversation: one write instead of two, and never a
+        thread without the turn that created it.
+        """
+
+    @abstractmethod
     async def messages(
         self, thread_id: str, owner: Owner, limit: int | None = None
     ) -> list[StoredMessage]:

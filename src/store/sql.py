@@ -18,7 +18,7 @@ import time
 import uuid
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from exai.errors import ConversationNotFoundError, ValidationError_
@@ -76,6 +76,18 @@ _THREAD_SELECT = f"SELECT {THREAD_COLUMNS} FROM {{p}}threads"
 
 T = TypeVar("T")
 Body = Callable[[Executor], Awaitable[T]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """What one append stores, as the caller gave it."""
+
+    messages: Sequence[Mapping[str, Any]]
+    request_id: str
+    model: str | None
+    provider: str | None
+    usage: Mapping[str, Any] | None
+    files: Sequence[str] | None
 
 
 class SqlStore(ConversationStore):
@@ -208,39 +220,68 @@ class SqlStore(ConversationStore):
         files: Sequence[str] | None = None,
     ) -> list[StoredMessage]:
         tid = check_thread_id(thread_id)
+        turn = _Turn(messages, request_id, model, provider, usage, files)
+        return await self._write(lambda tx: self._append_in(tx, tid, owner, turn))
+
+    async def start_thread(
+        self,
+        owner: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        title: str | None = None,
+        request_id: str,
+        model: str | None = None,
+        provider: str | None = None,
+        usage: Mapping[str, Any] | None = None,
+        files: Sequence[str] | None = None,
+    ) -> tuple[Thread, list[StoredMessage]]:
+        if not isinstance(owner, str) or not owner:
+            raise ValidationError_("a thread needs an owner principal")
+        now = self._clock()
+        thread = Thread(id=str(uuid.uuid4()), owner=owner, title=title, created_at=now,
+                        updated_at=now, expires_at=now + self.limits.ttl_s)  # fmt: skip
+        turn = _Turn(messages, request_id, model, provider, usage, files)
 
         async def body(tx: Executor) -> list[StoredMessage]:
-            thread, chars = await self._owned(tx, tid, owner, lock=True)
-            done = await tx.fetch(self._q(_MESSAGES + " AND request_id = ? ORDER BY seq"),
-                                  tid, request_id)  # fmt: skip
-            if done:
-                return [decode_message(row) for row in done]
-            if thread.turns >= self.limits.max_turns:
-                raise ValidationError_(
-                    f"conversation {tid} has reached its limit of {self.limits.max_turns} "
-                    "turns; fork it or start a new conversation by omitting continuation_id",
-                    details={"max_turns": self.limits.max_turns},
-                )
-            now = self._clock()
-            turn = encode_turn(
-                messages, thread_id=tid, first_seq=thread.last_seq + 1, turn=thread.turns + 1,
-                chars_before=chars, request_id=request_id, now=now, model=model,
-                provider=provider, usage=usage, files=files,
-            )  # fmt: skip
-            await tx.executemany(self._q(_INSERT_MESSAGE), turn.rows)
-            await tx.execute(
-                self._q("UPDATE {p}threads SET turns = ?, last_seq = ?, total_chars = ?,"
-                        " updated_at = ? WHERE id = ?"),
-                thread.turns + 1, thread.last_seq + len(turn.rows), chars + turn.chars, now, tid,
-            )  # fmt: skip
-            if files:
-                first = thread.last_seq + 1
-                await tx.executemany(
-                    self._q(_UPSERT_FILE), [(tid, path, first) for path in dict.fromkeys(files)]
-                )
-            return turn.messages
+            await tx.execute(self._q(_INSERT_THREAD), *thread_row(thread, 0))
+            return await self._append_in(tx, thread.id, owner, turn)
 
-        return await self._write(body)
+        stored = await self._write(body)
+        return replace(thread, turns=1, last_seq=len(stored)), stored
+
+    async def _append_in(
+        self, tx: Executor, tid: str, owner: Owner, new: _Turn
+    ) -> list[StoredMessage]:
+        """Append ``new`` to thread ``tid`` inside the write transaction ``tx``."""
+        thread, chars = await self._owned(tx, tid, owner, lock=True)
+        done = await tx.fetch(self._q(_MESSAGES + " AND request_id = ? ORDER BY seq"),
+                              tid, new.request_id)  # fmt: skip
+        if done:
+            return [decode_message(row) for row in done]
+        if thread.turns >= self.limits.max_turns:
+            raise ValidationError_(
+                f"conversation {tid} has reached its limit of {self.limits.max_turns} "
+                "turns; fork it or start a new conversation by omitting continuation_id",
+                details={"max_turns": self.limits.max_turns},
+            )
+        now = self._clock()
+        turn = encode_turn(
+            new.messages, thread_id=tid, first_seq=thread.last_seq + 1, turn=thread.turns + 1,
+            chars_before=chars, request_id=new.request_id, now=now, model=new.model,
+            provider=new.provider, usage=new.usage, files=new.files,
+        )  # fmt: skip
+        await tx.executemany(self._q(_INSERT_MESSAGE), turn.rows)
+        await tx.execute(
+            self._q("UPDATE {p}threads SET turns = ?, last_seq = ?, total_chars = ?,"
+                    " updated_at = ? WHERE id = ?"),
+            thread.turns + 1, thread.last_seq + len(turn.rows), chars + turn.chars, now, tid,
+        )  # fmt: skip
+        if new.files:
+            first = thread.last_seq + 1
+            await tx.executemany(
+                self._q(_UPSERT_FILE), [(tid, path, first) for path in dict.fromkeys(new.files)]
+            )
+        return turn.messages
 
     async def messages(
         self, thread_id: str, owner: Owner, limit: int | None = None

@@ -154,22 +154,23 @@ async def _store(
     """
     store = context.services.store
     owner = context.principal.name
-    if thread_id is None:
-        first_line = turn.prompt.strip().splitlines()[0][:80] if turn.prompt.strip() else None
-        title = turn.title or first_line
-        thread_id = (await store.create_thread(owner, title=title)).id
     user = {"role": "user", "content": turn.prompt}
     produced = response.messages or [{"role": "assistant", "content": response.text}]
-    stored = await store.append(
-        thread_id,
-        owner,
-        [user, *produced],
-        request_id=context.request_id,
-        model=response.model,
-        provider=response.provider,
-        usage=response.usage.as_dict(),
-        files=list(turn.files) or None,
-    )
+    stored_as: dict[str, Any] = {
+        "request_id": context.request_id,
+        "model": response.model,
+        "provider": response.provider,
+        "usage": response.usage.as_dict(),
+        "files": list(turn.files) or None,
+    }
+    if thread_id is None:
+        first_line = turn.prompt.strip().splitlines()[0][:80] if turn.prompt.strip() else None
+        thread, stored = await store.start_thread(
+            owner, [user, *produced], title=turn.title or first_line, **stored_as
+        )
+        thread_id = thread.id
+    else:
+        stored = await store.append(thread_id, owner, [user, *produced], **stored_as)
     audit = context.services.audit
     for message in stored:
         content = message.content or ""

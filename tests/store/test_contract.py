@@ -57,6 +57,41 @@ async def test_append_then_read_back_the_full_provider_messages(store: Conversat
     assert [m.seq for m in await store.messages(thread.id, "alice", limit=2)] == [6, 7]
 
 
+async def test_start_thread_creates_a_thread_with_its_first_turn(
+    store: ConversationStore,
+) -> None:
+    thread, stored = await store.start_thread(
+        "alice", TURN, title="greeting", request_id="r1", model="glm-4.6", provider="glm",
+        usage={"prompt_tokens": 3}, files=["/src/a.py"],
+    )  # fmt: skip
+    assert [m.seq for m in stored] == [1, 2] and {m.turn for m in stored} == {1}
+    assert (thread.turns, thread.last_seq, thread.title, thread.owner) == (
+        1,
+        2,
+        "greeting",
+        "alice",
+    )
+    got = await store.get_thread(thread.id, "alice")
+    assert (got.turns, got.last_seq, got.title) == (1, 2, "greeting")
+    assert await store.messages(thread.id, "alice") == stored
+    assert stored[0].files == ["/src/a.py"] and stored[1].model == "glm-4.6"
+    context = await store.load_context(thread.id, "alice")
+    assert context.files == ["/src/a.py"]
+    # It continues like any other thread, and belongs to its owner only.
+    await store.append(thread.id, "alice", TURN, request_id="r2")
+    assert (await store.get_thread(thread.id, "alice")).turns == 2
+    with pytest.raises(ConversationNotFoundError):
+        await store.get_thread(thread.id, "bob")
+
+
+async def test_start_thread_with_a_bad_turn_leaves_no_thread(store: ConversationStore) -> None:
+    with pytest.raises(ValidationError_):
+        await store.start_thread("alice", [{"role": "nobody", "content": "x"}], request_id="r1")
+    assert await store.list_threads("alice") == []
+    with pytest.raises(ValidationError_):
+        await store.start_thread("", TURN, request_id="r1")
+
+
 async def test_replayed_request_never_appends_twice(store: ConversationStore) -> None:
     thread = await store.create_thread("alice")
     first = await store.append(thread.id, "alice", TURN, request_id="r1")
