@@ -5,7 +5,7 @@ about that; 64 at once through one daemon should too, if nothing serializes
 them (for GLM, the SDK is synchronous and runs on a bounded thread pool, so this
 checks that the pool is as wide as the GLM concurrency limit). Reported per
 provider: one call's latency, the wall time of 64 concurrent calls, and the
-ratio (target: at most 1.3), each the median of three rounds after a warm-up
+ratio (target: at most 1.3), each the median of five rounds after a warm-up
 burst that opens the daemon's provider connections.
 
 Run: ``python -m scripts.bench.chat_concurrency``.
@@ -43,7 +43,7 @@ async def _burst(client: ExaiClient, model: str, concurrency: int, tag: str) -> 
 
 
 async def _one_provider(
-    url: str, model: str, concurrency: int, rounds: int = 3
+    url: str, model: str, concurrency: int, rounds: int = 5
 ) -> dict[str, float]:
     async with ExaiClient(url, client_name="bench") as client:
         # A long-running daemon has its provider connections open already; the
