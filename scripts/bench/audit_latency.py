@@ -3,9 +3,9 @@ shipping to a healthy Supabase, and with Supabase hanging on every request.
 
 The provider emulator answers at low latency so that any cost the audit trail
 adds would show. Each configuration runs its own daemon subprocess; the
-PostgREST test fixture stands in for Supabase. Both fixtures run in a process
-of their own (:mod:`scripts.bench.fixtures`), so that receiving audit batches
-is not counted against the daemon by sharing the measuring client's process.
+PostgREST test fixture stands in for Supabase. Each fixture runs in a process
+of its own (:mod:`scripts.bench.fixtures`), so that receiving audit batches is
+not counted against the daemon by sharing the measuring client's process.
 The three configurations take turns for two rounds and each one's samples are
 pooled (1,000 calls each), so a burst of load from elsewhere on the machine
 lands on all of them. Target: p50 and p99 of the two audited runs within 5% of
@@ -48,8 +48,11 @@ async def run(
     calls: int = 500, rounds: int = 2, provider_latency_ms: float = 5.0
 ) -> dict[str, Any]:
     samples: dict[str, list[float]] = {"off": [], "healthy": [], "hanging": []}
-    async with FixtureProcess(provider_latency_ms) as fixtures:
-        common = {"KIMI_API_KEY": "sk-bench", "KIMI_BASE_URL": fixtures.urls["kimi"],
+    async with (
+        FixtureProcess("provider", provider_latency_ms) as provider,
+        FixtureProcess("supabase") as fixtures,
+    ):
+        common = {"KIMI_API_KEY": "sk-bench", "KIMI_BASE_URL": provider.urls["kimi"],
                   "EXAI_DEFAULT_MODEL": "kimi-k2-0905-preview"}  # fmt: skip
         audited = {**common, "EXAI_AUDIT_ENABLED": "true", "EXAI_AUDIT_SINK": "supabase",
                    "SUPABASE_URL": fixtures.urls["supabase"],

@@ -1,14 +1,16 @@
-"""The provider emulator and the PostgREST fixture in a process of their own.
+"""The provider emulator and the PostgREST fixture, each in a process of its own.
 
 A benchmark that measures latency from its own process must not host the
 servers it talks to: their request handling would share the measuring
 process's interpreter lock and show up as the daemon's cost. This module runs
-both test fixtures in a child process and steers the PostgREST fixture over
-the child's stdin (``healthy``, ``hang``, ``rows TABLE``, ``quit``), one JSON
-line answered per command.
+a test fixture in a child process, steered over the child's stdin (``healthy``,
+``hang``, ``rows TABLE``, ``quit``), one JSON line answered per command.
+
+The fixtures are separate processes, and the provider emulator apart from the
+PostgREST fixture, so that each can be steered and stopped on its own.
 
 Used by ``scripts/bench/audit_latency.py``; run alone with
-``python -m scripts.bench.fixtures PROVIDER_LATENCY_MS``.
+``python -m scripts.bench.fixtures provider|supabase [PROVIDER_LATENCY_MS]``.
 """
 
 from __future__ import annotations
@@ -28,14 +30,15 @@ __all__ = ["FixtureProcess"]
 class FixtureProcess:
     """The child process, from the benchmark's side."""
 
-    def __init__(self, provider_latency_ms: float) -> None:
+    def __init__(self, role: str, provider_latency_ms: float = 0.0) -> None:
+        self._role = role
         self._latency = provider_latency_ms
         self._proc: asyncio.subprocess.Process | None = None
         self.urls: dict[str, str] = {}
 
     async def __aenter__(self) -> FixtureProcess:
         self._proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "scripts.bench.fixtures", str(self._latency),
+            sys.executable, "-m", "scripts.bench.fixtures", self._role, str(self._latency),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         )  # fmt: skip
         self.urls = await self._answer()
@@ -61,13 +64,20 @@ class FixtureProcess:
         return json.loads(line)
 
 
-def _serve(provider_latency_ms: float) -> None:
-    provider = EmulatorServer(latency_ms=provider_latency_ms).start()
+def _serve(role: str, provider_latency_ms: float) -> None:
+    if role == "provider":
+        provider = EmulatorServer(latency_ms=provider_latency_ms).start()
+        print(json.dumps({"kimi": provider.base_url_kimi}), flush=True)
+        try:
+            sys.stdin.readline()  # "quit", or the end of the parent
+        finally:
+            provider.stop()
+        return
     supabase = PostgrestEmulator(
         {"audit_events": Table(columns=(*COLUMNS, "data"), key=("event_id",))}
     ).start()
     try:
-        print(json.dumps({"kimi": provider.base_url_kimi, "supabase": supabase.url}), flush=True)
+        print(json.dumps({"supabase": supabase.url}), flush=True)
         for line in sys.stdin:
             command, _, arg = line.strip().partition(" ")
             if command == "quit":
@@ -85,8 +95,7 @@ def _serve(provider_latency_ms: float) -> None:
             print(json.dumps(answer), flush=True)
     finally:
         supabase.stop()
-        provider.stop()
 
 
 if __name__ == "__main__":
-    _serve(float(sys.argv[1]))
+    _serve(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 0.0)
