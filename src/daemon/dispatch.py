@@ -88,9 +88,7 @@ class Dispatcher:
         if running is not None:  # a retry of a call still running: attach to it
             session.post(CallToolAck(request_id=rid, timeout_s=running.timeout_s))
             return
-        replayed = (
-            session.replay(rid, self.settings.replay_window_s) if rid in session.finished else None
-        )
+        replayed = session.replay(rid, self.settings.replay_window_s)
         if replayed is not None:
             meta = replayed.metadata.model_copy(update={"replayed": True})
             session.post(replayed.model_copy(update={"metadata": meta}))
@@ -262,9 +260,7 @@ class Dispatcher:
         session.last_seen = now
         if call.ran:
             session.remember(rid, data, now, self.settings.replay_max_entries)
-        send = session.send  # session.deliver, inlined on the hottest path
-        if send is not None:
-            await send(data)
+        await session.deliver(data)
 
     async def _queue_for(self, limiter: CapacityLimiter) -> None:
         """Wait in ``limiter``'s bounded queue, recording how long it took."""
@@ -414,9 +410,9 @@ def _digest(arguments: dict[str, Any]) -> dict[str, Any]:
 
 def _ok_result(rid: str, tool: str, result: ToolResult, latency_ms: float) -> bytes:
     # The daemon's own values win over a tool's.
-    text = result.text
-    texts = [text] if isinstance(text, str) else list(text)
-    return encode_result(rid, texts, result.metadata, tool=tool, latency_ms=round(latency_ms, 3))
+    return encode_result(
+        rid, result.texts, result.metadata, tool=tool, latency_ms=round(latency_ms, 3)
+    )
 
 
 def _error_result(rid: str, tool: str, exc: ExaiError, latency_ms: float) -> CallToolResult:

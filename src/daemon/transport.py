@@ -76,16 +76,6 @@ class ExaiConnection(ServerConnection):
             self.transport.resume_reading()
 
     def process_event(self, event: Any) -> None:
-        handler = self._handler
-        if handler is not None and isinstance(event, Frame) and event.opcode is Opcode.TEXT:
-            if event.fin:  # the usual message: one text frame, handled right here
-                try:
-                    text = str(event.data, "utf-8")
-                except UnicodeDecodeError:
-                    pass  # _assemble closes the connection with the right code
-                else:
-                    handler(text)
-                    return
         if not isinstance(event, Frame) or event.opcode not in _DATA:
             super().process_event(event)  # the opening handshake, pings, pongs, close
             return
