@@ -9,13 +9,14 @@ then run through ``npx``, with that Node first on ``PATH``.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import platform
 import re
 import shutil
 import subprocess
 from pathlib import Path
+
+from tests.npm_cache import npm_install
 
 __all__ = ["INSPECTOR", "NODE", "inspector_env", "install_inspector", "npx_path"]
 
@@ -37,11 +38,6 @@ def _system_node_ok() -> bool:
     return match is not None and (int(match[1]), int(match[2])) >= _MIN_NODE
 
 
-def _cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "exai-tests"
-
-
 def install_inspector() -> Path:
     """Return the npm prefix holding the Inspector (and a Node if needed), installing once."""
     needs_node = not _system_node_ok()
@@ -49,21 +45,7 @@ def install_inspector() -> Path:
         raise RuntimeError(
             f"the Inspector needs Node >= 22.19; install it for {platform.machine()}"
         )
-    packages = [INSPECTOR, *([NODE] if needs_node else [])]
-    prefix = _cache_root() / re.sub(r"[^A-Za-z0-9.]+", "-", "-".join(packages))
-    prefix.mkdir(parents=True, exist_ok=True)
-    done = prefix / ".installed"
-    with open(prefix / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            npm = shutil.which("npm") or "npm"
-            subprocess.run(
-                [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-                 "--loglevel=error", *packages],
-                check=True, capture_output=True, timeout=600,
-            )  # fmt: skip
-            done.write_text("\n".join(packages))
-    return prefix
+    return npm_install([INSPECTOR, *([NODE] if needs_node else [])])
 
 
 def inspector_env(prefix: Path) -> dict[str, str]:

@@ -1,0 +1,57 @@
+"""Fixtures for the real-client tests: the provider emulator, a daemon in a
+subprocess pointed at it, and the pinned IDE clients from npm."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from exai.emulators.provider import EmulatorServer
+from tests.clients.claude_code import ClaudeCode
+from tests.clients.install import claude_binary
+from tests.shim.helpers import DaemonProcess
+
+# The token the docs' snippets carry; the daemon accepts it so the snippets run as written.
+DOC_TOKEN = "paste-your-token"
+
+
+def daemon_env(emulator: EmulatorServer) -> dict[str, str]:
+    return {
+        "EXAI_WS_TOKEN": DOC_TOKEN,
+        "EXAI_KIMI_API_KEY": "sk-test-kimi",
+        "EXAI_KIMI_BASE_URL": emulator.base_url_kimi,
+        "EXAI_GLM_API_KEY": "test-glm-key",
+        "EXAI_GLM_BASE_URL": emulator.base_url_glm,
+        "EXAI_PROVIDER_MAX_RETRIES": "0",
+        "EXAI_PROGRESS_INTERVAL_S": "5",
+    }
+
+
+@pytest.fixture(scope="module")
+def client_daemon(
+    tmp_path_factory: pytest.TempPathFactory, provider_emulator: EmulatorServer
+) -> Iterator[DaemonProcess]:
+    """One daemon for a module's client runs; its data outlives each run, as a user's does."""
+    workdir = tmp_path_factory.mktemp("client-daemon")
+    daemon = DaemonProcess(workdir, **daemon_env(provider_emulator)).start()
+    yield daemon
+    daemon.stop()
+
+
+@pytest.fixture(scope="module")
+def claude_code(
+    tmp_path_factory: pytest.TempPathFactory, client_daemon: DaemonProcess
+) -> Iterator[ClaudeCode]:
+    home = tmp_path_factory.mktemp("claude-home")
+    client = ClaudeCode(claude_binary(), home=home, daemon=client_daemon).start()
+    yield client
+    client.stop()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    return path
