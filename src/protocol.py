@@ -131,6 +131,9 @@ class CallToolFrame(_Frame):
     arguments: dict[str, Any] = Field(default_factory=dict)
     timeout_s: float | None = Field(default=None, gt=0)
     stream: bool = False
+    # The calling IDE's workspace roots (absolute paths), as MCP clients declare
+    # them; the daemon decides how far they count (see exai.files.policy.effective_roots).
+    roots: list[Annotated[str, Field(max_length=4096)]] | None = Field(default=None, max_length=64)
 
 
 class CancelFrame(_Frame):

@@ -146,9 +146,8 @@ class Dispatcher:
             raise OverCapacityError("the daemon is shutting down", retry_after_s=1.0)
         tool = self.registry.get(frame.name)
         if tool is None:
-            raise ToolNotFoundError(
-                f"unknown tool {frame.name!r}; call list_tools for the available ones"
-            )
+            listed = ", ".join(self.registry.names())
+            raise ToolNotFoundError(f"unknown tool {frame.name[:128]!r}; the tools are: {listed}")
         if not session.principal.may_call(tool.name):
             raise ForbiddenError(f"principal {session.principal.name!r} may not call {tool.name!r}")
         try:
@@ -203,7 +202,7 @@ class Dispatcher:
                     await self._queue_for(global_limiter)
                 try:
                     call.ran = True
-                    context = self._context(session, call, tool.name, frame.stream, clog)
+                    context = self._context(session, call, tool.name, frame, clog)
                     coro = tool.run(arguments, context)
                     try:
                         pending = coro.send(None)  # the tool's first step, here and now
@@ -269,7 +268,7 @@ class Dispatcher:
         self.metrics.queue_wait.observe(time.monotonic() - waited)
 
     def _context(
-        self, session: Session, call: Call, tool: str, stream: bool, clog: Any
+        self, session: Session, call: Call, tool: str, frame: CallToolFrame, clog: Any
     ) -> ToolContext:
         rid = call.request_id
         seq = 0
@@ -296,9 +295,10 @@ class Dispatcher:
             deadline=call.deadline,
             services=self.services,
             log=clog,
-            stream_requested=stream,
+            stream_requested=frame.stream,
             progress_cb=progress,
             stream_cb=chunk,
+            client_roots=frame.roots or (),
         )
 
     def _expire(self, call: Call) -> None:

@@ -15,8 +15,10 @@ unreachable daemon) comes back as a ``CallToolResult`` with ``is_error`` set.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import pydantic
 from mcp import types
@@ -42,6 +44,8 @@ __all__ = ["Shim"]
 log = get_logger("exai.shim")
 
 _HINT = "start it with `exai serve`, or set EXAI_SHIM_AUTOSTART=true"
+_ROOTS_INPUT = "exai/roots"
+_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 
 
 class Shim:
@@ -56,6 +60,7 @@ class Shim:
         self._fingerprint: tuple[Any, ...] | None = None
         self._peer: ServerSession | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        self._roots: list[str] | None = None
         client.on_reconnect = self._on_reconnect
 
     def build_server(self) -> Server[Any]:
@@ -65,6 +70,7 @@ class Shim:
             instructions="Tools of the exai daemon (Kimi and GLM models).",
             on_list_tools=self._on_list_tools,
             on_call_tool=self._on_call_tool,
+            on_roots_list_changed=self._on_roots_changed,
         )
         # The only default middleware is OpenTelemetry's, a span per message that goes
         # nowhere unless an exporter is installed; the shim's budget is under a millisecond.
@@ -93,7 +99,10 @@ class Shim:
 
     async def _on_call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        roots = await self._client_roots(ctx, params)
+        if isinstance(roots, types.InputRequiredResult):
+            return roots
         progress = _progress_token(ctx.params) is not None
         try:
             await self.client.wait_connected(self.connect_wait_s)
@@ -109,6 +118,7 @@ class Shim:
                 stream=progress,
                 on_progress=relay,
                 on_chunk=relay,
+                roots=roots or None,
             )
         except asyncio.CancelledError:
             # notifications/cancelled (or the client went away): stop the daemon's task too.
@@ -123,6 +133,52 @@ class Shim:
         except ClientError as exc:
             return error_to_mcp(_client_error(self.client, exc))
         return result_to_mcp(res)
+
+    # --- roots ----------------------------------------------------------------
+
+    async def _client_roots(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> list[str] | types.InputRequiredResult:
+        """The client's workspace roots as absolute paths, asked for once per shim.
+
+        A handshake-era client answers ``roots/list`` on the spot. A 2026-07-28
+        client (Claude Code) has no server-to-client requests: the first call
+        returns ``input_required`` for its roots, and the client retries that
+        call with them. A client without the capability has no roots to give.
+        """
+        if self._roots is not None:
+            return self._roots
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            if "roots" not in _client_capabilities(ctx.params):
+                return []
+            answer = (params.input_responses or {}).get(_ROOTS_INPUT)
+            if answer is None:
+                return types.InputRequiredResult(
+                    input_requests={_ROOTS_INPUT: types.ListRootsRequest()}
+                )
+            listed = getattr(answer, "roots", None)
+            if listed is None:  # the client declined: call on without its roots
+                return []
+            self._roots = root_paths(listed)
+        else:
+            capabilities = ctx.session.client_capabilities
+            if capabilities is None or capabilities.roots is None:
+                return []
+            try:
+                async with asyncio.timeout(self.connect_wait_s):
+                    result = await ctx.session.list_roots()
+            except Exception as exc:  # a client that cannot answer is a client without roots
+                log.warning("the MCP client did not list its roots", error=repr(exc))
+                self._roots = []
+                return []
+            self._roots = root_paths(result.roots)
+        log.info("the MCP client's roots", roots=self._roots)
+        return self._roots
+
+    async def _on_roots_changed(
+        self, ctx: ServerRequestContext[Any], params: types.NotificationParams | None
+    ) -> None:
+        self._roots = None
 
     # --- tools/list_changed ---------------------------------------------------
 
@@ -192,6 +248,24 @@ class _ProgressRelay:
             await self.session.report_progress(value, None, message)
         except Exception as exc:  # runs on the client's reader: never let it die
             log.debug("progress not delivered", error=repr(exc))
+
+
+def root_paths(roots: list[types.Root]) -> list[str]:
+    """The local directories among MCP roots (``file://`` URIs), as absolute paths."""
+    paths: list[str] = []
+    for root in roots:
+        parsed = urlparse(str(root.uri))
+        if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
+            path = unquote(parsed.path)
+            if os.path.isabs(path) and path not in paths:
+                paths.append(path)
+    return paths
+
+
+def _client_capabilities(params: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    meta = (params or {}).get("_meta")
+    caps = meta.get(_CAPABILITIES) if isinstance(meta, Mapping) else None
+    return caps if isinstance(caps, Mapping) else {}
 
 
 def _progress_token(params: Mapping[str, Any] | None) -> Any:

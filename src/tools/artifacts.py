@@ -235,7 +235,10 @@ class ArtifactInput(ToolInput):
 
 class ArtifactTool(Tool):
     name = ARTIFACT_TOOL
-    description = "Read a large result that was stored as an artifact, one page at a time."
+    description = (
+        "Read a large exai result page by page: a result too large for one response says "
+        "its artifact_id and continuation_id."
+    )
     Input = ArtifactInput
     profile = "lean"
     always_on = True

@@ -9,13 +9,14 @@ and anything that must outlive the call goes to the conversation store.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from exai.errors import OverCapacityError
+from exai.files.roots import effective_roots, is_loopback
 
 if TYPE_CHECKING:
     from exai.auth import Principal
@@ -68,6 +69,18 @@ class ToolContext:
     progress_cb: Callable[[str, float | None, float | None], Awaitable[None]] | None = None
     stream_cb: Callable[[str], Awaitable[None]] | None = None
     provider_calls: int = 0  # model calls made so far by this call
+    client_roots: Sequence[str] = ()  # the calling IDE's workspace roots, if it declared any
+
+    @property
+    def roots(self) -> list[str]:
+        """The directories this call may read files from (see :mod:`exai.files.roots`)."""
+        settings = self.settings
+        return effective_roots(
+            settings.allowed_roots,
+            self.client_roots,
+            ceiling="allowed_roots" in settings.model_fields_set,
+            loopback=is_loopback(settings.ws_host),
+        )
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())

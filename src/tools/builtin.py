@@ -54,7 +54,10 @@ class StatusTool(Tool):
 
 class ListModelsTool(Tool):
     name = "listmodels"
-    description = "Models exai knows, their provider, and whether that provider is configured."
+    description = (
+        "List the Kimi and GLM models exai can call, their aliases, and whether each "
+        "provider is configured."
+    )
     Input = _NoInput
     profile = "lean"
     always_on = True

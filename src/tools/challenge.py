@@ -30,7 +30,10 @@ class ChallengeInput(ToolInput):
 
 class ChallengeTool(Tool):
     name = "challenge"
-    description = "Re-examine a statement critically instead of agreeing by reflex. No model call."
+    description = (
+        "Re-examine a statement critically instead of agreeing by reflex, e.g. when the "
+        "user pushes back on an answer. No model call."
+    )
     Input = ChallengeInput
     profile = "lean"
 

@@ -14,6 +14,10 @@ from exai.tools.turn import ThinkingMode, TurnRequest, run_turn
 __all__ = ["TOOLS", "ChatInput", "ChatTool"]
 
 UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+CONTINUE_CONVERSATION = (
+    "Continue an earlier exai conversation: the continuation_id a previous result returned. "
+    "exai keeps the history, so send only the new message. Omit to start a new one."
+)
 
 SYSTEM_PROMPT = (
     "You are a senior engineer helping another engineer inside their IDE. Answer precisely "
@@ -26,7 +30,7 @@ class ChatInput(ToolInput):
     prompt: str = Field(min_length=1, description="Your message.")
     model: str = Field(default="auto", description='Model name or alias, or "auto".')
     continuation_id: str | None = Field(
-        default=None, pattern=UUID_PATTERN, description="Continue this conversation."
+        default=None, pattern=UUID_PATTERN, description=CONTINUE_CONVERSATION
     )
     files: list[str] = Field(default_factory=list, description="Absolute file or folder paths.")
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -38,7 +42,11 @@ class ChatInput(ToolInput):
 
 class ChatTool(Tool):
     name = "chat"
-    description = "Ask Kimi or GLM; pass continuation_id to continue a conversation."
+    description = (
+        "Ask Kimi (Moonshot) or GLM (Z.ai) for a second opinion, an explanation or ideas, "
+        "optionally about files. exai keeps the conversation: pass a result's "
+        "continuation_id to continue it."
+    )
     Input = ChatInput
     profile = "lean"
 

@@ -33,7 +33,7 @@ from exai.errors import (
 from exai.files import acheck_paths
 from exai.providers.base import Usage
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
-from exai.tools.chat import UUID_PATTERN
+from exai.tools.chat import CONTINUE_CONVERSATION, UUID_PATTERN
 from exai.tools.turn import TurnRequest, run_turn
 
 __all__ = ["TOOLS", "ConsensusInput", "ConsensusTool", "Opinion", "StanceModel", "stance_prompt"]
@@ -79,7 +79,7 @@ class ConsensusInput(ToolInput):
     models: list[StanceModel] = Field(min_length=2, description="Each (model, stance) once.")
     files: list[str] = Field(default_factory=list, description="Absolute file or folder paths.")
     continuation_id: Annotated[str, Field(pattern=UUID_PATTERN)] | SkipJsonSchema[None] = Field(
-        default=None, description="Continue this conversation."
+        default=None, description=CONTINUE_CONVERSATION
     )
     synthesis_model: str | SkipJsonSchema[None] = Field(
         default=None, description="Default: the first model that answered."
@@ -120,8 +120,8 @@ def stance_prompt(asked: StanceModel) -> str:
 class ConsensusTool(Tool):
     name = "consensus"
     description = (
-        "Ask several models in parallel, each for/against/neutral on a proposal, "
-        "then synthesize their answers."
+        "Weigh a decision: ask several Kimi and GLM models the same question in parallel, "
+        "each for, against or neutral, and get a synthesis of their answers."
     )
     Input = ConsensusInput
     profile = "standard"
@@ -189,7 +189,7 @@ async def _check(arguments: ConsensusInput, context: ToolContext) -> None:
             )
         seen.add(key)
     if arguments.files:
-        await acheck_paths(arguments.files, context.settings.allowed_roots)
+        await acheck_paths(arguments.files, context.roots)
     if arguments.continuation_id is not None:
         await context.services.store.get_thread(arguments.continuation_id, context.principal.name)
 

@@ -61,9 +61,8 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
     store, providers = services.store, services.providers
     if providers is None or store is None:
         raise InternalError("the daemon was started without providers or a conversation store")
-    settings = context.settings
     owner = context.principal.name
-    roots = settings.allowed_roots
+    roots = context.roots
     if turn.files:
         await acheck_paths(list(turn.files), roots)
     thread_id = turn.continuation_id

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.clients.anthropic_api import MARKER, AnthropicStandIn
-from tests.clients.scripted import Observation, Script
+from tests.clients.scripted import Observation, Script, write_transcript
 from tests.shim.helpers import DaemonProcess
 from tests.shim.test_docs import snippets
 
@@ -83,5 +83,6 @@ class ClaudeCode:
             capture_output=True, text=True, timeout=timeout_s,
         )  # fmt: skip
         result: dict[str, Any] = json.loads(proc.stdout) if proc.stdout.strip() else {}
+        write_transcript("claude-code", script.observations)
         assert proc.returncode == 0 and not result.get("is_error"), (proc.stdout, proc.stderr)
         return list(script.observations)

@@ -13,13 +13,15 @@ the tests assert on: exactly the text a real model would have read.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-__all__ = ["Call", "Observation", "Script", "continuation_id_in"]
+__all__ = ["Call", "Observation", "Script", "continuation_id_in", "write_transcript"]
 
 _CONTINUATION = re.compile(r'continuation_id\\?"?\s*[:=]\s*\\?"?([A-Za-z0-9_-]{6,})')
 
@@ -81,3 +83,17 @@ class Script:
     @staticmethod
     def arguments_json(arguments: dict[str, Any]) -> str:
         return json.dumps(arguments, ensure_ascii=False)
+
+
+TRANSCRIPTS = Path(__file__).parents[2] / "build" / "real-clients"
+
+
+def write_transcript(client: str, observations: list[Observation]) -> None:
+    """Append what ``client``'s model saw to build/real-clients/<client>.md, for people to read."""
+    TRANSCRIPTS.mkdir(parents=True, exist_ok=True)
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+    with open(TRANSCRIPTS / f"{client}.md", "a") as out:
+        out.write(f"## {test}\n\n")
+        for o in observations:
+            flag = " (is_error)" if o.is_error else ""
+            out.write(f"{o.tool}{flag}:\n\n```\n{o.text}\n```\n\n")

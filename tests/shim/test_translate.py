@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
+import jsonschema
+from mcp import types
+
 from exai.protocol import (
     CallToolResult,
     ErrorCode,
@@ -12,7 +17,13 @@ from exai.protocol import (
     TextOutput,
     ToolInfo,
 )
-from exai.shim.translate import ProgressCounter, result_to_mcp, tool_to_mcp, tools_fingerprint
+from exai.shim.translate import (
+    RESULT_SCHEMA,
+    ProgressCounter,
+    result_to_mcp,
+    tool_to_mcp,
+    tools_fingerprint,
+)
 
 
 def test_tool_keeps_name_description_and_schema():
@@ -21,14 +32,58 @@ def test_tool_keeps_name_description_and_schema():
     assert (tool.name, tool.description, tool.input_schema) == ("t", "d", schema)
 
 
-def test_success_maps_outputs_to_text_and_metadata_to_structured_content():
-    res = CallToolResult(request_id="r", outputs=[TextOutput(text="a"), TextOutput(text="b")],
-                         metadata=ResultMetadata(tool="chat", model="kimi", latency_ms=3.5,
-                                                 continuation_id="c1"))  # fmt: skip
-    out = result_to_mcp(res)
-    assert not out.is_error and [c.text for c in out.content] == ["a", "b"]
-    assert out.structured_content == {"tool": "chat", "model": "kimi", "latency_ms": 3.5,
-                                      "continuation_id": "c1", "replayed": False}  # fmt: skip
+def _result(*texts: str, **metadata: object) -> CallToolResult:
+    return CallToolResult(request_id="r", outputs=[TextOutput(text=t) for t in texts],
+                          metadata=ResultMetadata(**{"tool": "chat", **metadata}))  # fmt: skip
+
+
+def _what_models_read(out: types.CallToolResult) -> tuple[str, str]:
+    """(content text, structuredContent as JSON): the two things a client may show."""
+    return "\n".join(c.text for c in out.content), json.dumps(out.structured_content)
+
+
+def test_success_carries_the_answer_and_continuation_in_content_and_structured_content():
+    out = result_to_mcp(_result("a", "b", model="kimi", latency_ms=3.5, continuation_id="c1"))
+    assert not out.is_error
+    for text in _what_models_read(out):
+        assert "b" in text and "c1" in text and "continuation_id" in text
+        assert "To continue this conversation" in text
+    assert out.content[0].text == "a" and out.content[1].text.startswith("b\n\n---\n")
+    structured = out.structured_content
+    assert list(structured)[:2] == ["text", "continuation_id"]
+    assert structured["text"] == "a\n\nb" and structured["model"] == "kimi"
+    jsonschema.validate(structured, RESULT_SCHEMA)
+
+
+def test_every_note_a_model_needs_reaches_both_faces():
+    out = result_to_mcp(_result(
+        "answer", model="glm-4.6", continuation_id="c2", turns_dropped=3, fallback_from="kimi",
+        files_skipped=[{"path": "/p/a.bin", "reason": "binary file"}],
+        untrusted=True, source="search",
+    ))  # fmt: skip
+    content, structured = _what_models_read(out)
+    for needle in ("3 earlier turn(s)", "instead of kimi", "/p/a.bin (binary file)",
+                   "untrusted", "'search'"):  # fmt: skip
+        assert needle in content, needle
+    assert '"turns_dropped": 3' in structured and "binary file" in structured
+    assert '"untrusted": true' in structured
+
+
+def test_a_workflow_result_says_to_call_the_same_tool_again():
+    out = result_to_mcp(_result("{}", tool="codereview", continuation_id="c3",
+                                workflow={"status": "in_progress"}))  # fmt: skip
+    for text in _what_models_read(out):
+        assert 'call codereview again with \\"continuation_id\\": \\"c3\\"' in text or (
+            'call codereview again with "continuation_id": "c3"' in text
+        )
+
+
+def test_a_result_without_a_thread_has_no_continuation_notes():
+    out = result_to_mcp(_result("pong", tool="echo"))
+    assert [c.text for c in out.content] == ["pong"]
+    assert out.structured_content == {"text": "pong", "tool": "echo", "latency_ms": 0.0,
+                                      "replayed": False}  # fmt: skip
+    jsonschema.validate(out.structured_content, RESULT_SCHEMA)
 
 
 def test_error_is_a_result_with_is_error_code_and_message():
@@ -38,8 +93,25 @@ def test_error_is_a_result_with_is_error_code_and_message():
                                        metadata=ResultMetadata(tool="chat")))  # fmt: skip
     assert out.is_error
     assert out.content[0].text == "RATE_LIMITED: slow down (retryable after 2s)"
+    assert out.structured_content["text"] == out.content[0].text
     assert out.structured_content["error"] == {"code": "RATE_LIMITED", "message": "slow down",
                                                "retryable": True, "retry_after_s": 2.0}  # fmt: skip
+    jsonschema.validate(out.structured_content, RESULT_SCHEMA)
+
+
+def test_an_error_inside_a_thread_says_the_thread_is_kept():
+    err = ErrorInfo(code=ErrorCode.PROVIDER_ERROR, message="upstream 503", retryable=True)
+    out = result_to_mcp(CallToolResult(request_id="r", error=err,
+                                       metadata=ResultMetadata(tool="chat",
+                                                               continuation_id="c4")))  # fmt: skip
+    for text in _what_models_read(out):
+        assert "PROVIDER_ERROR" in text and "c4" in text
+
+
+def test_every_tool_declares_the_result_envelope_as_its_output_schema():
+    tool = tool_to_mcp(ToolInfo(name="t", description="d", inputSchema={"type": "object"}))
+    assert tool.output_schema == RESULT_SCHEMA
+    assert RESULT_SCHEMA["required"] == ["text", "tool"]
 
 
 def test_progress_strictly_increases_and_keeps_the_tools_fraction():

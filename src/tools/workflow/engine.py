@@ -95,7 +95,7 @@ class WorkflowTool(Tool):
             raise InternalError("the daemon was started without a conversation store")
         owner = context.principal.name
         if arguments.paths():
-            await acheck_paths(arguments.paths(), context.settings.allowed_roots)
+            await acheck_paths(arguments.paths(), context.roots)
         evidence = await self.evidence(arguments, context)
 
         async with thread_lock(arguments.continuation_id):
@@ -139,7 +139,7 @@ class WorkflowTool(Tool):
             return Completion(
                 skipped_because="confidence is certain: the agent's own conclusion stands"
             )
-        roots = context.settings.allowed_roots
+        roots = context.roots
         files, unreadable = await asyncio.to_thread(
             _still_allowed, state.relevant_files or state.files_checked, roots
         )

@@ -25,8 +25,8 @@ class TestGenTool(WorkflowTool):
 
     name = "testgen"
     description = (
-        "Step-by-step test planning for the code you name; the final step gets an expert "
-        "model's test suite."
+        "Plan tests for the code you name step by step; the final step gets a test suite "
+        "written by a Kimi or GLM expert."
     )
     Input = TestGenInput
     profile = "full"
@@ -61,8 +61,8 @@ class DocGenInput(WorkflowInput):
 class DocGenTool(WorkflowTool):
     name = "docgen"
     description = (
-        "Step-by-step documentation of the code you name (purpose, parameters, errors, "
-        "complexity); the final step gets an expert model's draft."
+        "Document the code you name step by step (purpose, parameters, errors, complexity); "
+        "the final step gets a draft written by a Kimi or GLM expert."
     )
     Input = DocGenInput
     profile = "full"

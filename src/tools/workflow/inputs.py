@@ -70,7 +70,9 @@ class WorkflowInput(ToolInput):
     hypothesis: str | SkipJsonSchema[None] = None
     use_assistant_model: bool = Field(default=True, description="Expert model on final step.")
     continuation_id: str | SkipJsonSchema[None] = Field(
-        default=None, description="From step 1's result; required after step 1."
+        default=None,
+        description="The continuation_id step 1's result returned; required from step 2 on, "
+        "so the steps form one workflow.",
     )
     model: str = Field(default="auto", description="Expert model, or auto.")
 

@@ -35,8 +35,8 @@ class ThinkDeepInput(WorkflowInput):
 class ThinkDeepTool(WorkflowTool):
     name = "thinkdeep"
     description = (
-        "Structured deep thinking over several steps; the final step gets an expert "
-        "model's second opinion."
+        "Think a hard problem through over several steps, then get a second opinion from "
+        "Kimi or GLM on the final step: for design questions, trade-offs, tricky reasoning."
     )
     Input = ThinkDeepInput
     expert_role = _PARTNER
@@ -98,8 +98,8 @@ _ANALYSIS_AREAS: dict[str, tuple[str, ...]] = {
 class AnalyzeTool(WorkflowTool):
     name = "analyze"
     description = (
-        "Step-by-step code analysis (architecture, performance, security, quality); the "
-        "final step gets an expert model's assessment."
+        "Analyze code step by step (architecture, performance, security, quality); the "
+        "final step gets a Kimi or GLM expert's assessment of the files you name."
     )
     Input = AnalyzeInput
     expert_role = _PARTNER
@@ -129,8 +129,8 @@ class DebugInput(WorkflowInput):
 class DebugTool(WorkflowTool):
     name = "debug"
     description = (
-        "Step-by-step root-cause debugging with a hypothesis per step; the final step gets "
-        "an expert model's diagnosis."
+        "Find a bug's root cause step by step, a hypothesis per step; the final step gets a "
+        "Kimi or GLM expert's diagnosis. For errors, failing tests, crashes."
     )
     Input = DebugInput
     expert_role = (
@@ -189,8 +189,8 @@ _TRACE_AREAS: dict[str, tuple[str, ...]] = {
 class TracerTool(WorkflowTool):
     name = "tracer"
     description = (
-        "Step-by-step tracing of a function's call flow or a component's dependencies; the "
-        "final step gets an expert model's check."
+        "Trace a function's call flow or a component's dependencies step by step; the final "
+        "step gets a Kimi or GLM expert's check."
     )
     Input = TracerInput
     profile = "full"

@@ -49,8 +49,8 @@ class PlannerInput(WorkflowInput):
 class PlannerTool(WorkflowTool):
     name = "planner"
     description = (
-        "Build a plan step by step, with revisions and branches; the final step gets an "
-        "expert model's critique."
+        "Plan a task step by step, with revisions and branches; the final step gets a Kimi "
+        "or GLM expert's critique of the plan."
     )
     Input = PlannerInput
     expert_role = (

@@ -55,8 +55,9 @@ class PrecommitInput(WorkflowInput):
 class PrecommitTool(WorkflowTool):
     name = "precommit"
     description = (
-        "Review pending git changes (staged, unstaged, or against compare_to) step by step; "
-        "exai reads the diff itself and the final step gets an expert model's verdict."
+        "Check pending git changes before a commit (staged, unstaged, or against "
+        "compare_to): exai reads the diff itself, and the final step gets a Kimi or GLM "
+        "expert's verdict."
     )
     Input = PrecommitInput
     expert_role = (
@@ -82,7 +83,7 @@ class PrecommitTool(WorkflowTool):
 
     async def evidence(self, arguments: WorkflowInput, context: ToolContext) -> Evidence:
         assert isinstance(arguments, PrecommitInput)
-        roots = context.settings.allowed_roots
+        roots = context.roots
         await acheck_paths([arguments.path], roots)
         repo = await find_repository(arguments.path, roots)
         commit = await repo.resolve_ref(arguments.compare_to) if arguments.compare_to else None

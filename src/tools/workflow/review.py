@@ -64,8 +64,9 @@ class CodeReviewInput(WorkflowInput):
 class CodeReviewTool(WorkflowTool):
     name = "codereview"
     description = (
-        "Step-by-step code review: you investigate, each step reports findings and issues; "
-        "the final step gets an expert model's review."
+        "Code review with Kimi or GLM as second reviewer: you investigate step by step and "
+        "report issues; the final step gets the expert model's review. For a diff, a module "
+        "or a pull request."
     )
     Input = CodeReviewInput
     expert_role = _EXPERT
@@ -134,8 +135,8 @@ class SecAuditInput(WorkflowInput):
 class SecAuditTool(WorkflowTool):
     name = "secaudit"
     description = (
-        "Step-by-step security audit (OWASP, compliance, infrastructure, dependencies); "
-        "the final step gets an expert model's assessment."
+        "Security audit step by step (OWASP, secrets, auth, dependencies, infrastructure); "
+        "the final step gets a Kimi or GLM expert's assessment."
     )
     Input = SecAuditInput
     profile = "full"
@@ -186,8 +187,8 @@ class RefactorInput(WorkflowInput):
 class RefactorTool(WorkflowTool):
     name = "refactor"
     description = (
-        "Step-by-step search for refactoring opportunities (smells, decomposition, "
-        "modernization, organization); the final step gets an expert model's plan."
+        "Find refactoring opportunities step by step (smells, decomposition, modernization, "
+        "organization); the final step gets a Kimi or GLM expert's plan."
     )
     Input = RefactorInput
     profile = "full"
