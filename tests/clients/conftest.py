@@ -10,7 +10,8 @@ import pytest
 
 from exai.emulators.provider import EmulatorServer
 from tests.clients.claude_code import ClaudeCode
-from tests.clients.install import claude_binary
+from tests.clients.codex import Codex
+from tests.clients.install import claude_binary, codex_binary
 from tests.shim.helpers import DaemonProcess
 
 # The token the docs' snippets carry; the daemon accepts it so the snippets run as written.
@@ -46,6 +47,16 @@ def claude_code(
 ) -> Iterator[ClaudeCode]:
     home = tmp_path_factory.mktemp("claude-home")
     client = ClaudeCode(claude_binary(), home=home, daemon=client_daemon).start()
+    yield client
+    client.stop()
+
+
+@pytest.fixture(scope="module")
+def codex(
+    tmp_path_factory: pytest.TempPathFactory, client_daemon: DaemonProcess
+) -> Iterator[Codex]:
+    home = tmp_path_factory.mktemp("codex-home")
+    client = Codex(codex_binary(), home=home, daemon=client_daemon).start()
     yield client
     client.stop()
 
