@@ -144,13 +144,14 @@ class Shim:
         A handshake-era client answers ``roots/list`` on the spot. A 2026-07-28
         client (Claude Code) has no server-to-client requests: the first call
         returns ``input_required`` for its roots, and the client retries that
-        call with them. A client without the capability has no roots to give.
+        call with them. A client without the capability (Codex 0.169.0) starts
+        the shim in the project it has open, so the working directory stands in.
         """
         if self._roots is not None:
             return self._roots
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             if "roots" not in _client_capabilities(ctx.params):
-                return []
+                return self._working_directory()
             answer = (params.input_responses or {}).get(_ROOTS_INPUT)
             if answer is None:
                 return types.InputRequiredResult(
@@ -163,7 +164,7 @@ class Shim:
         else:
             capabilities = ctx.session.client_capabilities
             if capabilities is None or capabilities.roots is None:
-                return []
+                return self._working_directory()
             try:
                 async with asyncio.timeout(self.connect_wait_s):
                     result = await ctx.session.list_roots()
@@ -173,6 +174,12 @@ class Shim:
                 return []
             self._roots = root_paths(result.roots)
         log.info("the MCP client's roots", roots=self._roots)
+        return self._roots
+
+    def _working_directory(self) -> list[str]:
+        """The shim's working directory as the client's root, unless it is ``/``."""
+        cwd = os.getcwd()
+        self._roots = [] if cwd == os.sep else [cwd]
         return self._roots
 
     async def _on_roots_changed(

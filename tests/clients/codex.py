@@ -5,17 +5,9 @@ nothing of the developer's configuration is read. Its ``config.toml`` names a
 model provider that speaks the Responses API to
 :class:`~tests.clients.responses_api.ResponsesStandIn`, then carries the
 ``[mcp_servers.exai]`` table of docs/ide.md word for word (``exai`` resolved on
-``PATH`` as a user's shell would). Three keys are added to that table with
-``-c``, each for a reason the docs snippet does not have:
-
-- ``env_vars``: Codex starts a stdio MCP server with a cleared environment
-  (``HOME``, ``PATH``, ``LANG`` and a few more, plus the table's ``env``), so
-  the shim sees the test daemon's port only when the table names it;
-- ``default_tools_approval_mode = "approve"``: ``codex exec`` runs with the
-  approval policy ``never``, under which an MCP tool that needs approval is
-  refused without being called;
-- ``required = true``: a shim that fails to start fails the run, rather than
-  leaving a model with no exai tools.
+``PATH`` as a user's shell would), including its ``env_vars``, approval mode
+and ``required``. A test that hands the shim more settings adds their names
+to ``env_vars`` with ``-c``.
 
 Codex also syncs a plugin catalogue from GitHub and exports metrics to
 OpenAI; both are turned off, and a proxy that refuses every connection stands
@@ -33,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.clients.responses_api import MARKER, ResponsesStandIn
-from tests.clients.scripted import Observation, Script
+from tests.clients.scripted import Observation, Script, write_transcript
 from tests.shim.helpers import DaemonProcess
 from tests.shim.test_docs import snippets
 
@@ -44,8 +36,6 @@ DEFERRED_MODEL = "gpt-5.5"
 # A model it does not know: it falls back to offering MCP tools as plain functions.
 DIRECT_MODEL = "exai-stand-in"
 _KEY = "EXAI_TEST_RESPONSES_KEY"
-# The shim reads these from its environment; Codex passes on only what the table names.
-_SHIM_ENV = ["EXAI_WS_PORT", "EXAI_LOG_LEVEL"]
 # Port 9 (discard) on loopback: nothing listens, so a proxied connection is refused.
 _NO_NETWORK = "http://127.0.0.1:9"
 
@@ -106,13 +96,14 @@ class Codex:
         }
 
     def argv(self, project: Path, *shim_env: str) -> list[str]:
-        forwarded = json.dumps([*_SHIM_ENV, *shim_env])
+        overrides: list[str] = []
+        if shim_env:
+            _, body = snippets()["codex"]
+            listed = tomllib.loads(body)["mcp_servers"]["exai"].get("env_vars", [])
+            overrides = ["-c", f"mcp_servers.exai.env_vars={json.dumps([*listed, *shim_env])}"]
         return [
             str(self.binary), "exec", "--json", "--strict-config", "--skip-git-repo-check",
-            "--ephemeral", "--model", self.model, "--cd", str(project),
-            "-c", f"mcp_servers.exai.env_vars={forwarded}",
-            "-c", 'mcp_servers.exai.default_tools_approval_mode="approve"',
-            "-c", "mcp_servers.exai.required=true",
+            "--ephemeral", "--model", self.model, "--cd", str(project), *overrides,
             f"{MARKER} use the exai tools",
         ]  # fmt: skip
 
@@ -131,5 +122,6 @@ class Codex:
         lines = proc.stdout.splitlines()
         self.events = [json.loads(line) for line in lines if line.startswith("{")]
         failed = [e for e in self.events if e.get("type") in ("turn.failed", "error")]
+        write_transcript("codex", script.observations)
         assert proc.returncode == 0 and not failed, (proc.stdout, proc.stderr[-4000:])
         return list(script.observations)

@@ -39,14 +39,15 @@ async def test_a_project_the_client_declares_is_readable_on_a_loopback_daemon(
 ):
     daemon = daemon_process()  # default roots: the home directory, which tmp_path is not in
     project = _project(tmp_path, "project")
-    async with mcp_session(shim_env(daemon), tmp_path) as mcp:
+    elsewhere = _project(tmp_path, "elsewhere")
+    async with mcp_session(shim_env(daemon), elsewhere) as mcp:
         refused = await mcp.call_tool("codereview", _review(project / "main.py"))
     assert refused.is_error and "FORBIDDEN" in refused.content[0].text
 
-    async with mcp_session(shim_env(daemon), tmp_path,
+    async with mcp_session(shim_env(daemon), elsewhere,
                            list_roots_callback=_roots_callback(project)) as mcp:  # fmt: skip
         res = await mcp.call_tool("codereview", _review(project / "main.py"))
-        other = await mcp.call_tool("codereview", _review(tmp_path / "elsewhere.py"))
+        other = await mcp.call_tool("codereview", _review(elsewhere / "main.py"))
     assert not res.is_error, res.content[0].text
     assert other.is_error and "FORBIDDEN" in other.content[0].text
 
@@ -77,3 +78,17 @@ async def test_policy_refusals_stay_inside_a_client_root(daemon_process, tmp_pat
         for path in (project / ".ssh" / "id_rsa", project / "escape.py", Path("/etc/passwd")):
             res = await mcp.call_tool("codereview", _review(path))
             assert res.is_error and "FORBIDDEN" in res.content[0].text, (path, res.content)
+
+
+async def test_without_the_roots_capability_the_shims_working_directory_counts(
+    daemon_process, tmp_path: Path
+):
+    """Codex 0.169.0 declares no roots but starts the shim in the project it has open."""
+    daemon = daemon_process()
+    project = _project(tmp_path, "project")
+    other = _project(tmp_path, "other")
+    async with mcp_session(shim_env(daemon), project) as mcp:
+        res = await mcp.call_tool("codereview", _review(project / "main.py"))
+        refused = await mcp.call_tool("codereview", _review(other / "main.py"))
+    assert not res.is_error, res.content[0].text
+    assert refused.is_error and "FORBIDDEN" in refused.content[0].text
