@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench lint baseline reliability clean setup
+.PHONY: run test bench lint baseline reliability clean setup clients
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,7 +18,12 @@ setup: $(STAMP)
 run: $(STAMP)
 	$(BIN)/exai serve
 
-test: $(STAMP)
+# The real IDE clients (Claude Code, Codex CLI) at pinned versions, from npm into
+# ~/.cache/exai-tests; nothing is installed once they are there.
+clients: $(STAMP)
+	$(BIN)/python -m tests.clients.install
+
+test: $(STAMP) clients
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -125,7 +125,8 @@ class Settings(BaseSettings):
     allowed_roots: CommaList = Field(
         default_factory=lambda: [str(Path.home())],
         description="Absolute directories whose files tools may read, comma-separated. "
-        "Default: your home directory.",
+        "Default: your home directory, and on a loopback daemon the calling IDE's project "
+        "roots too. When set, a ceiling that the IDE's roots can only narrow.",
         json_schema_extra={"group": "tools"},
     )
     max_result_tokens: int = _tools(
