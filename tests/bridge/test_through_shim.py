@@ -39,7 +39,10 @@ async def test_bridged_tools_appear_through_the_shim_and_are_callable(tmp_path: 
                 listed = {t.name: t for t in (await mcp.list_tools()).tools}
                 assert listed["fixture__add"].input_schema["required"] == ["a", "b"]
                 res = await mcp.call_tool("fixture__add", {"a": 20, "b": 22})
-                assert not res.is_error and res.content[0].text == "42"
+                assert not res.is_error and res.content[0].text.startswith("42\n")
+                # Both faces say where the answer came from, for the calling model to weigh.
+                assert "external MCP server 'fixture'" in res.content[0].text
+                assert res.structured_content["text"] == "42"
                 assert res.structured_content["untrusted"] is True
                 assert res.structured_content["source"] == "fixture"
             finally:

@@ -12,22 +12,20 @@ from exai.emulators.provider import EmulatorServer
 from tests.clients.claude_code import ClaudeCode
 from tests.clients.codex import Codex
 from tests.clients.install import claude_binary, codex_binary
+from tests.clients.long_calls import LongCalls, daemon_env
 from tests.shim.helpers import DaemonProcess
 
-# The token the docs' snippets carry; the daemon accepts it so the snippets run as written.
-DOC_TOKEN = "paste-your-token"
+LONG_CALLS = LongCalls()
 
 
-def daemon_env(emulator: EmulatorServer) -> dict[str, str]:
-    return {
-        "EXAI_WS_TOKEN": DOC_TOKEN,
-        "EXAI_KIMI_API_KEY": "sk-test-kimi",
-        "EXAI_KIMI_BASE_URL": emulator.base_url_kimi,
-        "EXAI_GLM_API_KEY": "test-glm-key",
-        "EXAI_GLM_BASE_URL": emulator.base_url_glm,
-        "EXAI_PROVIDER_MAX_RETRIES": "0",
-        "EXAI_PROGRESS_INTERVAL_S": "5",
-    }
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Start the long calls as soon as it is known that their test will run."""
+    if any("test_long_calls.py" in item.nodeid for item in items) and not LONG_CALLS.runs:
+        LONG_CALLS.start()
+
+
+def pytest_sessionfinish() -> None:
+    LONG_CALLS.stop()
 
 
 @pytest.fixture(scope="module")
