@@ -24,6 +24,7 @@ __all__ = ["BENCHMARKS", "main"]
 
 BENCHMARKS = [
     "protocol",  # daemon overhead against a bare websockets echo server
+    "one_port",  # an ASGI WebSocket echo against a bare one: the cost of one port for all
     "chat_concurrency",  # 64 concurrent chat calls against a 500 ms provider
     "history",  # history assembly and appends on SQLite and Postgres
     "audit_latency",  # chat latency with the audit trail off, healthy, hanging
