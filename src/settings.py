@@ -70,6 +70,19 @@ class Settings(BaseSettings):
     )
     ws_port: int = _daemon(8079, "Port for WebSocket and HTTP (/health, /ready, /metrics).",
                            ge=0, le=65535)  # fmt: skip
+    http_port: int | None = _daemon(
+        8078,
+        "Port for the HTTP faces (MCP at /mcp, OpenAI-compatible /v1) on EXAI_WS_HOST; "
+        "empty turns them off.",
+        ge=0,
+        le=65535,
+    )
+    http_allowed_origins: CommaList = Field(
+        default_factory=list,
+        description="Browser origins allowed to call the HTTP faces, comma-separated "
+        "(e.g. https://app.example.com). Requests from any other Origin are refused.",
+        json_schema_extra={"group": "daemon"},
+    )
     ws_token: SecretStr | None = _daemon(None, "Token for the principal 'default'.")
     ws_tokens: SecretStr | None = _daemon(
         None, "More tokens, each naming its principal: alice=token1,bob=token2."
@@ -246,7 +259,7 @@ class Settings(BaseSettings):
     bridge_health_interval_s: float = _shim(15.0, "How often a live server is pinged.", gt=0)
 
     @field_validator("tools_allow", "tools_deny", "allowed_roots", "openai_compat_models",
-                     "fallback_models", mode="before")  # fmt: skip
+                     "fallback_models", "http_allowed_origins", mode="before")  # fmt: skip
     @classmethod
     def _split_commas(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -322,7 +335,8 @@ def env_example() -> str:
         lines.append(f"# {info.description}")
         if info.default_factory is not None and name not in ("tools_allow", "tools_deny",
                                                              "openai_compat_models",
-                                                             "fallback_models"):  # fmt: skip
+                                                             "fallback_models",
+                                                             "http_allowed_origins"):  # fmt: skip
             lines.append(f"# {env_name(name)}=")  # the default depends on the machine
             continue
         default = info.get_default(call_default_factory=True)

@@ -30,6 +30,7 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "ws_host": "127.0.0.1",
         "ws_port": 0,
+        "http_port": 0,
         "data_dir": tmp_path / "data",
         "allowed_roots": [str(tmp_path)],
         "progress_interval_s": 60.0,

@@ -63,7 +63,8 @@ async def daemon_process(**env: str) -> AsyncIterator[tuple[str, int]]:
     data_dir = tempfile.mkdtemp(prefix="exai-bench-")
     port = free_port()
     base = {
-        "EXAI_WS_PORT": str(port), "EXAI_DATA_DIR": data_dir, "EXAI_LOG_LEVEL": "warning",
+        "EXAI_WS_PORT": str(port), "EXAI_HTTP_PORT": "0", "EXAI_DATA_DIR": data_dir,
+        "EXAI_LOG_LEVEL": "warning",
         "EXAI_RATE_LIMIT_PER_MIN": "0", "EXAI_AUDIT_ENABLED": "false", "EXAI_WS_TOKEN": "",
         "EXAI_WS_TOKENS": "", "EXAI_JWT_SECRET": "", "EXAI_ALLOWED_ROOTS": data_dir,
     }  # fmt: skip

@@ -110,7 +110,8 @@ async def run(
     tmp = tempfile.mkdtemp(prefix="exai-bench-shim-")
     port = _free_port()
     env = {**os.environ, "EXAI_WS_PORT": str(port), "EXAI_WS_HOST": "127.0.0.1",
-           "EXAI_DATA_DIR": tmp, "EXAI_LOG_LEVEL": "warning", "EXAI_RATE_LIMIT_PER_MIN": "0",
+           "EXAI_HTTP_PORT": "0", "EXAI_DATA_DIR": tmp, "EXAI_LOG_LEVEL": "warning",
+           "EXAI_RATE_LIMIT_PER_MIN": "0",
            "EXAI_AUDIT_ENABLED": "false", "EXAI_WS_TOKEN": "", "EXAI_WS_TOKENS": "",
            "EXAI_JWT_SECRET": ""}  # fmt: skip
     shim_cmd = [sys.executable, "-m", "exai.cli.main", "shim"]

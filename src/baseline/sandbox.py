@@ -60,6 +60,7 @@ def sandbox_settings(data_dir: Path, token: str, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "ws_host": "127.0.0.1",
         "ws_port": 0,
+        "http_port": 0,
         "ws_token": token,
         "data_dir": data_dir,
         "allowed_roots": [str(data_dir)],

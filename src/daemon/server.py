@@ -67,6 +67,7 @@ class Daemon:
         self.started_at = time.time()
         self._server: Server | None = None
         self.bridge: Bridge | None = None
+        self.web: Any = None  # exai.web.WebFace, when EXAI_HTTP_PORT is set
         self._ticker: asyncio.Task[None] | None = None
         self._stopping = False
         self._background: set[asyncio.Future[Any]] = set()
@@ -111,6 +112,11 @@ class Daemon:
             ping_timeout=20,
             server_header=f"exai/{__version__}",
         )
+        if s.http_port is not None:
+            from exai.web import WebFace  # the HTTP faces sit above the daemon they call
+
+            self.web = WebFace(self)
+            await self.web.start()
         self._ticker = asyncio.create_task(self._tick(), name="exai-heartbeat")
         log.info(
             "daemon listening", host=s.ws_host, port=self.port, tools=len(self.registry.names())
@@ -152,6 +158,8 @@ class Daemon:
             return_exceptions=True,
         )
         await self._server.wait_closed()
+        if self.web is not None:
+            await self.web.stop()
         if self.bridge is not None:
             await self.bridge.aclose()
         if self._ticker is not None:

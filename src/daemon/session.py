@@ -139,6 +139,10 @@ class SessionRegistry:
         self._sessions[sid] = session
         return session, False
 
+    def discard(self, session_id: str) -> None:
+        """Forget a session at once (an in-process client's, when its request is done)."""
+        self._sessions.pop(session_id, None)
+
     def sweep(self, now: float, replay_window_s: float, replay_max: int) -> int:
         """Forget detached, idle sessions with nothing running; return how many."""
         gone = 0

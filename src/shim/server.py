@@ -15,22 +15,22 @@ unreachable daemon) comes back as a ``CallToolResult`` with ``is_error`` set.
 from __future__ import annotations
 
 import asyncio
-import os
+import warnings
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 import pydantic
 from mcp import types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from exai import __version__
 from exai.client import ClientError, ExaiClient, HelloRefused, RequestFailed
 from exai.logs import get_logger
 from exai.protocol import ErrorCode, ErrorInfo, ProgressFrame, StreamChunk, ToolInfo
+from exai.shim.roots import ProcessRoots, RootsSource
 from exai.shim.translate import (
     ProgressCounter,
     error_to_mcp,
@@ -44,34 +44,41 @@ __all__ = ["Shim"]
 log = get_logger("exai.shim")
 
 _HINT = "start it with `exai serve`, or set EXAI_SHIM_AUTOSTART=true"
-_ROOTS_INPUT = "exai/roots"
-_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 
 
 class Shim:
     """Forwards MCP ``tools/list`` and ``tools/call`` to the daemon behind ``client``."""
 
     def __init__(
-        self, client: ExaiClient, *, connect_wait_s: float = 10.0, tools_poll_s: float = 30.0
+        self,
+        client: ExaiClient | None,
+        *,
+        connect_wait_s: float = 10.0,
+        tools_poll_s: float = 30.0,
+        roots: RootsSource | None = None,
     ) -> None:
         self.client = client
+        self.roots = roots or ProcessRoots(connect_wait_s)
         self.connect_wait_s = connect_wait_s
         self.tools_poll_s = tools_poll_s
         self._fingerprint: tuple[Any, ...] | None = None
         self._peer: ServerSession | None = None
         self._background: set[asyncio.Task[Any]] = set()
-        self._roots: list[str] | None = None
-        client.on_reconnect = self._on_reconnect
+        if client is not None:
+            client.on_reconnect = self._on_reconnect
 
     def build_server(self) -> Server[Any]:
-        server: Server[Any] = Server(
-            "exai",
-            version=__version__,
-            instructions="Tools of the exai daemon (Kimi and GLM models).",
-            on_list_tools=self._on_list_tools,
-            on_call_tool=self._on_call_tool,
-            on_roots_list_changed=self._on_roots_changed,
-        )
+        with warnings.catch_warnings():
+            # roots/list_changed is deprecated in 2026-07-28, but handshake-era clients send it.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            server: Server[Any] = Server(
+                "exai",
+                version=__version__,
+                instructions="Tools of the exai daemon (Kimi and GLM models).",
+                on_list_tools=self._on_list_tools,
+                on_call_tool=self._on_call_tool,
+                on_roots_list_changed=self._on_roots_changed,
+            )
         # The only default middleware is OpenTelemetry's, a span per message that goes
         # nowhere unless an exporter is installed; the shim's budget is under a millisecond.
         server.middleware.clear()
@@ -87,31 +94,45 @@ class Shim:
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         self._remember_peer(ctx)
+        client = self.client_for(ctx)
         try:
-            await self.client.wait_connected(self.connect_wait_s)
-            tools = await self.client.list_tools()
+            await client.wait_connected(self.connect_wait_s)
+            tools = await client.list_tools()
         except (ClientError, TimeoutError) as exc:
-            raise MCPError(
-                code=types.INTERNAL_ERROR, message=_unreachable(self.client, exc)
-            ) from None
+            raise MCPError(code=types.INTERNAL_ERROR, message=_unreachable(client, exc)) from None
+        finally:
+            self.release(client)
         self._fingerprint = tools_fingerprint(tools)
         return types.ListToolsResult(tools=[tool_to_mcp(t) for t in tools])
 
     async def _on_call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        roots = await self._client_roots(ctx, params)
+        roots = await self.roots.get(ctx, params)
         if isinstance(roots, types.InputRequiredResult):
             return roots
+        client = self.client_for(ctx)
+        try:
+            return await self._call(client, ctx, params, roots)
+        finally:
+            self.release(client)
+
+    async def _call(
+        self,
+        client: Any,
+        ctx: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        roots: list[str],
+    ) -> types.CallToolResult:
         progress = _progress_token(ctx.params) is not None
         try:
-            await self.client.wait_connected(self.connect_wait_s)
+            await client.wait_connected(self.connect_wait_s)
         except ClientError as exc:
-            return error_to_mcp(_client_error(self.client, exc))
+            return error_to_mcp(_client_error(client, exc))
         relay = _ProgressRelay(ctx.session) if progress else None
-        request_id = self.client.new_request_id()
+        request_id = client.new_request_id()
         try:
-            res = await self.client.call(
+            res = await client.call(
                 params.name,
                 params.arguments or {},
                 request_id=request_id,
@@ -122,7 +143,7 @@ class Shim:
             )
         except asyncio.CancelledError:
             # notifications/cancelled (or the client went away): stop the daemon's task too.
-            self._spawn(self.client.cancel(request_id))
+            self._spawn(client.cancel(request_id))
             raise
         except TimeoutError:
             message = f"no answer from the exai daemon for {params.name}"
@@ -131,61 +152,20 @@ class Shim:
             message = f"invalid call: {exc.errors(include_url=False)[0]['msg']}"
             return error_to_mcp(ErrorInfo(code=ErrorCode.INVALID_REQUEST, message=message))
         except ClientError as exc:
-            return error_to_mcp(_client_error(self.client, exc))
+            return error_to_mcp(_client_error(client, exc))
         return result_to_mcp(res)
 
-    # --- roots ----------------------------------------------------------------
+    def client_for(self, ctx: ServerRequestContext[Any]) -> Any:
+        """The daemon client that serves this request: the shim has one WebSocket for all."""
+        return self.client
 
-    async def _client_roots(
-        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> list[str] | types.InputRequiredResult:
-        """The client's workspace roots as absolute paths, asked for once per shim.
-
-        A handshake-era client answers ``roots/list`` on the spot. A 2026-07-28
-        client (Claude Code) has no server-to-client requests: the first call
-        returns ``input_required`` for its roots, and the client retries that
-        call with them. A client without the capability (Codex 0.169.0) starts
-        the shim in the project it has open, so the working directory stands in.
-        """
-        if self._roots is not None:
-            return self._roots
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            if "roots" not in _client_capabilities(ctx.params):
-                return self._working_directory()
-            answer = (params.input_responses or {}).get(_ROOTS_INPUT)
-            if answer is None:
-                return types.InputRequiredResult(
-                    input_requests={_ROOTS_INPUT: types.ListRootsRequest()}
-                )
-            listed = getattr(answer, "roots", None)
-            if listed is None:  # the client declined: call on without its roots
-                return []
-            self._roots = root_paths(listed)
-        else:
-            capabilities = ctx.session.client_capabilities
-            if capabilities is None or capabilities.roots is None:
-                return self._working_directory()
-            try:
-                async with asyncio.timeout(self.connect_wait_s):
-                    result = await ctx.session.list_roots()
-            except Exception as exc:  # a client that cannot answer is a client without roots
-                log.warning("the MCP client did not list its roots", error=repr(exc))
-                self._roots = []
-                return []
-            self._roots = root_paths(result.roots)
-        log.info("the MCP client's roots", roots=self._roots)
-        return self._roots
-
-    def _working_directory(self) -> list[str]:
-        """The shim's working directory as the client's root, unless it is ``/``."""
-        cwd = os.getcwd()
-        self._roots = [] if cwd == os.sep else [cwd]
-        return self._roots
+    def release(self, client: Any) -> None:
+        """Called when a request is done with ``client``."""
 
     async def _on_roots_changed(
         self, ctx: ServerRequestContext[Any], params: types.NotificationParams | None
     ) -> None:
-        self._roots = None
+        self.roots.changed(ctx)
 
     # --- tools/list_changed ---------------------------------------------------
 
@@ -197,6 +177,7 @@ class Shim:
 
     async def check_tools(self) -> bool:
         """Fetch the daemon's tools; tell the MCP client if they changed. True if they did."""
+        assert self.client is not None  # the stdio shim's WebSocket client
         tools: list[ToolInfo] = await self.client.list_tools()
         fingerprint = tools_fingerprint(tools)
         changed = self._fingerprint is not None and fingerprint != self._fingerprint
@@ -208,6 +189,7 @@ class Shim:
 
     async def watch_tools(self) -> None:
         """Poll the tool list; the daemon has no push for it, and a list costs one frame."""
+        assert self.client is not None
         while True:
             await asyncio.sleep(self.tools_poll_s)
             if self.client.connected and self._fingerprint is not None:
@@ -217,6 +199,7 @@ class Shim:
                     log.debug("tool poll failed", error=str(exc))
 
     def _on_reconnect(self) -> None:
+        assert self.client is not None
         log.info("connected to the daemon", url=self.client.url, session_id=self.client.session_id)
         if self._fingerprint is not None:
             self._spawn(self._check_after_reconnect())
@@ -257,30 +240,12 @@ class _ProgressRelay:
             log.debug("progress not delivered", error=repr(exc))
 
 
-def root_paths(roots: list[types.Root]) -> list[str]:
-    """The local directories among MCP roots (``file://`` URIs), as absolute paths."""
-    paths: list[str] = []
-    for root in roots:
-        parsed = urlparse(str(root.uri))
-        if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
-            path = unquote(parsed.path)
-            if os.path.isabs(path) and path not in paths:
-                paths.append(path)
-    return paths
-
-
-def _client_capabilities(params: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    meta = (params or {}).get("_meta")
-    caps = meta.get(_CAPABILITIES) if isinstance(meta, Mapping) else None
-    return caps if isinstance(caps, Mapping) else {}
-
-
 def _progress_token(params: Mapping[str, Any] | None) -> Any:
     meta = (params or {}).get("_meta")
     return meta.get("progressToken") if isinstance(meta, Mapping) else None
 
 
-def _unreachable(client: ExaiClient, exc: BaseException) -> str:
+def _unreachable(client: Any, exc: BaseException) -> str:
     if isinstance(exc, HelloRefused):
         return (
             f"the exai daemon at {client.url} refused the token: {exc}. Set EXAI_WS_TOKEN "
@@ -289,7 +254,7 @@ def _unreachable(client: ExaiClient, exc: BaseException) -> str:
     return f"the exai daemon is not reachable at {client.url} ({exc}); {_HINT}"
 
 
-def _client_error(client: ExaiClient, exc: BaseException) -> ErrorInfo:
+def _client_error(client: Any, exc: BaseException) -> ErrorInfo:
     if isinstance(exc, RequestFailed):
         return exc.error
     if isinstance(exc, HelloRefused):

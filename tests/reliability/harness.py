@@ -131,6 +131,7 @@ class DaemonProcess:
         self.env: dict[str, str] = {
             "EXAI_WS_HOST": "127.0.0.1",
             "EXAI_WS_PORT": str(self.port),
+            "EXAI_HTTP_PORT": "0",
             "EXAI_DATA_DIR": str(workdir / "data"),
             "EXAI_ALLOWED_ROOTS": str(workdir / "project"),
             "EXAI_LOG_FORMAT": "json",

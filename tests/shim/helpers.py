@@ -49,6 +49,7 @@ class DaemonProcess:
         self.env = {
             "EXAI_WS_HOST": "127.0.0.1",
             "EXAI_WS_PORT": str(self.port),
+            "EXAI_HTTP_PORT": "0",
             "EXAI_DATA_DIR": str(workdir / "data"),
             "EXAI_AUDIT_ENABLED": "false",
             "EXAI_LOG_LEVEL": "warning",

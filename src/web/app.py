@@ -1,0 +1,116 @@
+"""The HTTP listener: a Starlette app under uvicorn, in the daemon's event loop.
+
+A listener of its own rather than the WebSocket port: websockets answers plain
+HTTP only with whole responses (no streaming), and moving the WebSocket
+protocol onto an ASGI server costs more than the protocol's overhead budget
+allows (``scripts/bench/one_port.py``: an ASGI echo alone is about 1.5x the
+bare websockets echo's round trip). The daemon owns signals and shutdown, so
+uvicorn's own signal handling is left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+
+from exai import __version__
+from exai.logs import get_logger
+from exai.web.guard import Guard
+from exai.web.mcp import session_manager
+
+if TYPE_CHECKING:
+    from exai.daemon.server import Daemon
+
+__all__ = ["WebFace"]
+
+log = get_logger("exai.web")
+
+
+class _Uvicorn(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield  # the daemon handles SIGINT and SIGTERM and stops this server itself
+
+
+class WebFace:
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.mcp = session_manager(daemon)
+        self._server: _Uvicorn | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._mcp_task: asyncio.Task[None] | None = None
+        self._mcp_done = asyncio.Event()
+        self.port = 0
+
+    def build_app(self) -> Any:
+        from exai.web.openai import routes as openai_routes
+
+        s = self.daemon.settings
+        app = Starlette(routes=[
+            Route("/health", self._health),
+            Mount("/mcp", app=self.mcp.handle_request),
+            *openai_routes(self.daemon),
+        ])  # fmt: skip
+        return Guard(app, self.daemon.auth, host=s.ws_host, port=self.port,
+                     allowed_origins=s.http_allowed_origins,
+                     throttle=getattr(self.daemon, "login_throttle", None))  # fmt: skip
+
+    async def start(self) -> None:
+        s = self.daemon.settings
+        assert s.http_port is not None
+        family = socket.AF_INET6 if ":" in s.ws_host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((s.ws_host, s.http_port))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.build_app(), log_level="warning", lifespan="off", access_log=False,
+            timeout_keep_alive=30, timeout_graceful_shutdown=5, server_header=False,
+            date_header=True,
+            headers=[("server", f"exai/{__version__}")],
+        )  # fmt: skip
+        ready = asyncio.Event()
+        self._mcp_task = asyncio.create_task(self._run_mcp(ready), name="exai-mcp-sessions")
+        waiting = asyncio.ensure_future(ready.wait())
+        await asyncio.wait({waiting, self._mcp_task}, return_when=asyncio.FIRST_COMPLETED)
+        if self._mcp_task.done():  # it failed before it was ready
+            waiting.cancel()
+            self._mcp_task.result()
+        server = self._server = _Uvicorn(config)
+        self._task = asyncio.create_task(server.serve(sockets=[sock]), name="exai-http")
+        while not server.started:
+            if self._task.done():
+                self._task.result()
+            await asyncio.sleep(0.01)
+        log.info("http listening", host=s.ws_host, port=self.port, faces=["/mcp", "/v1"])
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await self._task
+        self._mcp_done.set()
+        if self._mcp_task is not None:
+            with contextlib.suppress(Exception):
+                await self._mcp_task
+
+    async def _run_mcp(self, ready: asyncio.Event) -> None:
+        # The session manager's task group must be entered and left by one task.
+        async with self.mcp.run():
+            ready.set()
+            await self._mcp_done.wait()
+
+    async def _health(self, request: Request) -> Response:
+        uptime = round(time.time() - self.daemon.started_at, 1)
+        return JSONResponse({"status": "ok", "uptime_s": uptime})

@@ -1,0 +1,133 @@
+"""Who may use the HTTP faces: a bearer token, a trusted Host and Origin.
+
+Every route but ``/health`` needs ``Authorization: Bearer <token or JWT>``,
+checked by the same :class:`~exai.auth.Authenticator` as the WebSocket
+``hello``, so a token means the same principal and scopes on both. A refusal is
+401 with a ``WWW-Authenticate`` header, as RFC 6750 asks; failed attempts are
+throttled per address like failed WebSocket logins.
+
+A browser page must not reach a daemon on the user's machine: the MCP
+specification requires servers to validate ``Origin``, and a DNS-rebinding
+page arrives with a ``Host`` of the attacker's name. So a request that carries
+an ``Origin`` is refused (403) unless that origin is the daemon's own address
+or listed in ``EXAI_HTTP_ALLOWED_ORIGINS``, and a daemon bound to loopback
+answers only requests addressed to a loopback ``Host``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from exai.auth import Authenticator, Principal
+from exai.errors import UnauthorizedError
+from exai.files.roots import is_loopback
+
+__all__ = ["Guard", "principal_of"]
+
+ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+_STATE_KEY = "exai_principal"
+
+
+def principal_of(scope: dict[str, Any]) -> Principal:
+    """The principal the guard authenticated for this request."""
+    principal: Principal = scope["state"][_STATE_KEY]
+    return principal
+
+
+class Guard:
+    """ASGI middleware in front of the HTTP faces."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        auth: Authenticator,
+        *,
+        host: str,
+        port: int,
+        allowed_origins: list[str],
+        open_paths: frozenset[str] = frozenset({"/health"}),
+        throttle: Any = None,
+    ) -> None:
+        self.app = app
+        self.auth = auth
+        self.loopback = is_loopback(host)
+        self.port = port
+        self.allowed_origins = {o.rstrip("/") for o in allowed_origins}
+        self.open_paths = open_paths
+        self.throttle = throttle
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        refusal = self._check_host_and_origin(headers)
+        if refusal is not None:
+            await _respond(send, 403, {"error": {"code": "FORBIDDEN", "message": refusal}})
+            return
+        if scope["path"] not in self.open_paths:
+            peer = (scope.get("client") or ("?",))[0]
+            try:
+                principal = self._authenticate(headers.get("authorization"), str(peer))
+            except UnauthorizedError as exc:
+                challenge = 'Bearer realm="exai", error="invalid_token"'
+                if "authorization" not in headers:
+                    challenge = 'Bearer realm="exai"'
+                await _respond(send, 401, {"error": {"code": "UNAUTHORIZED",
+                                                     "message": exc.message}},
+                               [(b"www-authenticate", challenge.encode())])  # fmt: skip
+                return
+            scope.setdefault("state", {})[_STATE_KEY] = principal
+        await self.app(scope, receive, send)
+
+    def _authenticate(self, header: str | None, peer: str) -> Principal:
+        token = None
+        if header is not None:
+            scheme, _, value = header.partition(" ")
+            if scheme.lower() != "bearer" or not value.strip():
+                raise UnauthorizedError("the Authorization header must be 'Bearer <token>'")
+            token = value.strip()
+        if self.throttle is not None and token is not None and not self.throttle.allow(peer):
+            raise UnauthorizedError("too many failed logins from this address; wait and retry")
+        try:
+            return self.auth.authenticate(token)
+        except UnauthorizedError:
+            if self.throttle is not None and token is not None:
+                self.throttle.failed(peer)
+            raise
+
+    def _check_host_and_origin(self, headers: dict[str, str]) -> str | None:
+        if self.loopback:
+            host = headers.get("host", "")
+            if not is_loopback(urlsplit(f"//{host}").hostname or ""):
+                return f"this daemon answers only requests addressed to loopback, not {host!r}"
+        origin = headers.get("origin")
+        if origin is None or origin.rstrip("/") in self.allowed_origins:
+            return None
+        if self.loopback and _is_own_loopback_origin(origin, self.port):
+            return None
+        return (
+            f"requests from the web origin {origin!r} are not allowed (EXAI_HTTP_ALLOWED_ORIGINS)"
+        )
+
+
+def _is_own_loopback_origin(origin: str, port: int) -> bool:
+    try:
+        parts = urlsplit(origin)
+        return (parts.scheme in ("http", "https") and parts.port == port
+                and is_loopback(parts.hostname or ""))  # fmt: skip
+    except ValueError:
+        return False
+
+
+async def _respond(
+    send: Any, status: int, body: Any, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    data = json.dumps(body).encode()
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    await send({"type": "http.response.start", "status": status,
+                "headers": [*head, *(headers or [])]})  # fmt: skip
+    await send({"type": "http.response.body", "body": data})
