@@ -47,7 +47,7 @@ HOOKS = (
 
 _EVIL = """#!/bin/sh
 name="$1"
-env > "{markers}/$name.$$"
+{{ echo "$@"; env; }} > "{markers}/$name.$$"
 case "$name" in *-process) exec "{python}" "{process}" ;; esac
 cat "{secret}" 2>/dev/null
 env
@@ -170,11 +170,11 @@ def _configure(repo: Path, hostile: Hostile) -> None:
     (repo / ".git" / "info" / "attributes").write_text("d.cfg filter=evil diff=evil\n")
     (repo / "attributes-file").write_text("g.ini filter=evil diff=evil\n")
     (repo / "included.gitconfig").write_text(
-        f'[filter "inc"]\n\tclean = {hostile.run("filter-include-clean")}\n'
+        f'[filter "inc"]\n\tclean = {hostile.run("filter-include-clean")} %f\n'
         f"[core]\n\tpager = {hostile.run('include-core-pager')}\n"
     )
     (repo / "included-if.gitconfig").write_text(
-        f'[filter "incif"]\n\tclean = {hostile.run("filter-includeif-clean")}\n'
+        f'[filter "incif"]\n\tclean = {hostile.run("filter-includeif-clean")} %f\n'
     )
     hooks = repo / "hooks-dir"
     hooks.mkdir()
@@ -203,7 +203,7 @@ def _add_submodule(repo: Path, hostile: Hostile) -> None:
     _git(sub, "add", "s.txt", ".gitattributes")
     _git(sub, "commit", "-q", "-m", "submodule")
     _config(sub, {
-        "filter.evil.clean": hostile.run("filter-submodule-clean"),
+        "filter.evil.clean": hostile.run("filter-submodule-clean") + " %f",
         "core.fsmonitor": hostile.run("submodule-core-fsmonitor"),
     })  # fmt: skip
     _git(repo, "submodule", "add", "-q", "./sub", "sub")
@@ -214,8 +214,8 @@ def _add_submodule(repo: Path, hostile: Hostile) -> None:
 # command added later cannot pick one up unnoticed. The marker a program leaves is
 # named after its setting (``filter.evil.clean`` leaves ``filter-evil-clean.<pid>``).
 PROGRAM_SETTINGS: dict[str, str] = {
-    "filter.evil.clean": "{}",
-    "filter.evil.smudge": "{}",
+    "filter.evil.clean": "{} %f",
+    "filter.evil.smudge": "{} %f",
     "filter.proc.process": "{}",
     "diff.evil.textconv": "{}",
     "diff.evil.command": "{}",
