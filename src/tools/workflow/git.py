@@ -161,7 +161,14 @@ async def find_repository(path: str, roots: list[str]) -> GitRepository:
     Raises ValidationError_ when there is none below the roots, and ForbiddenError
     when a part of it resolves outside them (a ``.git`` file pointing elsewhere, say).
     """
-    layout = await asyncio.to_thread(_locate, path, roots)
+    try:
+        layout = await asyncio.to_thread(_locate, path, roots)
+    except OSError as exc:  # a part of it vanished or changed while being looked at
+        raise ValidationError_(
+            f"the git repository of {path!r} could not be read: {exc.strerror or exc}; it "
+            "changed while being read",
+            details={"field": "path", "reason": "unreadable git directory"},
+        ) from None
     sealed = SealedGit(layout)
     config = layout.common_dir / "config"
     if await asyncio.to_thread(config.is_file):
