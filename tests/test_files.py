@@ -616,6 +616,46 @@ def test_a_file_whose_directory_changes_before_it_is_read_is_listed_as_not_inclu
     assert bundle.skipped == [(str(sub.resolve() / "c.py"), "not found")]
 
 
+# --- hard links ----------------------------------------------------------------------
+
+
+def test_a_hard_link_to_a_file_outside_the_roots_is_refused(root: Path, outside: Path) -> None:
+    linked = root / "innocent.txt"
+    os.link(outside / SECRET_NAME, linked)
+    for call in (
+        lambda: check_paths([str(linked)], roots_of(root)),
+        lambda: read_file_text(str(linked), roots_of(root)),
+        lambda: read_files([str(linked)], roots_of(root), 10_000, tokens),
+    ):
+        with pytest.raises(ForbiddenError, match="one of 2 hard links") as info:
+            call()
+        assert info.value.details["reason"] == "refused: one of 2 hard links to the same file"
+    bundle = read_files([str(root)], roots_of(root), 10_000, tokens)
+    assert MARKER not in bundle.text and bundle.included == []
+    assert bundle.skipped == [
+        (str(linked.resolve()), "refused: one of 2 hard links to the same file")
+    ]
+
+
+def test_hard_links_are_refused_even_when_every_name_is_inside(root: Path) -> None:
+    """Nothing can tell where a file's other names are, so none is read."""
+    write(root / "a.py")
+    os.link(root / "a.py", root / "b.py")
+    with pytest.raises(ForbiddenError, match="hard links"):
+        read_file_text(str(root / "a.py"), roots_of(root))
+
+
+def test_a_hard_link_swapped_in_after_the_check_is_caught_on_the_descriptor(
+    root: Path, outside: Path
+) -> None:
+    write(root / "f.txt", "inside\n")
+    stale = files.policy._locate(str(root / "f.txt"), [root.resolve()], [str(root)])
+    (root / "f.txt").unlink()
+    os.link(outside / SECRET_NAME, root / "f.txt")
+    with pytest.raises(ForbiddenError, match="hard links"):
+        files.read._load_text(stale, 1000)
+
+
 # --- async -------------------------------------------------------------------
 
 

@@ -3,6 +3,10 @@
 The rules are described in :mod:`exai.files`; this module decides, for a path a client
 named, whether it may be read, and refuses it with a clear error when it may not.
 
+What it promises about links: symlinks are resolved and the target must be inside
+the roots; hard links cannot be resolved (every name of a file is as real as the
+others), so a regular file with more than one link is refused wherever it is
+(``FORBIDDEN``, reason ``refused: one of N hard links to the same file``).
 Resolving a path races with whoever changes the tree; a path that changes under
 the check is reported as a ``VALIDATION_ERROR`` with the reason the filesystem gave
 (``not found`` when it vanished), never as an internal error.
@@ -162,6 +166,13 @@ def _locate(path: PathArg, roots: list[Path], shown_roots: list[str]) -> _Locate
             f"{path!r} cannot be accessed: {exc.strerror}",
             details={"path": path, "reason": _os_reason(exc)},
         ) from None
+    links = _hard_links(st)
+    if links is not None:
+        raise ForbiddenError(
+            f"{path!r} is refused: it is {links}, and another of its names may be outside "
+            "the allowed roots",
+            details={"path": path, "reason": f"refused: {links}"},
+        )
     return _Located(real, root, st)
 
 
@@ -173,6 +184,15 @@ def _locate_named(path: PathArg, roots: list[Path], shown_roots: list[str]) -> _
             details={"path": os.fspath(path), "reason": "not a regular file"},
         )
     return located
+
+
+def _hard_links(st: os.stat_result) -> str | None:
+    """What makes a file refused for its links, or None. A regular file with more
+    than one name cannot be told apart from the other names, which may be anywhere
+    on the same filesystem, so none of them is read."""
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        return f"one of {st.st_nlink} hard links to the same file"
+    return None
 
 
 def _refusal(real: Path) -> str | None:
