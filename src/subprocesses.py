@@ -16,30 +16,35 @@ git is the dangerous child. It reads the programs it runs from the repository's
 configuration (filters, diff drivers, the fsmonitor, hooks, pagers, credential and
 transport helpers, promisor remotes it fetches missing objects from) and from files
 that configuration or the work tree names (``include.path``, ``.gitattributes``).
-A repository inside the allowed roots is untrusted input, and the list of such
-settings grows with each git release, so turning them off one by one is always one
-setting behind. Instead, git never reads the repository's configuration at all.
+A repository inside the allowed roots is untrusted input. Overriding the dangerous
+settings one by one (``-c key=``) cannot be made complete: filter and driver names
+are whatever the repository's attributes say, a missing object makes even
+``rev-parse`` fetch it through a configured helper, git starts git inside each
+submodule with that submodule's own configuration, and each release adds settings.
+So git never reads the repository's configuration at all.
 
 :class:`SealedGit` runs git with ``GIT_DIR`` pointing at a sealed directory that
-exai builds for each command: a copy of ``HEAD``, a symlink to the repository's
-``refs`` and ``packed-refs``, its ``info/exclude`` and its shared index files, and a
-``config`` that exai writes itself. The repository's objects and index are named
-through ``GIT_OBJECT_DIRECTORY`` and ``GIT_INDEX_FILE``, its work tree through
+exai builds for each command: a copy of ``HEAD``; symlinks to the repository's
+``refs``, ``packed-refs``, ``shallow``, ``info/exclude`` and shared index files;
+and a ``config`` that exai writes. The repository's objects, index and work tree
+are named through ``GIT_OBJECT_DIRECTORY``, ``GIT_INDEX_FILE`` and
 ``GIT_WORK_TREE``. The system and global configuration are off
 (``GIT_CONFIG_NOSYSTEM``, ``GIT_CONFIG_GLOBAL``), as are the system attributes
 (``GIT_ATTR_NOSYSTEM``) and every transport (``GIT_ALLOW_PROTOCOL`` empty), and
 ``HOME`` is :data:`NO_HOME`. So the only configuration git sees is exai's, which
-names no program: a ``filter=``, ``diff=`` or ``merge=`` attribute in the work
-tree refers to a driver that is not defined and does nothing, the sealed directory
-has no hooks, and there is no remote to fetch from. The sealed configuration also
-keeps git out of submodules (``diff.ignoreSubmodules=all``), since git would
-otherwise start git inside each one, with that submodule's own configuration.
+names no program: a ``filter=`` or ``diff=`` attribute in the work tree refers to
+a driver that is not defined and does nothing, the sealed directory has no hooks,
+there is no promisor remote and no transport to fetch with. The sealed
+configuration also keeps git out of submodules' work trees
+(``diff.ignoreSubmodules=dirty``): git still shows which commit a submodule has
+checked out, which it reads itself, but never starts git inside one.
 
 What the repository's configuration legitimately says about its files is kept: a
 few settings that change how content is compared, never a program (line-end
 conversion, file modes, case folding, the object format), are copied when their
-values are plain words (:data:`COPIED_SETTINGS`). Everything else in it, including
-``core.worktree`` and includes, is ignored.
+values are plain words (:data:`COPIED_SETTINGS`). The file is read with
+``git config --file`` under the same seal, which follows no include. Everything
+else in it, ``core.worktree`` included, is ignored.
 """
 
 from __future__ import annotations
