@@ -29,6 +29,7 @@ __all__ = [
     "FILES",
     "HOOKS",
     "PROGRAM_SETTINGS",
+    "PROGRAM_SETTINGS_IN_ALL",
     "Hostile",
     "build_hostile_repo",
     "git_env_attacks",
@@ -51,7 +52,7 @@ name="$1"
 case "$name" in *-process) exec "{python}" "{process}" ;; esac
 cat "{secret}" 2>/dev/null
 env
-case "$name" in filter-*) cat ;; esac
+case "$name" in *filter-*) cat ;; esac
 exit 0
 """
 
@@ -112,9 +113,17 @@ def _plain_env() -> dict[str, str]:
     return {**env, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
 
 
-def _config(repo: Path, entries: dict[str, str]) -> None:
+def _config(repo: Path, entries: dict[str, str], file: Path | None = None) -> None:
+    where = ["--file", str(file)] if file is not None else []
     for key, value in entries.items():
-        _git(repo, "config", "--add", key, value)
+        _git(repo, "config", *where, "--add", key, value)
+
+
+def _programs_in(settings: dict[str, str], hostile: Hostile, where: str = "") -> dict[str, str]:
+    """``settings`` with the hostile program written in; each leaves a marker named
+    after its setting (``filter.evil.clean`` leaves ``filter-evil-clean.<pid>``),
+    after ``where`` it is set (``include-``, ``submodule-``) when not in the repository."""
+    return {k: v.format(hostile.run(where + k.replace(".", "-"))) for k, v in settings.items()}
 
 
 def build_hostile_repo(root: Path, outside: Path) -> Hostile:
@@ -169,21 +178,15 @@ def _configure(repo: Path, hostile: Hostile) -> None:
     (repo / ".git" / "info").mkdir(exist_ok=True)
     (repo / ".git" / "info" / "attributes").write_text("d.cfg filter=evil diff=evil\n")
     (repo / "attributes-file").write_text("g.ini filter=evil diff=evil\n")
-    (repo / "included.gitconfig").write_text(
-        f'[filter "inc"]\n\tclean = {hostile.run("filter-include-clean")} %f\n'
-        f"[core]\n\tpager = {hostile.run('include-core-pager')}\n"
-    )
-    (repo / "included-if.gitconfig").write_text(
-        f'[filter "incif"]\n\tclean = {hostile.run("filter-includeif-clean")} %f\n'
-    )
+    for name, settings in (("included", INCLUDED), ("included-if", INCLUDED_IF)):
+        _config(repo, _programs_in(settings, hostile, f"{name}-"), file=repo / f"{name}.gitconfig")
     hooks = repo / "hooks-dir"
     hooks.mkdir()
     for hook in HOOKS:
         for where in (hooks, repo / ".git" / "hooks"):
             (where / hook).write_text(f'#!/bin/sh\nexec {hostile.run("hook-" + hook)} "$@"\n')
             (where / hook).chmod(0o755)
-    programs = {k: v.format(hostile.run(k.replace(".", "-"))) for k, v in PROGRAM_SETTINGS.items()}
-    _config(repo, {**PLAIN_SETTINGS, **programs})
+    _config(repo, {**PLAIN_SETTINGS, **_programs_in(PROGRAM_SETTINGS, hostile)})
     _config(repo, {
         "core.hooksPath": str(hooks),
         "core.attributesFile": str(repo / "attributes-file"),
@@ -202,10 +205,7 @@ def _add_submodule(repo: Path, hostile: Hostile) -> None:
     (sub / ".gitattributes").write_text("s.txt filter=evil\n")
     _git(sub, "add", "s.txt", ".gitattributes")
     _git(sub, "commit", "-q", "-m", "submodule")
-    _config(sub, {
-        "filter.evil.clean": hostile.run("filter-submodule-clean") + " %f",
-        "core.fsmonitor": hostile.run("submodule-core-fsmonitor"),
-    })  # fmt: skip
+    _config(sub, _programs_in(SUBMODULE, hostile, "submodule-"))
     _git(repo, "submodule", "add", "-q", "./sub", "sub")
 
 
@@ -245,6 +245,13 @@ PROGRAM_SETTINGS: dict[str, str] = {
     "remote.local.uploadpack": "{}",
     "remote.ext.url": "ext::{}",
 }
+# In the files the repository's configuration includes, and in its submodule's.
+INCLUDED = {"filter.inc.clean": "{} %f", "core.pager": "{}"}
+INCLUDED_IF = {"filter.incif.clean": "{} %f"}
+SUBMODULE = {"filter.evil.clean": "{} %f", "core.fsmonitor": "{}"}
+# How many settings in all name a hostile program.
+PROGRAM_SETTINGS_IN_ALL = len(PROGRAM_SETTINGS) + len(INCLUDED) + len(INCLUDED_IF) + len(SUBMODULE)
+
 PLAIN_SETTINGS: dict[str, str] = {
     "core.fsmonitorHookVersion": "2",
     "core.untrackedCache": "true",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -234,7 +235,9 @@ async def test_a_hard_link_to_a_file_outside_is_refused_in_every_file_taking_too
                 figures.add(SECTION, "hard_link_calls")
     sent = json.dumps([r["body"] for r in emulator.requests[seen:]])
     leaks = sum(world.secret in text for text in [*answers, sent])
-    left_out = "refused: one of 2 hard links to the same file" in sent + "".join(answers)
+    # "one of N": the race above may have left more names of the secret behind.
+    reason = r"refused: one of \d+ hard links to the same file"
+    left_out = re.search(reason, sent + "".join(answers))
     figures.record(
         SECTION,
         hard_link_tool_fields=len(FILE_FIELDS),

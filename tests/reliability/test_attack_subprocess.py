@@ -42,7 +42,7 @@ from exai.protocol import CallToolResult, ErrorCode
 from tests.hostile_git import (
     FILES,
     HOOKS,
-    PROGRAM_SETTINGS,
+    PROGRAM_SETTINGS_IN_ALL,
     Hostile,
     build_hostile_repo,
     git_env_attacks,
@@ -226,7 +226,7 @@ async def test_precommit_on_a_hostile_repository_runs_nothing(
     markers = markers_written(world.hostile)
     figures.record(
         SECTION,
-        git_settings_naming_a_program=len(PROGRAM_SETTINGS) + 3,  # + include, includeIf, sub
+        git_settings_naming_a_program=PROGRAM_SETTINGS_IN_ALL,
         hooks_installed=len(HOOKS) * 2,
         attribute_sources=4,  # .gitattributes, info/attributes, core.attributesFile, includes
         git_env_variables=len(git_env_attacks(world.hostile)),
