@@ -120,9 +120,10 @@ def _config(repo: Path, entries: dict[str, str], file: Path | None = None) -> No
 
 
 def _programs_in(settings: dict[str, str], hostile: Hostile, where: str = "") -> dict[str, str]:
-    """``settings`` with the hostile program written in; each leaves a marker named
+    """``settings`` with the hostile program written in. Each leaves a marker named
     after its setting (``filter.evil.clean`` leaves ``filter-evil-clean.<pid>``),
-    after ``where`` it is set (``include-``, ``submodule-``) when not in the repository."""
+    prefixed with ``where`` when it is set outside the repository's own configuration
+    (``included-``, ``submodule-``)."""
     return {k: v.format(hostile.run(where + k.replace(".", "-"))) for k, v in settings.items()}
 
 
@@ -209,10 +210,9 @@ def _add_submodule(repo: Path, hostile: Hostile) -> None:
     _git(repo, "submodule", "add", "-q", "./sub", "sub")
 
 
-# Every setting of git 2.39 that names a program, and how the program is written
-# in it. Settings that only matter to commands exai never runs are here too, so a
-# command added later cannot pick one up unnoticed. The marker a program leaves is
-# named after its setting (``filter.evil.clean`` leaves ``filter-evil-clean.<pid>``).
+# Settings of git 2.39 that name a program (git-config(1)), and how the program is
+# written in each. Settings that only matter to commands exai never runs are here
+# too, so a command added later cannot pick one up unnoticed.
 PROGRAM_SETTINGS: dict[str, str] = {
     "filter.evil.clean": "{} %f",
     "filter.evil.smudge": "{} %f",
@@ -239,6 +239,7 @@ PROGRAM_SETTINGS: dict[str, str] = {
     "difftool.evil.cmd": "{}",
     "mergetool.evil.cmd": "{}",
     "browser.evil.cmd": "{}",
+    "submodule.sub.update": "!{}",
     "uploadpack.packObjectsHook": "{}",
     # Promisor remotes: an object git lacks is fetched from them, through these.
     "remote.origin.uploadpack": "{}",

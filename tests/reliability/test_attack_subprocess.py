@@ -106,7 +106,7 @@ def _escaping_repositories(root: Path, outside: Path, marker: str) -> list[Any]:
     gitlink.mkdir(parents=True)
     (gitlink / ".git").symlink_to(elsewhere / ".git", target_is_directory=True)
     escapes.append((".git symlink to a git directory outside", gitlink, forbidden))
-    for part in ("objects", "refs", "index", "HEAD"):
+    for part in ("objects", "refs", "index", "HEAD", "config"):
         path = repo(f"{part.lower()}-linked")
         shutil.move(path / ".git" / part, path / f"moved-{part}")
         (path / ".git" / part).symlink_to(elsewhere / ".git" / part)

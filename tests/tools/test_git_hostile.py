@@ -124,7 +124,7 @@ async def test_a_git_file_naming_a_directory_outside_the_roots_is_forbidden(tmp_
         await find_repository(str(root / "work"), [str(root)])
 
 
-@pytest.mark.parametrize("part", ["objects", "refs", "index"])
+@pytest.mark.parametrize("part", ["objects", "refs", "index", "HEAD", "config"])
 async def test_a_part_of_the_git_directory_linked_outside_the_roots_is_forbidden(tmp_path, part):
     repo, elsewhere = _repo_in(tmp_path / "root"), _repo_in(tmp_path / "outside")
     inside = repo / ".git" / part

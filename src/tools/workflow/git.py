@@ -223,7 +223,7 @@ def _layout_at(directory: Path, path: str, roots: list[str]) -> GitLayout | None
 
 def _check_parts(layout: GitLayout, path: str, roots: list[str]) -> None:
     """Every part git reads must resolve inside the roots, alternates included."""
-    parts = [layout.git_dir / "HEAD", layout.index, layout.objects]
+    parts = [layout.git_dir / "HEAD", layout.index, layout.objects, layout.common_dir / "config"]
     parts += [target for _, target in layout.links()]
     for part in parts:
         if os.path.lexists(part):
