@@ -10,8 +10,9 @@ only allowed root is a project holding:
   and through included configuration, a submodule has a hostile configuration of
   its own, and promisor remotes would fetch a missing commit through helpers;
 * repositories that reach outside the root: a ``.git`` file or symlink naming a git
-  directory elsewhere, objects, refs or an index linked out, object alternates
-  (plain and quoted) elsewhere, ``core.worktree`` pointing elsewhere;
+  directory elsewhere, objects, refs, index, ``HEAD`` or config linked out, object
+  alternates (plain and quoted) elsewhere, ``core.worktree`` pointing elsewhere, a
+  changed file that is a hard link to a file elsewhere;
 
 and a servers file with a stdio MCP server that writes down the environment it was
 started with. ``precommit`` is called against each repository, every way it reads
@@ -19,7 +20,8 @@ changes. Every hostile program leaves a marker when it runs and prints the secre
 when its output is used. Checked: no marker is ever written; no secret reaches a
 result, the provider, the conversation store, the audit outbox or the log; the
 repositories reaching outside are refused with ``FORBIDDEN`` (``core.worktree`` is
-ignored instead) and nothing from outside is read; the MCP server's environment
+ignored instead, the hard-linked file left out of the diff) and nothing from outside
+is read; the MCP server's environment
 holds none of the daemon's secrets.
 """
 
@@ -121,6 +123,10 @@ def _escaping_repositories(root: Path, outside: Path, marker: str) -> list[Any]:
     path = repo("worktree")
     git(path, "config", "core.worktree", str(elsewhere))
     escapes.append(("core.worktree outside (ignored)", path, None))
+    path = repo("hard-linked")
+    (path / "app.py").unlink()
+    os.link(elsewhere / "app.py", path / "app.py")
+    escapes.append(("a changed file hard-linked to one outside (left out)", path, None))
     return escapes
 
 

@@ -55,9 +55,9 @@ async def _everything(repo: GitRepository) -> list[str]:
     base = await repo.resolve_ref("HEAD~1")
     outputs: list[str] = []
     for which in ("staged", "unstaged"):
-        outputs += await repo.changed_files(which)
+        outputs += [change.line for change in await repo.changed_files(which)]
         outputs.append((await repo.diff(which, 1_000_000)).text)
-    outputs += await repo.changed_files("compare", base)
+    outputs += [change.line for change in await repo.changed_files("compare", base)]
     outputs.append((await repo.diff("compare", 1_000_000, base)).text)
     outputs += await repo.untracked()
     return outputs
@@ -161,3 +161,31 @@ async def test_line_end_settings_of_the_repository_still_apply(tmp_path):
     (repo / "app.py").write_bytes((repo / "app.py").read_bytes().replace(b"\n", b"\r\n"))
     found = await find_repository(str(repo), [str(tmp_path / "root")])
     assert (await found.diff("unstaged", 100_000)).text == ""
+
+
+async def test_a_changed_file_that_is_a_hard_link_is_listed_not_diffed(tmp_path, emulator,
+                                                                       client_factory):  # fmt: skip
+    """git reads work-tree files itself; one with another name, possibly outside the
+    roots, is left out of the diffs, as the file policy leaves it out everywhere."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    repo = _repo_in(root)
+    (repo / "notes.txt").write_text("notes\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-qm", "notes")
+    outside.mkdir()
+    (outside / "secret.txt").write_text("HARD-LINKED-SECRET\n")
+    (repo / "notes.txt").unlink()
+    os.link(outside / "secret.txt", repo / "notes.txt")
+    (repo / "app.py").write_text("changed = 1\n")
+    settings = make_settings(tmp_path, **emulated_providers(emulator), allowed_roots=[str(root)])
+    async with running_daemon(settings) as daemon:
+        client = await client_factory(daemon)
+        for fields in ({}, {"compare_to": "HEAD"}):
+            result = payload(await client.call("precommit", step(1, 1, tool="precommit",
+                                                                 final=True, path=str(repo),
+                                                                 **fields)))  # fmt: skip
+            left_out = "Left out of the diffs: changed files with more than one hard link"
+            assert result[left_out] == ["notes.txt"]
+    sent = "\n".join(sent_text(r) for r in emulator.requests)
+    assert "+changed = 1" in sent and "notes.txt" in sent
+    assert "HARD-LINKED-SECRET" not in sent

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -25,7 +27,7 @@ from exai.errors import ForbiddenError, InternalError, TimeoutError_, Validation
 from exai.files import check_paths, resolve_path
 from exai.subprocesses import GitLayout, SealedGit, parse_config_list
 
-__all__ = ["Diff", "GitRepository", "find_repository"]
+__all__ = ["Change", "Diff", "GitRepository", "find_repository"]
 
 GIT_TIMEOUT_S = 30.0
 _STDERR_BYTES = 16_384
@@ -34,6 +36,18 @@ _ALTERNATES_DEPTH = 5  # as deep as git follows them
 _DIFF = ("diff", "--no-ext-diff", "--no-textconv", "--no-color", "--ignore-submodules=dirty")
 
 Which = Literal["staged", "unstaged", "compare"]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One changed file as ``git diff --name-status`` reports it (a rename has two paths)."""
+
+    status: str
+    paths: tuple[str, ...]
+
+    @property
+    def line(self) -> str:
+        return "\t".join((self.status, *self.paths))
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,17 +155,51 @@ class GitRepository:
             return (commit,)
         return ()
 
-    async def changed_files(self, which: Which, commit: str | None = None) -> list[str]:
-        """``git diff --name-status`` lines, e.g. ``M\tsrc/app.py``."""
-        out = await self._run(*_DIFF, "--name-status", *self._diff_args(which, commit), "--")
-        return out.stdout.decode(errors="replace").splitlines()
+    async def changed_files(self, which: Which, commit: str | None = None) -> list[Change]:
+        """What ``git diff --name-status`` reports, paths as they are (``-z``)."""
+        args = (*_DIFF, "--name-status", "-z", *self._diff_args(which, commit), "--")
+        fields = (await self._run(*args)).stdout.decode(errors="replace").split("\0")
+        changes: list[Change] = []
+        while len(fields) > 1:
+            status = fields.pop(0)
+            count = 2 if status[:1] in ("R", "C") else 1
+            changes.append(Change(status, tuple(fields[:count])))
+            del fields[:count]
+        return changes
+
+    async def hard_linked(self, changes: list[Change]) -> list[str]:
+        """The changed work-tree files with more than one hard link. git would read
+        them, and another of their names may be outside the roots; they are left out
+        of diffs that read the work tree (:meth:`diff` with ``leave_out``)."""
+
+        def find() -> list[str]:
+            found = []
+            for path in (p for change in changes for p in change.paths):
+                try:
+                    st = os.lstat(os.path.join(self.root, path))
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                    found.append(path)
+            return found
+
+        return await asyncio.to_thread(find)
 
     async def untracked(self, limit: int = 200) -> list[str]:
         out = await self._run("ls-files", "--others", "--exclude-standard", max_bytes=65_536)
         return out.stdout.decode(errors="replace").splitlines()[:limit]
 
-    async def diff(self, which: Which, max_bytes: int, commit: str | None = None) -> Diff:
-        out = await self._run(*_DIFF, *self._diff_args(which, commit), "--", max_bytes=max_bytes)
+    async def diff(
+        self,
+        which: Which,
+        max_bytes: int,
+        commit: str | None = None,
+        leave_out: Sequence[str] = (),
+    ) -> Diff:
+        excluded = [f":(top,exclude,literal){path}" for path in leave_out]
+        out = await self._run(
+            *_DIFF, *self._diff_args(which, commit), "--", *excluded, max_bytes=max_bytes
+        )
         return Diff(which, out.stdout.decode(errors="replace"), out.truncated)
 
 
