@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -528,6 +530,130 @@ def test_a_symlink_swapped_in_after_the_check_is_not_followed(root: Path, outsid
     for stale in (stale_dir, stale_file):
         with pytest.raises(ForbiddenError, match="changed while being opened"):
             files.read._load_text(stale, 1000)
+
+
+# --- races: the tree changing while a path is checked ------------------------------
+
+
+def _change_during_readlink(
+    monkeypatch: pytest.MonkeyPatch, link: Path, change: Callable[[], None], at_call: int = 1
+) -> None:
+    """Run ``change`` right before the ``at_call``-th ``os.readlink`` of ``link``:
+    between ``realpath``'s ``lstat`` of a symlink and its ``readlink``, where a real
+    swap lands when it loses the race."""
+    real_readlink = os.readlink
+    calls = 0
+
+    def readlink(path: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        if os.fspath(path) == str(link):
+            calls += 1
+            if calls == at_call:
+                change()
+        return real_readlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "readlink", readlink)
+
+
+def test_a_symlink_removed_while_being_resolved_is_not_found(root: Path, monkeypatch) -> None:
+    write(root / "a.py")
+    link = root / "link.py"
+    link.symlink_to(root / "a.py")
+    _change_during_readlink(monkeypatch, link, link.unlink)
+    with pytest.raises(ValidationError_) as info:
+        check_paths([str(link)], roots_of(root))
+    assert info.value.details["reason"] == "not found"
+
+
+def test_a_symlink_replaced_by_a_file_while_being_resolved_is_read_as_that_file(
+    root: Path, monkeypatch
+) -> None:
+    write(root / "a.py")
+    link = root / "link.py"
+    link.symlink_to(root / "a.py")
+
+    def replace() -> None:
+        link.unlink()
+        write(link, "replaced = 1\n")
+
+    _change_during_readlink(monkeypatch, link, replace)
+    assert read_file_text(str(link), roots_of(root)) == "replaced = 1\n"
+
+
+def test_a_path_that_never_settles_is_a_validation_error(root: Path, monkeypatch) -> None:
+    link = root / "link.py"
+    link.symlink_to(root / "a.py")
+    monkeypatch.setattr(os, "readlink", lambda *a, **k: (_ for _ in ()).throw(
+        FileNotFoundError(2, "No such file or directory")))  # fmt: skip
+    for call in (
+        lambda: check_paths([str(link)], roots_of(root)),
+        lambda: read_file_text(str(link), roots_of(root)),
+        lambda: read_files([str(link)], roots_of(root), 10_000, tokens),
+    ):
+        with pytest.raises(ValidationError_, match="changed while being resolved") as info:
+            call()
+        assert info.value.details["reason"] == "not found"
+
+
+def test_a_file_whose_directory_changes_before_it_is_read_is_listed_as_not_included(
+    root: Path, monkeypatch
+) -> None:
+    write(root / "a.py")
+    write(root / "sub" / "c.py")
+    sub = root / "sub"
+    _change_during_readlink(monkeypatch, sub, sub.unlink)
+
+    def estimate(block: str) -> int:
+        # Between the walk and the read of sub/c.py: sub becomes a symlink, which then
+        # vanishes while the re-check resolves it.
+        if not (root / "sub.old").exists():
+            sub.rename(root / "sub.old")
+            sub.symlink_to(root / "sub.old", target_is_directory=True)
+        return tokens(block)
+
+    bundle = read_files([str(root)], roots_of(root), 10_000, estimate)
+    assert rel([Path(p) for p in bundle.included], root) == ["a.py"]
+    assert bundle.skipped == [(str(sub.resolve() / "c.py"), "not found")]
+
+
+# --- hard links ----------------------------------------------------------------------
+
+
+def test_a_hard_link_to_a_file_outside_the_roots_is_refused(root: Path, outside: Path) -> None:
+    linked = root / "innocent.txt"
+    os.link(outside / SECRET_NAME, linked)
+    for call in (
+        lambda: check_paths([str(linked)], roots_of(root)),
+        lambda: read_file_text(str(linked), roots_of(root)),
+        lambda: read_files([str(linked)], roots_of(root), 10_000, tokens),
+    ):
+        with pytest.raises(ForbiddenError, match="one of 2 hard links") as info:
+            call()
+        assert info.value.details["reason"] == "refused: one of 2 hard links to the same file"
+    bundle = read_files([str(root)], roots_of(root), 10_000, tokens)
+    assert MARKER not in bundle.text and bundle.included == []
+    assert bundle.skipped == [
+        (str(linked.resolve()), "refused: one of 2 hard links to the same file")
+    ]
+
+
+def test_hard_links_are_refused_even_when_every_name_is_inside(root: Path) -> None:
+    """Nothing can tell where a file's other names are, so none is read."""
+    write(root / "a.py")
+    os.link(root / "a.py", root / "b.py")
+    with pytest.raises(ForbiddenError, match="hard links"):
+        read_file_text(str(root / "a.py"), roots_of(root))
+
+
+def test_a_hard_link_swapped_in_after_the_check_is_caught_on_the_descriptor(
+    root: Path, outside: Path
+) -> None:
+    write(root / "f.txt", "inside\n")
+    stale = files.policy._locate(str(root / "f.txt"), [root.resolve()], [str(root)])
+    (root / "f.txt").unlink()
+    os.link(outside / SECRET_NAME, root / "f.txt")
+    with pytest.raises(ForbiddenError, match="hard links"):
+        files.read._load_text(stale, 1000)
 
 
 # --- async -------------------------------------------------------------------

@@ -161,6 +161,45 @@ LAYOUT: list[tuple[str, str, list[tuple[str, str]]]] = [
             ("secrets_found", "secrets found"),
         ],
     ),
+    (
+        "attack_subprocess",
+        "Attacks through subprocesses (git, bridged MCP servers)",
+        [
+            ("git_settings_naming_a_program", "git settings naming a hostile program"),
+            ("hooks_installed", "hooks installed (.git/hooks and core.hooksPath)"),
+            ("attribute_sources", "attribute sources routing files through filters"),
+            ("git_env_variables", "hostile GIT_* variables in the daemon's environment"),
+            ("precommit_calls", "precommit calls on the hostile repository"),
+            ("precommit_outcomes", "their outcomes"),
+            ("diffs_that_reached_the_model", "calls whose real diff reached the model"),
+            ("hostile_programs_run", "hostile programs that ran"),
+            ("escaping_repositories", "repositories reaching outside the root"),
+            ("escaping_repository_calls", "precommit calls on them"),
+            ("outside_content_read", "calls that read content from outside the root"),
+            ("bridged_server_starts_inspected", "bridged MCP server starts inspected"),
+            (
+                "bridged_server_variables_beyond_the_minimal_set",
+                "variables it got beyond the minimal set and its own",
+            ),
+            ("bridged_server_secrets_seen", "daemon secrets it saw"),
+            ("secrets_searched", "secrets searched for (results, provider, store, outbox, log)"),
+            ("secrets_found", "secrets found"),
+        ],
+    ),
+    (
+        "attack_files",
+        "Attacks on the file policy (symlink races, hard links)",
+        [
+            ("race_calls", "file calls while a process swaps symlinks"),
+            ("race_outcomes", "their outcomes"),
+            ("race_internal_errors", "INTERNAL_ERROR among them"),
+            ("race_outside_content_leaked", "answers or provider requests with outside content"),
+            ("race_error_log_lines", "log lines at error level"),
+            ("hard_link_tool_fields", "(tool, path field) pairs given a hard link to outside"),
+            ("hard_link_calls", "calls made (the link named, its directory named)"),
+            ("hard_link_outside_content_leaked", "answers or provider requests with its content"),
+        ],
+    ),
 ]
 
 

@@ -7,6 +7,13 @@ session), lists its tools, then watches it with pings. When the server fails to
 start or dies, the supervisor records why, waits with exponential backoff and
 jitter, and starts it again, listing its tools afresh.
 
+A stdio server's environment is the minimal one every child of exai gets
+(:func:`~exai.subprocesses.child_environment`), with a private, empty home
+directory the servers share (``mcp-servers/home`` in the data directory), plus the
+``env`` its entry in the servers file gives it: none of the daemon's keys or
+tokens. The MCP SDK adds ``LOGNAME``, ``SHELL``, ``TERM`` and ``USER`` from the
+daemon's environment to every server it starts.
+
 Calls come from the daemon's call tasks and share the live session. While the
 server is down they fail at once with ``PROVIDER_ERROR`` naming the server and
 the reason, marked retryable with the time of the next attempt, so a failure is
@@ -36,6 +43,7 @@ from exai.bridge.config import ServerConfig
 from exai.bridge.tool import to_tool_result
 from exai.errors import ProviderError, TimeoutError_
 from exai.logs import get_logger
+from exai.subprocesses import child_environment
 from exai.tools.base import ToolContext, ToolResult
 
 __all__ = ["LinkState", "ServerLink"]
@@ -71,6 +79,7 @@ class ServerLink:
         self.retry_max_s = retry_max_s
         self.health_interval_s = health_interval_s
         self.log_path = log_dir / f"{_file_safe(name)}.log"
+        self.home = log_dir / "home"
         self._on_tools = on_tools
         self.state = LinkState.STARTING
         self.tools: list[types.Tool] = []
@@ -139,8 +148,9 @@ class ServerLink:
             if c.command is not None:
                 # The server's stderr goes to its own log, not into the daemon's.
                 errlog = stack.enter_context(await asyncio.to_thread(_open_log, self.log_path))
-                params = StdioServerParameters(command=c.command, args=c.args, env=c.env or None,
-                                               cwd=c.cwd)  # fmt: skip
+                home = await asyncio.to_thread(_private_dir, self.home)
+                env = child_environment(home=home, extra=c.env)
+                params = StdioServerParameters(command=c.command, args=c.args, env=env, cwd=c.cwd)
                 read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
             else:
                 assert c.url is not None
@@ -255,6 +265,11 @@ def _describe(exc: BaseException) -> str:
         return f"MCP error {exc.code}: {exc.message}"
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if not isinstance(exc, ConnectionError) else text
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
 
 
 def _open_log(path: Path) -> TextIO:

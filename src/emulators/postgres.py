@@ -5,7 +5,8 @@ cluster in a temporary directory: loopback only, an ephemeral port, ``trust``
 authentication, and fsync off, because its data is thrown away on :meth:`stop`.
 Postgres refuses to run as root, so under root the directory is handed to the
 ``postgres`` system user and the server binaries run through
-``runuser -u postgres --``.
+``runuser -u postgres --``. Every program runs with the minimal environment of a
+child of exai (:func:`~exai.subprocesses.child_environment`).
 
     with TempPostgres() as pg:
         url = pg.create_database("store_test")
@@ -23,6 +24,8 @@ import weakref
 from pathlib import Path
 from types import TracebackType
 
+from exai.subprocesses import child_environment
+
 __all__ = ["TempPostgres"]
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -37,7 +40,7 @@ def _bindir() -> Path:
                 "pg_config not found: install the Postgres server (e.g. postgresql-15)"
             )
         found = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True,
-                               check=True).stdout.strip()  # fmt: skip
+                               check=True, env=child_environment()).stdout.strip()  # fmt: skip
     path = Path(found)
     if not (path / "initdb").exists():
         raise RuntimeError(f"no initdb in {path}: install the Postgres server binaries")
@@ -53,7 +56,7 @@ def _free_port() -> int:
 def _cleanup(directory: str, pg_ctl: list[str], data: str) -> None:
     if os.path.exists(os.path.join(data, "postmaster.pid")):
         subprocess.run([*pg_ctl, "stop", "-D", data, "-m", "immediate", "-w"],
-                       capture_output=True, check=False)  # fmt: skip
+                       capture_output=True, check=False, env=child_environment())  # fmt: skip
     shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -72,7 +75,8 @@ class TempPostgres:
 
     def _server(self, tool: str, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*self._run_as(), str(self._bin / tool), *args],
-                              capture_output=True, text=True, check=False)  # fmt: skip
+                              capture_output=True, text=True, check=False,
+                              env=child_environment())  # fmt: skip
 
     @property
     def url(self) -> str:
@@ -125,7 +129,9 @@ class TempPostgres:
         psql = [str(self._bin / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U",
                 self.user, "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-q", "-c",
                 f"CREATE DATABASE {name}"]  # fmt: skip
-        done = subprocess.run(psql, capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            psql, capture_output=True, text=True, check=False, env=child_environment()
+        )
         if done.returncode:
             raise RuntimeError(f"CREATE DATABASE {name} failed: {done.stderr.strip()}")
         return self.database_url(name)

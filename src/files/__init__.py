@@ -15,6 +15,16 @@ a client gives is untrusted input. The policy, enforced here and nowhere else:
 * Files are opened beneath their root one component at a time with ``O_NOFOLLOW``:
   a directory or file swapped for a symlink after the check makes the open fail
   instead of following it out of the root. Nothing outside the roots is ever opened.
+* A regular file with more than one hard link is refused. Its names are equal:
+  nothing tells the one inside the roots from one elsewhere on the filesystem (a
+  link to ``~/.aws/credentials`` made inside a project is that file), so a file is
+  read only when it has no other name. The count is checked when the path is
+  checked and again, with ``fstat``, on the very descriptor that is then read, so
+  a link made in between is caught too.
+* A path that changes while it is being checked (a symlink on the way removed or
+  replaced) is refused like any path that cannot be resolved: ``VALIDATION_ERROR``
+  naming the path when the caller named it, a "files not included" reason when it
+  was found in a directory. Races never surface as internal errors.
 * Directories expand in a stable sorted order with the usual exclusions; whatever is
   not included (excluded, binary, too large, over the token budget) is listed with a
   reason, never dropped silently.

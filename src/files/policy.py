@@ -2,6 +2,14 @@
 
 The rules are described in :mod:`exai.files`; this module decides, for a path a client
 named, whether it may be read, and refuses it with a clear error when it may not.
+
+What it promises about links: symlinks are resolved and the target must be inside
+the roots; hard links cannot be resolved (every name of a file is as real as the
+others), so a regular file with more than one link is refused wherever it is
+(``FORBIDDEN``, reason ``refused: one of N hard links to the same file``).
+Resolving a path races with whoever changes the tree; a path that changes under
+the check is reported as a ``VALIDATION_ERROR`` with the reason the filesystem gave
+(``not found`` when it vanished), never as an internal error.
 """
 
 from __future__ import annotations
@@ -37,8 +45,8 @@ HOME_CREDENTIALS = (
     ".cargo/credentials.toml", ".gem/credentials", ".terraform.d", ".vault-token",
 )  # fmt: skip
 
-# Not descended into while expanding a directory (a directory named explicitly is
 _CASE_INSENSITIVE = sys.platform in ("darwin", "win32")
+_RESOLVE_ATTEMPTS = 3
 
 
 # --- checking a path ---------------------------------------------------------
@@ -77,8 +85,26 @@ def _prepare_roots(roots: list[str]) -> list[Path]:
         expanded = os.path.expanduser(os.fspath(root))
         if not os.path.isabs(expanded):
             raise ValueError(f"allowed root {root!r} is not an absolute path")
-        prepared.append(Path(os.path.realpath(expanded)))
+        try:
+            prepared.append(_realpath(expanded))
+        except OSError as exc:
+            raise ValidationError_(
+                f"allowed root {root!r} changed while being resolved: {exc.strerror or exc}",
+                details={"path": root, "reason": _os_reason(exc)},
+            ) from None
     return prepared
+
+
+def _realpath(path: str) -> Path:
+    """``os.path.realpath``, which raises when a symlink on the way is removed or
+    replaced between its ``lstat`` and its ``readlink``. Tried again a few times, as
+    the tree settles; then the error is the caller's to report."""
+    for _ in range(_RESOLVE_ATTEMPTS - 1):
+        try:
+            return Path(os.path.realpath(path))
+        except OSError:
+            continue
+    return Path(os.path.realpath(path))
 
 
 def _as_list(paths: Iterable[PathArg] | PathArg) -> list[PathArg]:
@@ -102,7 +128,14 @@ def _locate(path: PathArg, roots: list[Path], shown_roots: list[str]) -> _Locate
             "share the client's working directory)",
             details={"path": path, "reason": "not an absolute path"},
         )
-    real = Path(os.path.realpath(path))
+    try:
+        real = _realpath(path)
+    except OSError as exc:
+        raise ValidationError_(
+            f"{path!r} changed while being resolved ({exc.strerror or exc}); it was removed "
+            "or replaced meanwhile",
+            details={"path": path, "reason": _os_reason(exc)},
+        ) from None
     root = next((r for r in roots if real.is_relative_to(r)), None)
     if root is None:
         via = f" (it resolves to {real})" if str(real) != path else ""
@@ -133,6 +166,13 @@ def _locate(path: PathArg, roots: list[Path], shown_roots: list[str]) -> _Locate
             f"{path!r} cannot be accessed: {exc.strerror}",
             details={"path": path, "reason": _os_reason(exc)},
         ) from None
+    links = _hard_links(st)
+    if links is not None:
+        raise ForbiddenError(
+            f"{path!r} is refused: it is {links}, and another of its names may be outside "
+            "the allowed roots",
+            details={"path": path, "reason": f"refused: {links}"},
+        )
     return _Located(real, root, st)
 
 
@@ -144,6 +184,15 @@ def _locate_named(path: PathArg, roots: list[Path], shown_roots: list[str]) -> _
             details={"path": os.fspath(path), "reason": "not a regular file"},
         )
     return located
+
+
+def _hard_links(st: os.stat_result) -> str | None:
+    """What makes a file refused for its links, or None. A regular file with more
+    than one name cannot be told apart from the other names, which may be anywhere
+    on the same filesystem, so none of them is read."""
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        return f"one of {st.st_nlink} hard links to the same file"
+    return None
 
 
 def _refusal(real: Path) -> str | None:
@@ -169,7 +218,14 @@ def _denied_prefixes(home: str) -> tuple[tuple[str, str], ...]:
         ]
     denied: dict[str, str] = {}
     for prefix, label in entries:
-        for form in (prefix, os.path.realpath(prefix)):
+        try:
+            resolved = str(_realpath(prefix))
+        except OSError as exc:  # not cached: the list is only complete once it resolves
+            raise ValidationError_(
+                f"{prefix!r} changed while being resolved ({exc.strerror or exc})",
+                details={"path": prefix, "reason": _os_reason(exc)},
+            ) from None
+        for form in (prefix, resolved):
             if form != os.sep:
                 denied.setdefault(_fold(form), label)
     return tuple(denied.items())

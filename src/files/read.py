@@ -16,6 +16,7 @@ from exai.errors import ExaiError, ForbiddenError, ValidationError_
 from exai.files.policy import (
     PathArg,
     _as_list,
+    _hard_links,
     _locate,
     _locate_named,
     _Located,
@@ -234,9 +235,19 @@ def _open_beneath(real: Path, root: Path) -> int:
                 details={"path": str(real), "reason": "refused: changed while being opened"},
             ) from None
         raise _Skip(_os_reason(exc)) from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    # Checked on the descriptor that will be read, so nothing can change in between.
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise _Skip("not a regular file")
+    links = _hard_links(st)
+    if links is not None:
+        os.close(fd)
+        raise ForbiddenError(
+            f"{str(real)!r} is refused: it is {links}, and another of its names may be "
+            "outside the allowed roots",
+            details={"path": str(real), "reason": f"refused: {links}"},
+        )
     return fd
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from exai.files.policy import (
     PathArg,
     _as_list,
+    _hard_links,
     _locate_named,
     _os_reason,
     _prepare_roots,
@@ -140,6 +141,8 @@ class _Expansion:
             self.skipped.append((path, "not a regular file"))
             return None
         reason = _excluded_file(name) or _refused(real)
+        if reason is None and (links := _hard_links(st)) is not None:
+            reason = f"refused: {links}"
         if reason is not None:
             self.skipped.append((path, reason))
         else:

@@ -6,7 +6,10 @@ under the data directory: the first shim starts the daemon and waits for it to
 listen, the others wait for the lock, see the port open and start nothing.
 The daemon runs in its own session (``start_new_session``), so it outlives the
 shim and the IDE's process group, and writes its logs to ``daemon.log`` in the
-data directory, never to the shim's stdout, which belongs to MCP.
+data directory, never to the shim's stdout, which belongs to MCP. It gets exai's
+settings from the shim's environment and nothing else of it
+(:func:`~exai.subprocesses.daemon_environment`): whatever the IDE put there for
+its own tools stays with the shim.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from exai.logs import get_logger
+from exai.subprocesses import daemon_environment
 
 __all__ = ["AutostartError", "daemon_command", "ensure_daemon", "is_listening"]
 
@@ -135,7 +139,7 @@ def _spawn(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
-            env={**os.environ, **(env or {})},
+            env=daemon_environment(env),
         )
         out.write(f"--- daemon pid {process.pid}\n".encode())
     return process

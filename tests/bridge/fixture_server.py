@@ -59,6 +59,12 @@ def pid() -> int:
 
 
 @server.tool()
+def environment() -> dict[str, str]:
+    """The server's whole environment."""
+    return dict(os.environ)
+
+
+@server.tool()
 def crash() -> str:
     """Exit the process at once, as a crash would."""
     os._exit(3)

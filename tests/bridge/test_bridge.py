@@ -4,6 +4,7 @@ streamable HTTP, with failures that show and servers that come back."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from exai.protocol import ErrorCode
@@ -136,3 +137,36 @@ async def test_closing_the_bridge_removes_its_tools(bridged, client_factory):
         client = await client_factory(daemon)
         assert not any(t.name.startswith("fixture__") for t in await client.list_tools())
         assert bridge.status()["servers"]["fixture"]["state"] == "stopped"
+
+
+async def test_a_stdio_server_gets_its_configured_env_and_none_of_the_daemons(
+    bridged, client_factory, tmp_path, monkeypatch
+):
+    servers = {"fixture": stdio_server_entry(env={"SERVER_SETTING": "configured"})}
+    secrets = {"KIMI_API_KEY": "sk-kimi-bridge-secret", "GLM_API_KEY": "glm-bridge-secret",
+               "EXAI_WS_TOKEN": "ws-bridge-secret", "GITHUB_TOKEN": "ghp-bridge-secret",
+               "DATABASE_URL": "postgresql://u:pw-bridge-secret@db/y"}  # fmt: skip
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    async with bridged(servers) as (daemon, _):
+        client = await client_factory(daemon, secrets["EXAI_WS_TOKEN"])
+        result = await client.call("fixture__environment", {})
+    assert result.error is None, result.error
+    seen = json.loads(result.outputs[0].text)
+    assert seen["SERVER_SETTING"] == "configured"
+    assert seen["HOME"] == str(tmp_path / "data" / "mcp-servers" / "home")
+    # The minimal environment, the server's own setting, and what the MCP SDK adds.
+    assert set(seen) <= {
+        "PATH",
+        "HOME",
+        "LANG",
+        "LC_ALL",
+        "LC_CTYPE",
+        "TMPDIR",
+        "SERVER_SETTING",
+        "LOGNAME",
+        "SHELL",
+        "TERM",
+        "USER",
+    }, set(seen)
+    assert not [s for s in secrets.values() if s in result.outputs[0].text]

@@ -128,6 +128,43 @@ async def test_autostart_starts_one_daemon_for_racing_shims(tmp_path: Path):
             os.kill(pid, signal.SIGTERM)
 
 
+async def test_the_autostarted_daemon_gets_exai_settings_and_nothing_else(tmp_path: Path):
+    daemon = DaemonProcess(tmp_path, port=free_port())  # only for its environment
+    ide = {
+        "GITHUB_TOKEN": "ghp-ide-secret",
+        "DATABASE_URL": "postgresql://u:ide-secret@db/x",
+        "AWS_SECRET_ACCESS_KEY": "aws-ide-secret",
+        "ANTHROPIC_API_KEY": "sk-ant-ide-secret",
+    }
+    settings = {
+        "KIMI_API_KEY": "sk-kimi-for-the-daemon",
+        "exai_log_format": "json",
+        "HTTPS_PROXY": "http://proxy.invalid:3128",
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    env = {**os.environ, **ide, **settings, **shim_env(daemon, EXAI_SHIM_AUTOSTART="true")}
+    pids: list[int] = []
+    try:
+        shim = await asyncio.create_subprocess_exec(
+            *shim_command(), env=env, cwd=tmp_path, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert await _raw_echo(shim, "up") == "up"
+        log = (Path(daemon.env["EXAI_DATA_DIR"]) / "daemon.log").read_text()
+        pids = [int(p) for p in re.findall(r"--- daemon pid (\d+)", log)]
+        seen = psutil.Process(pids[0]).environ()
+        assert shim.stdin is not None
+        shim.stdin.close()
+        await asyncio.wait_for(shim.wait(), 10)
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGTERM)
+    for name, value in {**settings, **daemon.env}.items():
+        assert seen.get(name) == value, name
+    assert seen["HOME"] == os.environ["HOME"], "the daemon's data directory derives from it"
+    assert not set(ide) & set(seen), set(ide) & set(seen)
+
+
 async def _raw_echo(proc: asyncio.subprocess.Process, text: str) -> str:
     assert proc.stdin is not None and proc.stdout is not None
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",

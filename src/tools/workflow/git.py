@@ -1,39 +1,53 @@
 """Reading a repository's pending changes with git, without leaving the allowed roots.
 
+The repository is found without git: it is the nearest directory, from the path
+given up to the allowed root holding it, with a ``.git`` directory or a ``.git``
+file naming one (as in submodules and linked work trees). Its work tree, its git
+directories and every part of them git will read (``HEAD``, the index, refs,
+objects and their alternates) must resolve inside the roots. git then runs sealed
+(:class:`~exai.subprocesses.SealedGit`): it never reads the repository's
+configuration, so nothing in the repository can make it run a program or read
+from elsewhere, and it gets none of the daemon's environment.
+
 git runs as an asyncio subprocess, never on the event loop's thread, with a
-deadline and a cap on how much of its output is read. It is run hermetically:
-the repository is found from the path given but never above the allowed roots
-(``GIT_CEILING_DIRECTORIES``), its work tree and git directories must resolve
-inside the roots, the caller's ``GIT_*`` environment and the user's and system's
-git configuration are ignored, and external diff drivers, text conversion and
-filesystem monitors are off, so a repository cannot make git run programs or
-read from elsewhere through them.
+deadline and a cap on how much of its output is read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from exai.errors import ForbiddenError, InternalError, TimeoutError_, ValidationError_
-from exai.files import acheck_paths
+from exai.files import check_paths, resolve_path
+from exai.subprocesses import GitLayout, SealedGit, parse_config_list
 
-__all__ = ["Diff", "GitRepository", "find_repository"]
+__all__ = ["Change", "Diff", "GitRepository", "find_repository"]
 
 GIT_TIMEOUT_S = 30.0
 _STDERR_BYTES = 16_384
-_SAFE_CONFIG = (
-    "-c", "core.fsmonitor=false",
-    "-c", "core.untrackedCache=false",
-    "-c", "core.quotePath=false",
-    "-c", "diff.external=",
-    "-c", "color.ui=never",
-)  # fmt: skip
-_DIFF = ("diff", "--no-ext-diff", "--no-textconv", "--no-color")
+_GITFILE_BYTES = 4096
+_ALTERNATES_DEPTH = 5  # as deep as git follows them
+_DIFF = ("diff", "--no-ext-diff", "--no-textconv", "--no-color", "--ignore-submodules=dirty")
 
 Which = Literal["staged", "unstaged", "compare"]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One changed file as ``git diff --name-status`` reports it (a rename has two paths)."""
+
+    status: str
+    paths: tuple[str, ...]
+
+    @property
+    def line(self) -> str:
+        return "\t".join((self.status, *self.paths))
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,27 +65,17 @@ class _Output:
     truncated: bool
 
 
-def _environment(roots: list[str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    ceilings = sorted({os.path.dirname(os.path.realpath(r)) for r in roots})
-    env.update({
-        "GIT_CEILING_DIRECTORIES": os.pathsep.join(ceilings),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_OPTIONAL_LOCKS": "0",
-        "GIT_PAGER": "cat",
-        "LC_ALL": "C",
-    })  # fmt: skip
-    return env
+async def _git(sealed: SealedGit, args: tuple[str, ...], max_bytes: int) -> _Output:
+    async with sealed.environment() as env:
+        return await _run(str(sealed.layout.work_tree), args, env, max_bytes)
 
 
-async def _git(
+async def _run(
     directory: str, args: tuple[str, ...], env: dict[str, str], max_bytes: int
 ) -> _Output:
     try:
         proc = await asyncio.create_subprocess_exec(
-            "git", *_SAFE_CONFIG, "-C", directory, *args,
+            "git", *args, cwd=directory,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=env,
         )  # fmt: skip
@@ -117,14 +121,14 @@ async def _read_bounded(stream: asyncio.StreamReader, limit: int, drain: bool = 
 
 
 class GitRepository:
-    """A work tree inside the allowed roots; every git command runs against it."""
+    """A work tree inside the allowed roots; every git command runs against it, sealed."""
 
-    def __init__(self, root: str, env: dict[str, str]) -> None:
-        self.root = root
-        self._env = env
+    def __init__(self, sealed: SealedGit) -> None:
+        self._sealed = sealed
+        self.root = str(sealed.layout.work_tree)
 
     async def _run(self, *args: str, max_bytes: int = 1_000_000) -> _Output:
-        out = await _git(self.root, args, self._env, max_bytes)
+        out = await _git(self._sealed, args, max_bytes)
         if out.returncode != 0:
             raise ValidationError_(f"git {args[0]} failed in {self.root}: {out.stderr}")
         return out
@@ -132,9 +136,8 @@ class GitRepository:
     async def resolve_ref(self, ref: str) -> str:
         """The commit ``ref`` names, as a hash, so it can never be read as an option."""
         out = await _git(
-            self.root,
+            self._sealed,
             ("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"),
-            self._env,
             4096,
         )
         if out.returncode != 0:
@@ -152,17 +155,51 @@ class GitRepository:
             return (commit,)
         return ()
 
-    async def changed_files(self, which: Which, commit: str | None = None) -> list[str]:
-        """``git diff --name-status`` lines, e.g. ``M\tsrc/app.py``."""
-        out = await self._run(*_DIFF, "--name-status", *self._diff_args(which, commit), "--")
-        return out.stdout.decode(errors="replace").splitlines()
+    async def changed_files(self, which: Which, commit: str | None = None) -> list[Change]:
+        """What ``git diff --name-status`` reports, paths as they are (``-z``)."""
+        args = (*_DIFF, "--name-status", "-z", *self._diff_args(which, commit), "--")
+        fields = (await self._run(*args)).stdout.decode(errors="replace").split("\0")
+        changes: list[Change] = []
+        while len(fields) > 1:
+            status = fields.pop(0)
+            count = 2 if status[:1] in ("R", "C") else 1
+            changes.append(Change(status, tuple(fields[:count])))
+            del fields[:count]
+        return changes
+
+    async def hard_linked(self, changes: list[Change]) -> list[str]:
+        """The changed work-tree files with more than one hard link. git would read
+        them, and another of their names may be outside the roots; they are left out
+        of diffs that read the work tree (:meth:`diff` with ``leave_out``)."""
+
+        def find() -> list[str]:
+            found = []
+            for path in (p for change in changes for p in change.paths):
+                try:
+                    st = os.lstat(os.path.join(self.root, path))
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                    found.append(path)
+            return found
+
+        return await asyncio.to_thread(find)
 
     async def untracked(self, limit: int = 200) -> list[str]:
         out = await self._run("ls-files", "--others", "--exclude-standard", max_bytes=65_536)
         return out.stdout.decode(errors="replace").splitlines()[:limit]
 
-    async def diff(self, which: Which, max_bytes: int, commit: str | None = None) -> Diff:
-        out = await self._run(*_DIFF, *self._diff_args(which, commit), "--", max_bytes=max_bytes)
+    async def diff(
+        self,
+        which: Which,
+        max_bytes: int,
+        commit: str | None = None,
+        leave_out: Sequence[str] = (),
+    ) -> Diff:
+        excluded = [f":(top,exclude,literal){path}" for path in leave_out]
+        out = await self._run(
+            *_DIFF, *self._diff_args(which, commit), "--", *excluded, max_bytes=max_bytes
+        )
         return Diff(which, out.stdout.decode(errors="replace"), out.truncated)
 
 
@@ -170,31 +207,106 @@ async def find_repository(path: str, roots: list[str]) -> GitRepository:
     """The work tree containing ``path`` (already checked to be inside the roots).
 
     Raises ValidationError_ when there is none below the roots, and ForbiddenError
-    when its work tree or git directory resolves outside them (a ``.git`` file
-    pointing elsewhere, say).
+    when a part of it resolves outside them (a ``.git`` file pointing elsewhere, say).
     """
-    env = _environment(roots)
-    out = await _git(
-        path,
-        ("rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir"),
-        env,
-        65_536,
-    )
-    lines = out.stdout.decode(errors="replace").splitlines()
-    if out.returncode != 0 or len(lines) != 3:
-        raise ValidationError_(
-            f"{path!r} is not a git repository (or has no work tree)",
-            details={"field": "path", "reason": "not a git repository"},
-        )
-    top, git_dir, common = lines
-    if not os.path.isabs(common):
-        common = os.path.join(path, common)
     try:
-        resolved = await acheck_paths([top, git_dir, common], roots)
+        layout = await asyncio.to_thread(_locate, path, roots)
+    except OSError as exc:  # a part of it vanished or changed while being looked at
+        raise ValidationError_(
+            f"the git repository of {path!r} could not be read: {exc.strerror or exc}; it "
+            "changed while being read",
+            details={"field": "path", "reason": "unreadable git directory"},
+        ) from None
+    sealed = SealedGit(layout)
+    config = layout.common_dir / "config"
+    if await asyncio.to_thread(config.is_file):
+        # Read as a file, never as configuration: includes are not followed, and only
+        # settings about how content compares are kept.
+        out = await _git(sealed, ("config", "--file", str(config), "--list", "-z"), 1_000_000)
+        if out.returncode == 0 and not out.truncated:
+            sealed = SealedGit(layout, parse_config_list(out.stdout))
+    return GitRepository(sealed)
+
+
+def _locate(path: str, roots: list[str]) -> GitLayout:
+    start = resolve_path(path, roots)
+    real_roots = [Path(os.path.realpath(os.path.expanduser(r))) for r in roots]
+    directory = start if start.is_dir() else start.parent
+    while True:
+        layout = _layout_at(directory, path, roots)
+        if layout is not None:
+            _check_parts(layout, path, roots)
+            return layout
+        parent = directory.parent
+        if parent == directory or not any(parent.is_relative_to(r) for r in real_roots):
+            raise ValidationError_(
+                f"{path!r} is not a git repository (or has no work tree) inside the allowed roots",
+                details={"field": "path", "reason": "not a git repository"},
+            )
+        directory = parent
+
+
+def _layout_at(directory: Path, path: str, roots: list[str]) -> GitLayout | None:
+    """The repository whose ``.git`` is in ``directory``, or None when there is none
+    (or it is not a git directory, in which case the search goes on upwards, as git's)."""
+    dotgit = directory / ".git"
+    if not os.path.lexists(dotgit):
+        return None
+    real = _inside(dotgit, path, directory, roots)
+    if real.is_dir():
+        git_dir = real
+    else:
+        text = _head_of(real)
+        if not text.startswith("gitdir: "):
+            return None
+        git_dir = _inside(directory / text[8:].strip(), path, directory, roots)
+    common_dir = git_dir
+    if (git_dir / "commondir").is_file():
+        common_dir = _inside(git_dir / _head_of(git_dir / "commondir").strip(), path, directory,
+                             roots)  # fmt: skip
+    layout = GitLayout(directory, git_dir, common_dir)
+    valid = (git_dir / "HEAD").is_file() and layout.objects.is_dir()
+    return layout if valid and (common_dir / "refs").is_dir() else None
+
+
+def _check_parts(layout: GitLayout, path: str, roots: list[str]) -> None:
+    """Every part git reads must resolve inside the roots, alternates included."""
+    parts = [layout.git_dir / "HEAD", layout.index, layout.objects, layout.common_dir / "config"]
+    parts += [target for _, target in layout.links()]
+    for part in parts:
+        if os.path.lexists(part):
+            _inside(part, path, layout.work_tree, roots)
+    objects, depth = [layout.objects], 0
+    while objects and depth < _ALTERNATES_DEPTH:
+        found = []
+        for directory in objects:
+            alternates = directory / "info" / "alternates"
+            lines = _head_of(alternates).splitlines() if alternates.is_file() else []
+            for line in (line.strip() for line in lines):
+                if line.startswith('"'):
+                    # git unquotes these; a path exai cannot check is not used.
+                    raise ForbiddenError(
+                        f"the git repository of {path!r} is not entirely inside the allowed "
+                        f"roots: {alternates} names an object store with a quoted path, which "
+                        "exai cannot check",
+                        details={"field": "path", "reason": "repository outside allowed roots"},
+                    )
+                if line and not line.startswith("#") and os.path.lexists(directory / line):
+                    found.append(_inside(directory / line, path, layout.work_tree, roots))
+        objects, depth = found, depth + 1
+
+
+def _head_of(file: Path) -> str:
+    with open(file, "rb") as f:
+        return f.read(_GITFILE_BYTES).decode(errors="replace")
+
+
+def _inside(part: Path, path: str, work_tree: Path, roots: list[str]) -> Path:
+    try:
+        return check_paths([part], roots)[0]
     except ForbiddenError as exc:
         raise ForbiddenError(
-            f"the git repository of {path!r} (work tree {top}, git directory {git_dir}) "
-            f"is not entirely inside the allowed roots: {exc.message}",
+            f"the git repository of {path!r} (work tree {work_tree}) is not entirely inside "
+            f"the allowed roots: {exc.message}",
             details={"field": "path", "reason": "repository outside allowed roots"},
         ) from None
-    return GitRepository(str(resolved[0]), env)

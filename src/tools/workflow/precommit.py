@@ -4,7 +4,9 @@ The tool reads the changes itself with git (staged, unstaged, or everything
 since a ref), so the expert sees exactly what would be committed rather than
 the agent's account of it. Every step lists the changed files; the final step
 (or a single step with ``next_step_required=false``) sends the diff, within a
-size cap, to the expert model.
+size cap, to the expert model. A changed work-tree file with more than one hard
+link is listed but never diffed: like the file readers, precommit reads a file
+only when it has no other name, which could be outside the allowed roots.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ __all__ = ["MAX_DIFF_BYTES", "PrecommitInput", "PrecommitTool"]
 # of the prompt (findings, files) needs room too.
 MAX_DIFF_BYTES = 400_000
 
+# Files git would read from the work tree for a diff, but which have another name
+# that may be outside the allowed roots (the file policy of exai.files).
+_LEFT_OUT = "Left out of the diffs: changed files with more than one hard link"
 _TITLES: dict[Which, str] = {
     "staged": "Staged changes (git diff --cached)",
     "unstaged": "Unstaged changes (git diff)",
@@ -89,17 +94,25 @@ class PrecommitTool(WorkflowTool):
         commit = await repo.resolve_ref(arguments.compare_to) if arguments.compare_to else None
         kinds = _kinds(arguments)
         changes: dict[str, Any] = {}
+        leave_out: dict[Which, list[str]] = {}
         for which in kinds:
-            changes[which] = await repo.changed_files(which, commit)
+            found = await repo.changed_files(which, commit)
+            changes[which] = [change.line for change in found]
+            if which != "staged":  # the others read the work tree
+                leave_out[which] = await repo.hard_linked(found)
         changes["untracked (not reviewed)"] = await repo.untracked()
         response: dict[str, Any] = {"repository": repo.root, "changes": changes}
         if not any(changes[which] for which in kinds):
             response["note"] = "git reports no changes to review"
+        if linked := sorted({path for paths in leave_out.values() for path in paths}):
+            response[_LEFT_OUT] = linked
         evidence = Evidence(response=response, metadata={"repository": repo.root})
         asks_expert = arguments.use_assistant_model and arguments.confidence != "certain"
         if not arguments.next_step_required and asks_expert:
-            diffs = await _read_diffs(repo, kinds, commit)
+            diffs = await _read_diffs(repo, kinds, commit, leave_out)
             evidence.sections = [_section(d, arguments.compare_to) for d in diffs]
+            if linked:
+                evidence.sections.append(f"# {_LEFT_OUT}\n" + "\n".join(linked))
             if any(d.truncated for d in diffs):
                 evidence.metadata["diff_truncated"] = True
         return evidence
@@ -122,14 +135,16 @@ def _kinds(arguments: PrecommitInput) -> list[Which]:
     return kinds
 
 
-async def _read_diffs(repo: GitRepository, kinds: list[Which], commit: str | None) -> list[Diff]:
+async def _read_diffs(
+    repo: GitRepository, kinds: list[Which], commit: str | None, leave_out: dict[Which, list[str]]
+) -> list[Diff]:
     diffs: list[Diff] = []
     budget = MAX_DIFF_BYTES
     for which in kinds:
         if budget <= 0:
             diffs.append(Diff(which, "", truncated=True))
             continue
-        diff = await repo.diff(which, budget, commit)
+        diff = await repo.diff(which, budget, commit, leave_out.get(which, []))
         budget -= len(diff.text.encode())
         diffs.append(diff)
     return diffs
