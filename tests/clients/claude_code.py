@@ -22,7 +22,10 @@ from tests.clients.scripted import Observation, Script, write_transcript
 from tests.shim.helpers import DaemonProcess
 from tests.shim.test_docs import snippets
 
-__all__ = ["ClaudeCode", "docs_env"]
+__all__ = ["DEFAULT_MCP_URL", "ClaudeCode", "docs_env"]
+
+# Where docs/ide.md's HTTP snippets point: the daemon's /mcp on the default port.
+DEFAULT_MCP_URL = "http://127.0.0.1:8078/mcp"
 
 
 def docs_env(name: str) -> dict[str, str]:
@@ -33,10 +36,13 @@ def docs_env(name: str) -> dict[str, str]:
 
 
 class ClaudeCode:
-    def __init__(self, binary: Path, *, home: Path, daemon: DaemonProcess) -> None:
+    def __init__(
+        self, binary: Path, *, home: Path, daemon: DaemonProcess, transport: str = "stdio"
+    ) -> None:
         self.binary = binary
         self.home = home
         self.daemon = daemon
+        self.transport = transport  # "stdio" (the shim) or "http" (the daemon's /mcp)
         self.api = AnthropicStandIn()
 
     def start(self) -> ClaudeCode:
@@ -63,8 +69,15 @@ class ClaudeCode:
         }
 
     def add_server(self, project: Path) -> None:
-        """Run docs/ide.md's ``claude mcp add`` in ``project``, word for word."""
-        _, body = snippets()["claude-code"]
+        """Run docs/ide.md's ``claude mcp add`` in ``project``, word for word.
+
+        Over HTTP the one change is the port: the test daemon's, not the default.
+        """
+        if self.transport == "http":
+            _, body = snippets()["claude-code-http"]
+            body = body.replace(DEFAULT_MCP_URL, self.daemon.mcp_url)
+        else:
+            _, body = snippets()["claude-code"]
         argv = shlex.split(body.strip())
         assert argv[0] == "claude"
         subprocess.run([str(self.binary), *argv[1:]], env=self.env(), cwd=project,

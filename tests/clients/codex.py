@@ -24,6 +24,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from tests.clients.claude_code import DEFAULT_MCP_URL
+from tests.clients.daemon import DOC_TOKEN
 from tests.clients.responses_api import MARKER, ResponsesStandIn
 from tests.clients.scripted import Observation, Script, write_transcript
 from tests.shim.helpers import DaemonProcess
@@ -42,8 +44,15 @@ _NO_NETWORK = "http://127.0.0.1:9"
 
 class Codex:
     def __init__(
-        self, binary: Path, *, home: Path, daemon: DaemonProcess, model: str = DEFERRED_MODEL
+        self,
+        binary: Path,
+        *,
+        home: Path,
+        daemon: DaemonProcess,
+        model: str = DEFERRED_MODEL,
+        transport: str = "stdio",
     ) -> None:
+        self.transport = transport  # "stdio" (the shim) or "http" (the daemon's /mcp)
         self.binary = binary
         self.home = home
         self.codex_home = home / ".codex"
@@ -64,7 +73,8 @@ class Codex:
 
     def config(self) -> str:
         """``config.toml``: the stand-in as model provider, then docs/ide.md's table verbatim."""
-        lang, body = snippets()["codex"]
+        lang, body = snippets()["codex-http" if self.transport == "http" else "codex"]
+        body = body.replace(DEFAULT_MCP_URL, self.daemon.mcp_url)  # the test daemon's port
         assert lang == "toml" and list(tomllib.loads(body)) == ["mcp_servers"], body
         return (
             f'model_provider = "exai-test"\n'
@@ -91,6 +101,7 @@ class Codex:
             "ALL_PROXY": _NO_NETWORK,
             "NO_PROXY": "127.0.0.1,localhost",
             "EXAI_WS_PORT": str(self.daemon.port),
+            "EXAI_WS_TOKEN": DOC_TOKEN,  # what the HTTP table's bearer_token_env_var names
             "EXAI_LOG_LEVEL": "warning",
             **extra,
         }

@@ -11,8 +11,9 @@ import pytest
 from exai.emulators.provider import EmulatorServer
 from tests.clients.claude_code import ClaudeCode
 from tests.clients.codex import Codex
+from tests.clients.daemon import daemon_env
 from tests.clients.install import claude_binary, codex_binary
-from tests.clients.long_calls import LongCalls, daemon_env
+from tests.clients.long_calls import LongCalls
 from tests.shim.helpers import DaemonProcess
 
 LONG_CALLS = LongCalls()
@@ -39,24 +40,45 @@ def client_daemon(
     daemon.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["stdio", "http"])
 def claude_code(
-    tmp_path_factory: pytest.TempPathFactory, client_daemon: DaemonProcess
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    client_daemon: DaemonProcess,
 ) -> Iterator[ClaudeCode]:
+    """Claude Code through the shim, then through the daemon's own /mcp."""
     home = tmp_path_factory.mktemp("claude-home")
-    client = ClaudeCode(claude_binary(), home=home, daemon=client_daemon).start()
+    client = ClaudeCode(claude_binary(), home=home, daemon=client_daemon,
+                        transport=request.param).start()  # fmt: skip
     yield client
     client.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["stdio", "http"])
 def codex(
-    tmp_path_factory: pytest.TempPathFactory, client_daemon: DaemonProcess
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    client_daemon: DaemonProcess,
+    provider_emulator: EmulatorServer,
 ) -> Iterator[Codex]:
+    """Codex through the shim, then through the daemon's own /mcp.
+
+    Codex declares no roots, and over HTTP no working directory stands in for
+    them, so, as docs/ide.md says, its projects outside the home directory need
+    EXAI_ALLOWED_ROOTS: that daemon gets the tests' temporary directory.
+    """
+    daemon = client_daemon
+    if request.param == "http":
+        workdir = tmp_path_factory.mktemp("codex-http-daemon")
+        roots = f"{Path.home()},{tmp_path_factory.getbasetemp()}"
+        daemon = DaemonProcess(workdir, **daemon_env(provider_emulator),
+                               EXAI_ALLOWED_ROOTS=roots).start()  # fmt: skip
     home = tmp_path_factory.mktemp("codex-home")
-    client = Codex(codex_binary(), home=home, daemon=client_daemon).start()
+    client = Codex(codex_binary(), home=home, daemon=daemon, transport=request.param).start()
     yield client
     client.stop()
+    if daemon is not client_daemon:
+        daemon.stop()
 
 
 @pytest.fixture

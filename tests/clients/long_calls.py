@@ -17,30 +17,15 @@ from pathlib import Path
 from exai.emulators.provider import EmulatorServer
 from tests.clients.claude_code import ClaudeCode, docs_env
 from tests.clients.codex import Codex
+from tests.clients.daemon import daemon_env
 from tests.clients.install import claude_binary, codex_binary
 from tests.clients.scripted import Call, Observation, Script
 from tests.shim.helpers import DaemonProcess
 
-__all__ = ["DOC_TOKEN", "LATENCY_MS", "PROMPT", "LongCalls", "daemon_env"]
-
-# The token the docs' snippets carry; the daemon accepts it so the snippets run as written.
-DOC_TOKEN = "paste-your-token"
+__all__ = ["LATENCY_MS", "PROMPT", "LongCalls"]
 
 LATENCY_MS = 91_000
 PROMPT = f"Take your time. [emulate:latency_ms={LATENCY_MS}]"
-
-
-def daemon_env(emulator: EmulatorServer) -> dict[str, str]:
-    """A client daemon's settings: the docs' token, both providers on the emulator."""
-    return {
-        "EXAI_WS_TOKEN": DOC_TOKEN,
-        "EXAI_KIMI_API_KEY": "sk-test-kimi",
-        "EXAI_KIMI_BASE_URL": emulator.base_url_kimi,
-        "EXAI_GLM_API_KEY": "test-glm-key",
-        "EXAI_GLM_BASE_URL": emulator.base_url_glm,
-        "EXAI_PROVIDER_MAX_RETRIES": "0",
-        "EXAI_PROGRESS_INTERVAL_S": "5",
-    }
 
 
 def _slow_chat() -> Script:

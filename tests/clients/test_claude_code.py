@@ -26,7 +26,6 @@ from tests.clients.scenarios import (
     validation_error_call,
 )
 from tests.clients.scripted import Script
-from tests.shim.helpers import DaemonProcess
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -61,12 +60,10 @@ def test_model_reads_a_validation_error(claude_code: ClaudeCode, project: Path) 
     check_validation_error(seen)
 
 
-def test_model_reads_tool_not_found(
-    claude_code: ClaudeCode, project: Path, client_daemon: DaemonProcess
-) -> None:
+def test_model_reads_tool_not_found(claude_code: ClaudeCode, project: Path) -> None:
     try:
-        seen = claude_code.run(project, Script([tool_not_found_call(client_daemon)]))
+        seen = claude_code.run(project, Script([tool_not_found_call(claude_code.daemon)]))
     finally:
-        client_daemon.stop()
-        client_daemon.start(EXAI_TOOLS_DENY="")
+        claude_code.daemon.stop()
+        claude_code.daemon.start(EXAI_TOOLS_DENY="")
     check_tool_not_found(seen)

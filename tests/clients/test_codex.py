@@ -78,12 +78,10 @@ def test_model_reads_a_validation_error(codex: Codex, project: Path) -> None:
     check_validation_error(seen)
 
 
-def test_model_reads_tool_not_found(
-    codex: Codex, project: Path, client_daemon: DaemonProcess
-) -> None:
+def test_model_reads_tool_not_found(codex: Codex, project: Path) -> None:
     try:
-        seen = codex.run(project, Script([tool_not_found_call(client_daemon)]))
+        seen = codex.run(project, Script([tool_not_found_call(codex.daemon)]))
     finally:
-        client_daemon.stop()
-        client_daemon.start(EXAI_TOOLS_DENY="")
+        codex.daemon.stop()
+        codex.daemon.start(EXAI_TOOLS_DENY="")
     check_tool_not_found(seen)

@@ -46,10 +46,11 @@ class DaemonProcess:
     def __init__(self, workdir: Path, port: int | None = None, **env: str) -> None:
         self.workdir = workdir
         self.port = port or free_port()
+        self.http_port = free_port()
         self.env = {
             "EXAI_WS_HOST": "127.0.0.1",
             "EXAI_WS_PORT": str(self.port),
-            "EXAI_HTTP_PORT": "0",
+            "EXAI_HTTP_PORT": str(self.http_port),
             "EXAI_DATA_DIR": str(workdir / "data"),
             "EXAI_AUDIT_ENABLED": "false",
             "EXAI_LOG_LEVEL": "warning",
@@ -62,6 +63,10 @@ class DaemonProcess:
     @property
     def url(self) -> str:
         return f"ws://127.0.0.1:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}/mcp"
 
     def start(self, timeout_s: float = 20.0, **env: str) -> DaemonProcess:
         self.env.update(env)
@@ -76,7 +81,9 @@ class DaemonProcess:
         log.close()
         self.starts += 1
         deadline = time.monotonic() + timeout_s
-        while not _listening(self.port):
+        http = self.env.get("EXAI_HTTP_PORT", "")
+        ports = [self.port, *([int(http)] if http not in ("", "0") else [])]
+        while not all(_listening(port) for port in ports):
             if self.process.poll() is not None:
                 raise RuntimeError(f"daemon exited with {self.process.returncode}")
             if time.monotonic() > deadline:
