@@ -22,6 +22,7 @@ from exai.bridge import Bridge
 from exai.daemon.connection import ConnectionHandler
 from exai.daemon.dispatch import Dispatcher
 from exai.daemon.http import HttpEndpoints
+from exai.daemon.memory import RELEASE_AFTER_BYTES, release_freed_memory
 from exai.daemon.metrics import DaemonMetrics
 from exai.daemon.replay import ReplayCache
 from exai.daemon.services import build_services, close_services
@@ -200,9 +201,21 @@ class Daemon:
             await asyncio.sleep(period)
             try:
                 await self.dispatcher.heartbeat(self.sessions, interval)
-                self.sessions.sweep(time.monotonic())
+                self._sweep()
             except Exception:
                 log.exception("heartbeat failed")
+
+    def _sweep(self) -> None:
+        """Forget ended sessions and expired results; give large amounts freed back."""
+        results = self.sessions.results
+        held = results.bytes
+        self.sessions.sweep(time.monotonic())
+        freed = held - results.bytes
+        if freed >= RELEASE_AFTER_BYTES:
+            started = time.perf_counter()
+            released = release_freed_memory()
+            log.debug("replay results dropped", bytes=freed, released_to_system=released,
+                      trim_ms=round((time.perf_counter() - started) * 1000, 2))  # fmt: skip
 
     def spawn(self, coro: Any) -> None:
         """Run a fire-and-forget coroutine, holding a reference so it is not collected."""
