@@ -22,7 +22,7 @@ from exai.bridge import Bridge
 from exai.daemon.connection import ConnectionHandler
 from exai.daemon.dispatch import Dispatcher
 from exai.daemon.http import HttpEndpoints
-from exai.daemon.memory import RELEASE_AFTER_BYTES, release_freed_memory
+from exai.daemon.memory import ShrinkWatcher
 from exai.daemon.metrics import DaemonMetrics
 from exai.daemon.replay import ReplayCache
 from exai.daemon.services import build_services, close_services
@@ -65,6 +65,7 @@ class Daemon:
             idle_ttl_s=max(s.replay_window_s, 60.0),
             results=ReplayCache(s.replay_window_s, s.replay_max_entries, s.replay_max_bytes),
         )  # fmt: skip
+        self._memory = ShrinkWatcher()  # what the replay cache held, to release when it shrinks
         self.connections: set[ServerConnection] = set()
         self.per_ip: Counter[str] = Counter()
         self.started_at = time.time()
@@ -206,15 +207,15 @@ class Daemon:
                 log.exception("heartbeat failed")
 
     def _sweep(self) -> None:
-        """Forget ended sessions and expired results; give large amounts freed back."""
+        """Forget ended sessions and expired results; give memory back once they shrank."""
         results = self.sessions.results
-        held = results.bytes
+        self._memory.observe(results.bytes)  # the high-water mark, before the sweep
         self.sessions.sweep(time.monotonic())
-        freed = held - results.bytes
-        if freed >= RELEASE_AFTER_BYTES:
-            started = time.perf_counter()
-            released = release_freed_memory()
-            log.debug("replay results dropped", bytes=freed, released_to_system=released,
+        high = self._memory.high
+        started = time.perf_counter()
+        if self._memory.observe(results.bytes):
+            log.debug("freed memory released", replay_bytes_before=high,
+                      replay_bytes=results.bytes,
                       trim_ms=round((time.perf_counter() - started) * 1000, 2))  # fmt: skip
 
     def spawn(self, coro: Any) -> None:
