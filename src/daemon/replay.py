@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, NamedTuple
 
 __all__ = ["ENTRY_OVERHEAD_BYTES", "ReplayCache", "ReplayEntry", "call_fingerprint"]
@@ -35,13 +36,28 @@ __all__ = ["ENTRY_OVERHEAD_BYTES", "ReplayCache", "ReplayEntry", "call_fingerpri
 # honest when the results are small and many.
 ENTRY_OVERHEAD_BYTES = 512
 
-# Canonical JSON: equal arguments give the same text whatever their key order.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+def _canonical_encoder() -> Callable[[Any], str]:
+    """Canonical JSON: equal arguments give the same text whatever their key order.
+
+    Every call is fingerprinted, so the C encoder is built once and reused where
+    the json module has one (JSONEncoder.encode builds it again on each call,
+    which costs more than the encoding of typical arguments).
+    """
+    encoder = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    if c_make_encoder is None:  # pragma: no cover - CPython ships the C encoder
+        return encoder.encode
+    make = c_make_encoder(None, encoder.default, encode_basestring, None, ":", ",", True,
+                          False, True)  # fmt: skip
+    return lambda value: "".join(make(value, 0))
+
+
+_CANONICAL = _canonical_encoder()
 
 
 def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
     """A digest of what a call asks for (its tool and arguments), stable across processes."""
-    encoded = _CANONICAL.encode(arguments).encode("utf-8", "surrogatepass")
+    encoded = _CANONICAL(arguments).encode("utf-8", "surrogatepass")
     return hashlib.sha256(tool.encode() + b"\x00" + encoded).hexdigest()
 
 

@@ -3,6 +3,9 @@ sessions, oldest out first; an ended session's entries go with it."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from exai.daemon.replay import ENTRY_OVERHEAD_BYTES, ReplayCache, call_fingerprint
 
 
@@ -77,3 +80,8 @@ def test_the_fingerprint_is_of_the_tool_and_the_arguments_whatever_their_order()
     assert call_fingerprint("chat", {"a": 1}) != call_fingerprint("echo", {"a": 1})
     assert call_fingerprint("chat", {"a": 1.0}) != call_fingerprint("chat", {"a": "1.0"})
     assert len(call_fingerprint("echo", {"text": "\ud800"})) == 64  # a lone surrogate
+    # It is the SHA-256 of the tool, a NUL and the arguments as canonical JSON.
+    arguments = {"z": [1.5, None, True], "a": {"é": "\u2028"}, "n": 10**30}
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    expected = hashlib.sha256(b"chat\x00" + canonical.encode()).hexdigest()
+    assert call_fingerprint("chat", arguments) == expected
