@@ -123,3 +123,24 @@ async def test_a_retried_first_turn_finds_its_thread_again(settings, emulator, c
     assert [t.id for t in threads] == [first.metadata.continuation_id]
     assert threads[0].turns == 1
     assert len(emulator.requests) == calls_before
+
+
+async def test_a_retry_sent_to_another_daemon_on_the_same_postgres_gets_the_stored_turn(
+    tmp_path, emulator, postgres_server, client_factory
+):
+    url = postgres_server.create_database(f"idem_{uuid.uuid4().hex[:8]}")
+    base = {**emulated_providers(emulator), "store_url": url}
+    a, b = make_settings(tmp_path / "a", **base), make_settings(tmp_path / "b", **base)
+    async with running_daemon(a) as daemon_a, running_daemon(b) as daemon_b:
+        on_a = await client_factory(daemon_a)
+        first = await on_a.call("chat", {"prompt": "asked on A"}, request_id="r1")
+        assert first.error is None, first.error
+        calls = len(emulator.requests)
+        # The client lost daemon A and resumes its session on daemon B.
+        on_b = await client_factory(daemon_b, session_id=on_a.session_id)
+        retry = await on_b.call("chat", {"prompt": "asked on A"}, request_id="r1")
+        assert retry.error is None and retry.metadata.replayed
+        assert retry.outputs == first.outputs
+        assert retry.metadata.continuation_id == first.metadata.continuation_id
+        assert len(emulator.requests) == calls
+        assert len(await daemon_b.services.store.list_threads("anonymous")) == 1
