@@ -21,6 +21,7 @@ __all__ = [
     "OverCapacityError",
     "ProviderError",
     "RateLimitedError",
+    "RequestIdReusedError",
     "TimeoutError_",
     "ToolNotFoundError",
     "UnauthorizedError",
@@ -102,6 +103,23 @@ class ContextTooLongError(ExaiError):
 
 class ConversationNotFoundError(ExaiError):
     code = ErrorCode.CONVERSATION_NOT_FOUND
+
+
+class RequestIdReusedError(ExaiError):
+    """A ``request_id`` this session already used, sent again for a different call.
+
+    A retry is the same call under the same id; anything else under that id is
+    refused rather than answered with what the earlier call produced.
+    """
+
+    code = ErrorCode.REQUEST_ID_REUSED
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(
+            f"request_id {request_id!r} was already used in this session for a different "
+            "call (another tool or other arguments); send a new call with a new request_id",
+            details={"request_id": request_id},
+        )
 
 
 class InternalError(ExaiError):

@@ -126,6 +126,11 @@ class Settings(BaseSettings):
         ge=0,
     )
     replay_max_entries: int = _daemon(1000, "Results kept for replay, per session.", ge=1)
+    replay_max_bytes: int = _daemon(
+        64 * 1024 * 1024,
+        "Bytes of results kept for replay across all sessions; the oldest go first.",
+        ge=0,
+    )
     shutdown_grace_s: float = _daemon(30.0, "On SIGTERM, how long running calls may finish.", ge=0)
     enable_echo: bool = _daemon(True, "Offer the echo tool (load tests, connectivity checks).")
 

@@ -202,7 +202,7 @@ class _Frames:
             session.post(ListToolsResult(request_id=frame.request_id, tools=d.registry.infos()))
         elif isinstance(frame, CancelFrame):
             if not d.dispatcher.cancel(session, frame.request_id) and (
-                session.replay(frame.request_id, d.settings.replay_window_s) is None
+                session.replay(frame.request_id) is None
             ):
                 raise FrameError(
                     f"no call {frame.request_id!r} is running in this session",

