@@ -128,6 +128,17 @@ class ExaiConnection(ServerConnection):
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
+        # The connection and its websockets protocol sit in reference cycles (the
+        # protocol's parser is a generator that refers to it) that only a full
+        # garbage collection frees, which in a quiet daemon may not come for a long
+        # time; what they buffered must not wait for it. That is a message half
+        # assembled, and the last frame parsed: a local of the parser generator,
+        # reachable from the traceback of the exception that ended the parser.
+        self._fragments = None
+        self._early.clear()
+        parser_exc = self.protocol.parser_exc
+        if parser_exc is not None:
+            parser_exc.__traceback__ = None
         if self._arrived is not None and not self._arrived.done():
             self._arrived.set_exception(self.protocol.close_exc)
 
