@@ -91,6 +91,10 @@ class Settings(BaseSettings):
     ws_compression: bool = _daemon(False, "Per-message deflate; costs CPU, saves bandwidth.")
     hello_timeout_s: float = _daemon(10.0, "A connection must say hello within this.", gt=0)
     max_frame_bytes: int = _daemon(32 * 1024 * 1024, "Largest frame accepted.", ge=1024)
+    hello_max_bytes: int = _daemon(
+        16 * 1024, "Largest frame accepted before a hello has succeeded (the hello, with its "
+        "token); a larger one closes the connection with 1009.", ge=1024,
+    )  # fmt: skip
     max_connections: int = _daemon(4096, "Open connections, in total.", ge=1)
     max_connections_per_ip: int = _daemon(2048, "Open connections from one address.", ge=1)
     max_inflight: int = _daemon(512, "Tool calls running at once, in total.", ge=1)

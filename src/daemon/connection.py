@@ -1,7 +1,9 @@
 """One WebSocket connection: the ``hello`` handshake, then the frame loop.
 
 The handshake enforces the contract's close codes (4000 first frame not JSON,
-4001 not ``hello``, 4002 hello timeout, 4003 unauthorized). After it, every
+4001 not ``hello``, 4002 hello timeout, 4003 unauthorized). Only a successful
+``hello`` lifts the connection's frame limit from the size of a hello to the
+configured one. After it, every
 message is handled as it arrives (see :mod:`exai.daemon.transport`): parsed by
 the protocol module, a frame that cannot be accepted answered with an ``error``
 frame while the connection keeps serving. ``call_tool`` is handed to the
@@ -126,6 +128,7 @@ class ConnectionHandler:
             # The client came back on a new socket; the old one is stale.
             d.spawn(previous.close(CloseCode.NORMAL, "session resumed elsewhere"))
         s = self.settings
+        ws.allow_messages_up_to(s.max_frame_bytes * 2)
         ack = HelloAck(
             ok=True,
             session_id=session.id,

@@ -103,9 +103,11 @@ class Daemon:
             process_request=self.http.process_request,
             create_connection=ExaiConnection,
             compression="deflate" if s.ws_compression else None,
-            # Frames between max_frame_bytes and twice that get an error frame from us;
-            # beyond that websockets closes with 1009 before reading them into memory.
-            max_size=s.max_frame_bytes * 2,
+            # Until its hello succeeds a client may send only a frame the size of a
+            # hello; the handshake then raises the limit for it to twice
+            # max_frame_bytes (frames in between get an error frame from us). Beyond
+            # the limit websockets closes with 1009 before reading the frame into memory.
+            max_size=min(s.hello_max_bytes, s.max_frame_bytes * 2),
             max_queue=64,
             ping_interval=20,
             ping_timeout=20,

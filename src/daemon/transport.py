@@ -9,6 +9,13 @@ about as much as everything else it does per call. The handler must not block
 (it parses the frame and starts a task for a call); the first message, the
 ``hello``, is still awaited by a coroutine, through :meth:`ExaiConnection.first_message`.
 
+Until the ``hello`` succeeds, a message may be no larger than the small limit
+the server was started with (websockets checks it on the frame header, and on
+the decompressed size when permessage-deflate is on, before buffering the
+payload); :meth:`ExaiConnection.allow_messages_up_to` raises it for a client
+that has logged in. A connection that has ended lets go of what it buffered at
+once, because the connection object itself may linger in reference cycles.
+
 Backpressure still holds, in the other direction: when a client stops reading
 and the daemon's output backs up past the transport's high-water mark, the
 connection stops reading that client's input until the output drains, so a
@@ -65,6 +72,16 @@ class ExaiConnection(ServerConnection):
             finally:
                 self._arrived = None
         return self._early.pop(0)
+
+    def allow_messages_up_to(self, max_size: int) -> None:
+        """Accept messages of up to ``max_size`` bytes from now on.
+
+        websockets reads ``max_size`` when the first bytes of a frame arrive,
+        before parsing its header, so the new limit holds for every frame whose
+        first byte arrives after this call: a client that waits for its
+        ``hello_ack`` before sending more gets the new limit for all of it.
+        """
+        self.protocol.max_size = max_size
 
     def serve_messages(self, handler: Callable[[Message], None]) -> None:
         """Hand every further message to ``handler``, those already read first."""

@@ -1,0 +1,65 @@
+"""Before login: the frame limit is the size of a hello, until the hello succeeds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from exai.client import ExaiClient
+from exai.protocol import CloseCode
+from tests.reliability.harness import client_frame, open_raw_websocket
+
+
+async def _close_code_of(reader: asyncio.StreamReader) -> int:
+    """The code of the close frame the daemon sends (unmasked, so 2 bytes of header)."""
+    head = await reader.readexactly(4)
+    assert head[0] == 0x88, head
+    return int.from_bytes(head[2:4], "big")
+
+
+async def test_a_first_frame_over_the_hello_limit_closes_1009_before_the_rest_arrives(
+    daemon_factory,
+):
+    daemon = await daemon_factory(hello_max_bytes=4096, hello_timeout_s=30)
+    reader, writer = await open_raw_websocket(daemon.port)
+    try:
+        # The header of a 1 MiB frame and its first 8 KiB; the rest never comes.
+        writer.write(client_frame("x" * 2**20)[: 14 + 8192])
+        async with asyncio.timeout(10):  # well inside the hello timeout
+            assert await _close_code_of(reader) == CloseCode.MESSAGE_TOO_BIG
+    finally:
+        writer.close()
+
+
+async def test_the_hello_limit_counts_decompressed_bytes(daemon_factory):
+    daemon = await daemon_factory(ws_compression=True, hello_max_bytes=4096)
+    hello = json.dumps({"op": "hello", "token": "0" * 200_000})  # deflates to a few hundred bytes
+    async with connect(daemon.url, compression="deflate") as ws:
+        await ws.send(hello)
+        with pytest.raises(ConnectionClosed) as info:
+            await ws.recv()
+    assert info.value.rcvd is not None and info.value.rcvd.code == CloseCode.MESSAGE_TOO_BIG
+
+
+async def test_a_hello_within_the_limit_is_answered(daemon_factory):
+    daemon = await daemon_factory(ws_token="t" * 8192, hello_max_bytes=16 * 1024)
+    async with ExaiClient(daemon.url, "t" * 8192) as client:
+        assert client.hello is not None and client.hello.ok
+
+
+@pytest.mark.parametrize("compression", [False, True])
+async def test_after_hello_the_full_frame_limit_applies(daemon_factory, compression):
+    daemon = await daemon_factory(
+        hello_max_bytes=4096,
+        max_frame_bytes=1024 * 1024,
+        ws_compression=compression,
+        max_result_tokens=10**8,  # the text comes back whole, not as an artifact
+    )
+    text = "y" * 700_000
+    async with ExaiClient(daemon.url, compression=compression, max_frame_bytes=2**21) as client:
+        res = await client.call("echo", {"text": text})
+    assert res.error is None and res.outputs[0].text == text
