@@ -97,6 +97,18 @@ class Settings(BaseSettings):
     )  # fmt: skip
     max_connections: int = _daemon(4096, "Open connections, in total.", ge=1)
     max_connections_per_ip: int = _daemon(2048, "Open connections from one address.", ge=1)
+    max_unauthenticated_per_ip: int = _daemon(
+        256, "Connections from one address (an IPv6 /64) that have not said a valid hello yet; "
+        "beyond this the upgrade is refused with HTTP 429.", ge=1,
+    )  # fmt: skip
+    auth_failures_per_min: float = _daemon(
+        30.0, "Failed hellos an address may make per minute once its burst is spent; while it "
+        "is over, its hellos are refused (RATE_LIMITED, 4003) unchecked. 0: no limit.", ge=0,
+    )  # fmt: skip
+    auth_failures_burst: int = _daemon(
+        30, "Failed hellos an address may make in a row before the per-minute limit applies.",
+        ge=1,
+    )  # fmt: skip
     max_inflight: int = _daemon(512, "Tool calls running at once, in total.", ge=1)
     max_inflight_per_session: int = _daemon(64, "Tool calls running at once per session.", ge=1)
     queue_max: int = _daemon(1024, "Calls that may wait for capacity before OVER_CAPACITY.", ge=0)

@@ -2,8 +2,10 @@
 
 websockets calls ``process_request`` before each opening handshake; answering
 there serves these endpoints without a second listener. The same hook refuses a
-WebSocket upgrade with 503 when the connection limits are reached, before any
-per-connection state exists.
+WebSocket upgrade before any per-connection state exists: with 503 when the
+connection limits are reached, with 429 when the address already has as many
+connections that have not said ``hello`` as it may (see
+:mod:`exai.daemon.admission`).
 """
 
 from __future__ import annotations
@@ -42,10 +44,20 @@ class HttpEndpoints:
         if request.headers.get("Upgrade", "").lower() != "websocket":
             endpoints = ["/health", "/ready", "/metrics", "ws:// (protocol v1)"]
             return _json(ws, HTTPStatus.NOT_FOUND, {"error": "not found", "endpoints": endpoints})
-        peer = ws.remote_address[0] if ws.remote_address else "?"
-        refusal = self.daemon.at_connection_limit(str(peer))
+        peer = str(ws.remote_address[0] if ws.remote_address else "?")
+        daemon = self.daemon
+        refusal = daemon.at_connection_limit(peer)
         if refusal is not None:
+            daemon.metrics.connections_refused.labels("capacity").inc()
             return _json(ws, HTTPStatus.SERVICE_UNAVAILABLE, {"error": refusal})
+        admission = daemon.admission
+        refusal = admission.admit(ws, peer)
+        if refusal is not None:
+            daemon.metrics.connections_refused.labels("unauthenticated").inc()
+            return _json(ws, HTTPStatus.TOO_MANY_REQUESTS, {"error": refusal})
+        # Released when the hello succeeds, or whenever the connection ends: the
+        # upgrade may still fail after this hook, and then no handler runs.
+        ws.connection_lost_waiter.add_done_callback(lambda _: admission.release(ws))
         return None
 
     async def readiness(self) -> tuple[bool, dict[str, Any]]:

@@ -19,6 +19,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from exai import __version__
 from exai.auth import Authenticator, parse_token_list
 from exai.bridge import Bridge
+from exai.daemon.admission import Admission
 from exai.daemon.connection import ConnectionHandler
 from exai.daemon.dispatch import Dispatcher
 from exai.daemon.http import HttpEndpoints
@@ -64,6 +65,8 @@ class Daemon:
         )  # fmt: skip
         self.connections: set[ServerConnection] = set()
         self.per_ip: Counter[str] = Counter()
+        self.admission = Admission(s.max_unauthenticated_per_ip, s.auth_failures_per_min,
+                                   s.auth_failures_burst)  # fmt: skip
         self.started_at = time.time()
         self._server: Server | None = None
         self.bridge: Bridge | None = None
@@ -200,6 +203,7 @@ class Daemon:
             await asyncio.sleep(period)
             try:
                 await self.dispatcher.heartbeat(self.sessions, interval)
+                self.admission.sweep()
                 self.sessions.sweep(time.monotonic(), self.settings.replay_window_s,
                                     self.settings.replay_max_entries)  # fmt: skip
             except Exception:
@@ -242,6 +246,8 @@ class Daemon:
     def _register_gauges(self) -> None:
         m = self.metrics
         m.gauge("exai_connections", "Open WebSocket connections", lambda: len(self.connections))
+        m.gauge("exai_connections_unauthenticated", "WebSocket connections before a valid hello",
+                lambda: self.admission.unauthenticated)  # fmt: skip
         m.gauge("exai_sessions", "Known sessions", lambda: len(self.sessions))
         m.gauge("exai_calls_in_flight", "Tool calls running", self.in_flight)
         m.gauge(

@@ -74,6 +74,9 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
         EXAI_WS_TOKENS=f"fuzzer={FUZZ_TOKEN},bystander={BYSTANDER_TOKEN}",
         EXAI_MAX_FRAME_BYTES=str(LIMIT),
         EXAI_HELLO_MAX_BYTES=str(HELLO_LIMIT),
+        # Hundreds of wrong tokens from one address, each of which must get its own
+        # UNAUTHORIZED: the failed-login throttle would answer most of them instead.
+        EXAI_AUTH_FAILURES_PER_MIN="0",
         EXAI_DEFAULT_TIMEOUT_S="2",
         EXAI_MAX_TIMEOUT_S="10",
         EXAI_PROGRESS_INTERVAL_S="0.5",

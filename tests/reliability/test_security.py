@@ -216,6 +216,9 @@ def daemon(
         EXAI_MAX_FRAME_BYTES=str(LIMIT),
         EXAI_HELLO_MAX_BYTES=str(HELLO_LIMIT),
         EXAI_HELLO_TIMEOUT_S=str(HELLO_TIMEOUT_S),
+        # Some forty hellos are refused on purpose here, each of which must say why;
+        # the failed-login throttle has tests of its own (tests/daemon/test_admission.py).
+        EXAI_AUTH_FAILURES_BURST="1000",
         EXAI_RATE_LIMIT_PER_MIN="0",
         **provider_env(provider_emulator, KIMI_KEY, GLM_KEY),
         **supabase_env(supabase, SUPABASE_KEY),
