@@ -19,7 +19,7 @@ import tracemalloc
 from websockets.asyncio.client import connect
 from websockets.frames import Frame, Opcode
 
-from tests.reliability.harness import client_frame, open_raw_websocket
+from tests.reliability.harness import client_frame, open_raw_websocket, wait_until
 
 
 async def test_frames_pipelined_behind_hello_are_served_in_order(daemon_factory):
@@ -105,14 +105,14 @@ async def test_a_message_cut_off_by_a_lost_connection_is_let_go_at_once(daemon_f
             writer.write(Frame(Opcode.CONT, chunk, fin=False).serialize(mask=True))
             await writer.drain()
         del chunk
-        async with asyncio.timeout(10):  # until the daemon has read all eight fragments
-            while tracemalloc.get_traced_memory()[0] - before < 8 * 1024 * 1024:
-                await asyncio.sleep(0.01)
+        await wait_until(
+            lambda: tracemalloc.get_traced_memory()[0] - before >= 8 * 1024 * 1024,
+            10,
+            "the daemon has read all eight fragments",
+        )
         writer.transport.abort()
-        async with asyncio.timeout(10):
-            while daemon.connections:
-                await asyncio.sleep(0.01)
-        await asyncio.sleep(0.1)
+        await wait_until(lambda: not daemon.connections, 10, "the connection is gone")
+        await asyncio.sleep(0.1)  # the callbacks connection_lost scheduled
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
