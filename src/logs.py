@@ -7,10 +7,13 @@ passed around. One variable holding the three, rather than structlog's one
 variable per key, because the daemon sets it on every call. Output goes to
 stderr: stdout belongs to the MCP stdio transport when running as a shim.
 
-The console renderer gets every control character escaped: a client chooses
-some of what is logged (a ``request_id``, a tool's arguments), and ESC, BEL or
-backspace written raw would reach the terminal of whoever reads the log. The
-JSON renderer escapes them itself.
+Every line passes through the audit trail's :class:`~exai.audit.scrub.Scrubber`
+(configured secrets, credential shapes, the credentials in URLs), since log
+lines leave the machine as often as audit events do. The console renderer also
+gets every control character escaped: a client chooses some of what is logged
+(a ``request_id``, a tool's arguments), and ESC, BEL or backspace written raw
+would reach the terminal of whoever reads the log. The JSON renderer escapes
+them itself.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping
 from contextvars import ContextVar
 from typing import Any, Literal
 
@@ -75,8 +78,20 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
 
 
 def configure_logging(
-    fmt: Literal["console", "json"] = "console", level: str = "info", stream=None
+    fmt: Literal["console", "json"] = "console",
+    level: str = "info",
+    stream=None,
+    secrets: Iterable[str] = (),
 ) -> None:
+    """Configure structlog; ``secrets`` are values masked wherever they appear."""
+    # Imported here: the audit package is heavy, and only the edge configures logging.
+    from exai.audit.scrub import Scrubber
+
+    scrubber = Scrubber(secrets)
+
+    def scrub(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
+        return scrubber.scrub(event)
+
     rendering: list[structlog.typing.Processor]
     if fmt == "json":
         rendering = [structlog.processors.JSONRenderer()]
@@ -89,6 +104,7 @@ def configure_logging(
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            scrub,
             *rendering,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),

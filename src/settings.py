@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from exai.redact import MASK, mask_url_credentials
+
 __all__ = ["Settings", "SettingsError", "env_example", "env_name", "load_settings"]
 
 CommaList = Annotated[list[str], NoDecode]
@@ -285,16 +287,17 @@ class Settings(BaseSettings):
         return self.data_dir / "audit-outbox.sqlite3"
 
     def masked(self) -> dict[str, Any]:
-        """Effective settings keyed by variable name, secrets shown as ``****``."""
+        """Effective settings keyed by variable name, secrets and the credentials
+        in URLs shown as ``****``."""
         out: dict[str, Any] = {}
         for name in type(self).model_fields:
             value = getattr(self, name)
             if isinstance(value, SecretStr):
-                value = "****" if value.get_secret_value() else ""
+                value = MASK if value.get_secret_value() else ""
             elif isinstance(value, Path):
                 value = str(value)
-            elif name in {"store_url"} and value:
-                value = _mask_url(value)
+            elif isinstance(value, str):
+                value = mask_url_credentials(value)
             out[env_name(name)] = value
         return out
 
@@ -305,17 +308,6 @@ def env_name(field: str) -> str:
     if isinstance(alias, AliasChoices):
         return str(alias.choices[0])
     return f"EXAI_{field.upper()}"
-
-
-def _mask_url(url: str) -> str:
-    # postgresql://user:password@host/db -> postgresql://user:****@host/db
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        if ":" in creds:
-            creds = creds.split(":", 1)[0] + ":****"
-        return f"{scheme}://{creds}@{host}"
-    return url
 
 
 def env_example() -> str:

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
+from exai.redact import mask_url_credentials
+
 if TYPE_CHECKING:
     from exai.daemon.server import Daemon
 
@@ -37,8 +39,10 @@ class HttpEndpoints:
             return _json(ws, HTTPStatus.OK, body)
         if path == "/ready":
             ready, checks = await self.readiness()
-            return _json(ws, HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE,
-                         {"ready": ready, "checks": checks})  # fmt: skip
+            # Anyone may ask, and the checks quote errors from other libraries.
+            text = mask_url_credentials(json.dumps({"ready": ready, "checks": checks}, default=str))
+            status = HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE
+            return _typed(ws, status, text + "\n", "application/json")
         if path == "/metrics":
             return _typed(ws, HTTPStatus.OK, self.daemon.metrics.render().decode(), _PROMETHEUS)
         if request.headers.get("Upgrade", "").lower() != "websocket":
