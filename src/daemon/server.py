@@ -2,7 +2,8 @@
 
 ``Daemon`` wires the pieces together and owns their lifetimes: the services
 (conversation store, providers, audit trail), the tool registry, the limits, the
-heartbeat that keeps long calls visibly alive, and graceful shutdown (stop
+heartbeat that keeps long calls visibly alive (and, on the same tick, hands
+memory freed after a burst back to the system), and graceful shutdown (stop
 accepting, let calls finish within the grace period, cancel the rest with
 ``CANCELLED``, close every connection with 1001).
 """
@@ -22,6 +23,7 @@ from exai.bridge import Bridge
 from exai.daemon.admission import Admission
 from exai.daemon.connection import ConnectionHandler
 from exai.daemon.dispatch import Dispatcher
+from exai.daemon.heap import HeapTrimmer
 from exai.daemon.http import HttpEndpoints
 from exai.daemon.metrics import DaemonMetrics
 from exai.daemon.services import build_services, close_services
@@ -67,6 +69,7 @@ class Daemon:
         self.per_ip: Counter[str] = Counter()
         self.admission = Admission(s.max_unauthenticated_per_ip, s.auth_failures_per_min,
                                    s.auth_failures_burst)  # fmt: skip
+        self.heap = HeapTrimmer()
         self.started_at = time.time()
         self._server: Server | None = None
         self.bridge: Bridge | None = None
@@ -204,6 +207,7 @@ class Daemon:
             try:
                 await self.dispatcher.heartbeat(self.sessions, interval)
                 self.admission.sweep()
+                self.heap.tick()
                 self.sessions.sweep(time.monotonic(), self.settings.replay_window_s,
                                     self.settings.replay_max_entries)  # fmt: skip
             except Exception:
