@@ -9,11 +9,13 @@ about as much as everything else it does per call. The handler must not block
 (it parses the frame and starts a task for a call); the first message, the
 ``hello``, is still awaited by a coroutine, through :meth:`ExaiConnection.first_message`.
 
-Until the ``hello`` succeeds, a message may be no larger than the small limit
-the server was started with (websockets checks it on the frame header, and on
-the decompressed size when permessage-deflate is on, before buffering the
-payload); :meth:`ExaiConnection.allow_messages_up_to` raises it for a client
-that has logged in. A connection that has ended lets go of what it buffered at
+Until the ``hello`` succeeds, a client may send nothing larger than the small
+limit the server was started with: not the upgrade request (websockets' own
+limits let one reach a megabyte of headers), and not a message (websockets
+checks that on the frame header, and on the decompressed size when
+permessage-deflate is on, before buffering the payload).
+:meth:`ExaiConnection.allow_messages_up_to` raises the limit for a client that
+has logged in. A connection that has ended lets go of what it buffered at
 once, because the connection object itself may linger in reference cycles.
 
 Backpressure still holds, in the other direction: when a client stops reading
@@ -54,8 +56,25 @@ class ExaiConnection(ServerConnection):
         self._arrived: asyncio.Future[None] | None = None
         self._fragments: list[Frame] | None = None
         self._output_full = False
+        # Until the upgrade request is in, what arrives goes through _receive_request,
+        # which caps it; then this instance attribute is deleted and websockets' own
+        # data_received takes every later byte, with nothing added per frame.
+        self._request_room: int = self.protocol.max_size or 0
+        self.data_received = self._receive_request  # type: ignore[method-assign]
 
     # --- incoming -------------------------------------------------------------
+
+    def _receive_request(self, data: bytes) -> None:
+        room = self._request_room
+        self._request_room = room - len(data)
+        super().data_received(data if len(data) <= room else data[:room])
+        if self.request is not None:
+            del self.data_received
+            if len(data) > room:
+                self.data_received(data[room:])
+        elif len(data) >= room:
+            # What websockets does with a request it cannot parse: end the connection.
+            self.transport.close()
 
     async def first_message(self) -> Message:
         """The first message; raises ``ConnectionClosed`` if the connection ends first.
@@ -149,13 +168,13 @@ class ExaiConnection(ServerConnection):
         # protocol's parser is a generator that refers to it) that only a full
         # garbage collection frees, which in a quiet daemon may not come for a long
         # time; what they buffered must not wait for it. That is a message half
-        # assembled, and the last frame parsed: a local of the parser generator,
-        # reachable from the traceback of the exception that ended the parser.
+        # assembled, and what the parser's generators held when the stream ended
+        # (the last frame, or the headers of an upgrade request read so far): their
+        # locals, reachable from the tracebacks of the exceptions that ended them.
         self._fragments = None
         self._early.clear()
-        parser_exc = self.protocol.parser_exc
-        if parser_exc is not None:
-            parser_exc.__traceback__ = None
+        _drop_tracebacks(self.protocol.parser_exc)
+        _drop_tracebacks(self.protocol.handshake_exc)
         if self._arrived is not None and not self._arrived.done():
             self._arrived.set_exception(self.protocol.close_exc)
 
@@ -171,6 +190,15 @@ class ExaiConnection(ServerConnection):
         self._output_full = False
         if self._handler is not None:
             self.transport.resume_reading()
+
+
+def _drop_tracebacks(exc: BaseException | None) -> None:
+    """Let go of the frames (and their locals) the tracebacks of ``exc`` and its causes hold."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc.__traceback__ = None
+        exc = exc.__cause__ or exc.__context__
 
 
 class FrameSender:

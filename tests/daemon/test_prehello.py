@@ -1,4 +1,5 @@
-"""Before login: the frame limit is the size of a hello, until the hello succeeds."""
+"""Before login, a client may send nothing larger than a hello: not a frame, not the
+upgrade request; only a successful hello lifts the limit."""
 
 from __future__ import annotations
 
@@ -63,3 +64,30 @@ async def test_after_hello_the_full_frame_limit_applies(daemon_factory, compress
     async with ExaiClient(daemon.url, compression=compression, max_frame_bytes=2**21) as client:
         res = await client.call("echo", {"text": text})
     assert res.error is None and res.outputs[0].text == text
+
+
+# --- the upgrade request ---------------------------------------------------------------
+
+
+async def test_an_upgrade_request_over_the_hello_limit_is_cut_off(daemon_factory):
+    daemon = await daemon_factory(hello_max_bytes=4096, hello_timeout_s=30)
+    reader, writer = await asyncio.open_connection("127.0.0.1", daemon.port)
+    try:
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n")
+        for i in range(64):  # 64 KiB of headers, and never the blank line that ends them
+            writer.write(b"X-Filler-%d: %s\r\n" % (i, b"a" * 1000))
+        async with asyncio.timeout(5):  # websockets alone would wait its 10 s open_timeout
+            try:
+                assert await reader.read() == b""
+            except ConnectionResetError:
+                pass  # closed with our headers unread: the kernel resets it
+    finally:
+        writer.close()
+
+
+async def test_an_upgrade_request_within_the_limit_is_served(daemon_factory):
+    daemon = await daemon_factory(hello_max_bytes=4096)
+    headers = {f"X-Filler-{i}": "a" * 100 for i in range(20)}  # 2.5 KiB of headers
+    async with connect(daemon.url, additional_headers=headers) as ws:
+        await ws.send(json.dumps({"op": "hello"}))
+        assert json.loads(await ws.recv())["ok"] is True
