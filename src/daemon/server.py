@@ -28,7 +28,7 @@ from exai.daemon.http import HttpEndpoints
 from exai.daemon.metrics import DaemonMetrics
 from exai.daemon.services import build_services, close_services
 from exai.daemon.session import SessionRegistry
-from exai.daemon.transport import ExaiConnection
+from exai.daemon.transport import ExaiConnection, WebsocketsLog
 from exai.limits import CapacityLimiter
 from exai.logs import get_logger
 from exai.protocol import CloseCode
@@ -118,6 +118,7 @@ class Daemon:
             ping_interval=20,
             ping_timeout=20,
             server_header=f"exai/{__version__}",
+            logger=WebsocketsLog(),
         )
         self._ticker = asyncio.create_task(self._tick(), name="exai-heartbeat")
         log.info(

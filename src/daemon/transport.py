@@ -25,22 +25,27 @@ client cannot make the daemon take on work it does not collect.
 
 :class:`FrameSender` writes frames: straight into the transport when nothing is
 waiting in its buffer, else through ``send``, which waits for the buffer to drain.
+
+:class:`WebsocketsLog` puts websockets' own log lines into the daemon's log.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+import logging
+import sys
+from collections.abc import Callable, Coroutine, MutableMapping
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.frames import CloseCode, Frame, Opcode
 from websockets.protocol import State
 
+from exai.logs import get_logger
 from exai.protocol import dump_frame_bytes
 
-__all__ = ["ExaiConnection", "FrameSender", "Message"]
+__all__ = ["ExaiConnection", "FrameSender", "Message", "WebsocketsLog"]
 
 Message = str | bytes  # a text message, or a binary one (which the daemon refuses)
 
@@ -247,3 +252,46 @@ class FrameSender:
         data = frame if isinstance(frame, bytes) else dump_frame_bytes(frame)
         if not self._write_now(data):
             self._spawn(self._send(data))
+
+
+class WebsocketsLog(logging.LoggerAdapter[logging.Logger]):
+    """websockets' log lines (``serve(logger=...)``), written by the daemon's logger.
+
+    Left to itself, websockets writes through Python's last-resort handler, as
+    plain text: "opening handshake failed" at error level with three chained
+    tracebacks whenever a client leaves before completing an upgrade request or
+    sends one that is not valid (a port probe, a load balancer's TCP check, or
+    anyone with a socket, as often as they like). That is the client's doing,
+    and the client is told (websockets answers an invalid request with 400): one
+    debug line naming the cause. Anything else at warning level or above is
+    logged as it is, traceback included; below that, nothing.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.getLogger("websockets.server"), {})
+        self._into = get_logger("exai.websockets")
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if level < logging.WARNING:
+            return
+        text = str(msg) % args if args else str(msg)
+        exc = sys.exc_info()[1] if kwargs.get("exc_info") else None
+        if isinstance(exc, InvalidHandshake):
+            self._into.debug(text, error=_causes(exc))
+        elif level >= logging.ERROR:
+            self._into.error(text, exc_info=exc is not None)
+        else:
+            self._into.warning(text)
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, Any]:
+        return msg, kwargs
+
+
+def _causes(exc: BaseException) -> str:
+    """``exc`` and what caused it, one line: "did not receive a valid HTTP request; ..."."""
+    parts: list[str] = []
+    cause: BaseException | None = exc
+    while cause is not None and len(parts) < 4:
+        parts.append(str(cause) or type(cause).__name__)
+        cause = cause.__cause__
+    return "; ".join(parts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 from websockets.asyncio.client import connect
@@ -12,6 +13,7 @@ from websockets.exceptions import ConnectionClosed
 
 from exai.client import ExaiClient
 from exai.protocol import CloseCode
+from tests.conftest import LOG_BUFFER
 from tests.reliability.harness import client_frame, open_raw_websocket
 
 
@@ -91,3 +93,19 @@ async def test_an_upgrade_request_within_the_limit_is_served(daemon_factory):
     async with connect(daemon.url, additional_headers=headers) as ws:
         await ws.send(json.dumps({"op": "hello"}))
         assert json.loads(await ws.recv())["ok"] is True
+
+
+async def test_a_client_that_leaves_mid_request_is_not_an_error_in_the_log(daemon_factory, caplog):
+    daemon = await daemon_factory()
+    mark = LOG_BUFFER.tell()
+    for partial in (b"", b"GET / HTTP/1.1\r\n", b"GET / HTTP/1.1\r\nHost: x\r\nUpgr"):
+        _, writer = await asyncio.open_connection("127.0.0.1", daemon.port)
+        writer.write(partial)
+        await writer.drain()
+        writer.close()
+    async with ExaiClient(daemon.url) as client:  # the daemon has seen them all by now
+        assert (await client.call("echo", {"text": "x"})).error is None
+    await asyncio.sleep(0.1)
+    levels = [json.loads(line)["level"] for line in LOG_BUFFER.getvalue()[mark:].splitlines()]
+    assert "error" not in levels
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
