@@ -55,6 +55,7 @@ class Admission:
         self._waiting: dict[Any, str] = {}  # connection -> its address key
         self._per_address: Counter[str] = Counter()
         self._failures: dict[str, TokenBucket] = {}
+        self._throttled: set[str] = set()  # used up their allowance since it was last full
 
     # --- connections not yet logged in ---------------------------------------------
 
@@ -93,7 +94,8 @@ class Admission:
         return bucket.wait_s() if bucket is not None else 0.0
 
     def login_failed(self, peer: str) -> bool:
-        """Count a failed login; True when it used up the address's allowance."""
+        """Count a failed login; True when it starts throttling the address: it used
+        up an allowance that has not run out since it was last full."""
         if self._rate <= 0:
             return False
         key = address_key(peer)
@@ -101,9 +103,13 @@ class Admission:
         if bucket is None:
             bucket = self._failures[key] = TokenBucket(self._rate, self._burst)
         bucket.spend()
-        return bucket.wait_s() > 0
+        if bucket.wait_s() > 0 and key not in self._throttled:
+            self._throttled.add(key)
+            return True
+        return False
 
     def sweep(self) -> None:
         """Forget addresses whose allowance has refilled, so the table stays small."""
         for key in [k for k, bucket in self._failures.items() if bucket.full]:
             del self._failures[key]
+            self._throttled.discard(key)

@@ -157,3 +157,5 @@ def test_failed_logins_use_up_an_allowance_that_refills():
     assert admission.login_wait_s("192.0.2.2") == 0.0
     admission.sweep()  # not refilled yet: still remembered
     assert admission.login_wait_s("192.0.2.1") > 0
+    # Running out again before the allowance was full once more is the same episode.
+    assert admission.login_failed("192.0.2.1") is False
