@@ -23,7 +23,7 @@ from exai.bridge import Bridge
 from exai.daemon.admission import Admission
 from exai.daemon.connection import ConnectionHandler
 from exai.daemon.dispatch import Dispatcher
-from exai.daemon.heap import HeapTrimmer
+from exai.daemon.heap import HeapKeeper
 from exai.daemon.http import HttpEndpoints
 from exai.daemon.metrics import DaemonMetrics
 from exai.daemon.services import build_services, close_services
@@ -69,7 +69,7 @@ class Daemon:
         self.per_ip: Counter[str] = Counter()
         self.admission = Admission(s.max_unauthenticated_per_ip, s.auth_failures_per_min,
                                    s.auth_failures_burst)  # fmt: skip
-        self.heap = HeapTrimmer()
+        self.heap = HeapKeeper()
         self.started_at = time.time()
         self._server: Server | None = None
         self.bridge: Bridge | None = None
@@ -208,7 +208,7 @@ class Daemon:
             try:
                 await self.dispatcher.heartbeat(self.sessions, interval)
                 self.admission.sweep()
-                self.heap.tick()
+                self.heap.tick(ExaiConnection.ended)
                 self.sessions.sweep(time.monotonic(), self.settings.replay_window_s,
                                     self.settings.replay_max_entries)  # fmt: skip
             except Exception:

@@ -54,6 +54,11 @@ _EARLY_MAX = 16  # messages kept before the handshake is done; then reading paus
 
 
 class ExaiConnection(ServerConnection):
+    # Connections of this process that have ended: what the heap keeper needs to
+    # know when to collect the cycles they leave (exai.daemon.heap). Process-wide,
+    # as the garbage collector is.
+    ended = 0
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._handler: Callable[[Message], None] | None = None
@@ -169,6 +174,7 @@ class ExaiConnection(ServerConnection):
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
+        ExaiConnection.ended += 1
         # The connection and its websockets protocol sit in reference cycles (the
         # protocol's parser is a generator that refers to it) that only a full
         # garbage collection frees, which in a quiet daemon may not come for a long
