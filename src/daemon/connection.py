@@ -7,9 +7,9 @@ successful ``hello`` lifts the connection's frame limit from the size of a hello
 to the configured one. After it, every message is handled as it arrives (see
 :mod:`exai.daemon.transport`): parsed by the protocol module, a frame that
 cannot be accepted answered with an ``error`` frame while the connection keeps
-serving. ``call_tool`` is handed to the
-dispatcher, which runs it in its own task, so the next frame, including a
-``cancel`` for a call still running, is read and honoured at once.
+serving. ``call_tool`` is handed to the dispatcher, which runs it in its own
+task, so the next frame, including a ``cancel`` for a call still running, is
+read and honoured at once.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Callable, Coroutine, MutableMapping
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection
@@ -69,7 +69,8 @@ class ExaiConnection(ServerConnection):
         # Until the upgrade request is in, what arrives goes through _receive_request,
         # which caps it; then this instance attribute is deleted and websockets' own
         # data_received takes every later byte, with nothing added per frame.
-        self._request_room: int = self.protocol.max_size or 0
+        limit = self.protocol.max_size
+        self._request_room: int = limit if limit is not None else sys.maxsize
         self.data_received = self._receive_request  # type: ignore[method-assign]
 
     # --- incoming -------------------------------------------------------------
@@ -267,10 +268,10 @@ class WebsocketsLog(logging.LoggerAdapter[logging.Logger]):
     plain text: "opening handshake failed" at error level with three chained
     tracebacks whenever a client leaves before completing an upgrade request or
     sends one that is not valid (a port probe, a load balancer's TCP check, or
-    anyone with a socket, as often as they like). That is the client's doing,
-    and the client is told (websockets answers an invalid request with 400): one
-    debug line naming the cause. Anything else at warning level or above is
-    logged as it is, traceback included; below that, nothing.
+    anyone with a socket, as often as they like). That is the client's doing (an
+    invalid request is answered with 400; one that was cut short has nobody to
+    tell): one debug line naming the cause. Anything else at warning level or
+    above is logged as it is, traceback included; below that, nothing.
     """
 
     def __init__(self) -> None:
@@ -288,9 +289,6 @@ class WebsocketsLog(logging.LoggerAdapter[logging.Logger]):
             self._into.error(text, exc_info=exc is not None)
         else:
             self._into.warning(text)
-
-    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, Any]:
-        return msg, kwargs
 
 
 def _causes(exc: BaseException) -> str:
