@@ -3,6 +3,11 @@
 Anything below the daemon (tools, providers, stores) raises one of these; the
 daemon turns it into the ``error`` of a ``call_tool_res`` with :meth:`ExaiError.info`.
 Any other exception escaping a tool is a bug and becomes ``INTERNAL_ERROR``.
+
+A message is often built from another library's exception text, which may
+quote a URL with its credentials (the OpenAI SDK and httpx do); it goes to the
+client, the log, the audit trail and ``/ready``, so those credentials are
+masked here, once, whoever built the message.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from exai.protocol import ErrorCode, ErrorInfo
+from exai.redact import mask_url_credentials
 
 __all__ = [
     "CancelledError",
@@ -41,6 +47,7 @@ class ExaiError(Exception):
         retry_after_s: float | None = None,
         details: dict[str, Any] | None = None,
     ) -> None:
+        message = mask_url_credentials(message)
         super().__init__(message)
         self.message = message
         if retryable is not None:

@@ -2,7 +2,8 @@
 
 ``Daemon`` wires the pieces together and owns their lifetimes: the services
 (conversation store, providers, audit trail), the tool registry, the limits, the
-heartbeat that keeps long calls visibly alive, and graceful shutdown (stop
+heartbeat that keeps long calls visibly alive (and, on the same tick, hands
+memory freed after a burst back to the system), and graceful shutdown (stop
 accepting, let calls finish within the grace period, cancel the rest with
 ``CANCELLED``, close every connection with 1001).
 """
@@ -19,15 +20,16 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from exai import __version__
 from exai.auth import Authenticator, parse_token_list
 from exai.bridge import Bridge
+from exai.daemon.admission import Admission
 from exai.daemon.connection import ConnectionHandler
 from exai.daemon.dispatch import Dispatcher
+from exai.daemon.heap import HeapKeeper
 from exai.daemon.http import HttpEndpoints
-from exai.daemon.memory import ShrinkWatcher
 from exai.daemon.metrics import DaemonMetrics
 from exai.daemon.replay import ReplayCache
 from exai.daemon.services import build_services, close_services
 from exai.daemon.session import SessionRegistry
-from exai.daemon.transport import ExaiConnection
+from exai.daemon.transport import ExaiConnection, WebsocketsLog
 from exai.limits import CapacityLimiter
 from exai.logs import get_logger
 from exai.protocol import CloseCode
@@ -65,9 +67,11 @@ class Daemon:
             idle_ttl_s=max(s.replay_window_s, 60.0),
             results=ReplayCache(s.replay_window_s, s.replay_max_entries, s.replay_max_bytes),
         )  # fmt: skip
-        self._memory = ShrinkWatcher()  # what the replay cache held, to release when it shrinks
         self.connections: set[ServerConnection] = set()
         self.per_ip: Counter[str] = Counter()
+        self.admission = Admission(s.max_unauthenticated_per_ip, s.auth_failures_per_min,
+                                   s.auth_failures_burst)  # fmt: skip
+        self.heap = HeapKeeper()
         self.started_at = time.time()
         self._server: Server | None = None
         self.bridge: Bridge | None = None
@@ -108,13 +112,19 @@ class Daemon:
             process_request=self.http.process_request,
             create_connection=ExaiConnection,
             compression="deflate" if s.ws_compression else None,
-            # Frames between max_frame_bytes and twice that get an error frame from us;
-            # beyond that websockets closes with 1009 before reading them into memory.
-            max_size=s.max_frame_bytes * 2,
+            # Until its hello succeeds a client may send only a frame the size of a
+            # hello; the handshake then raises the limit for it to twice
+            # max_frame_bytes (frames in between get an error frame from us). Beyond
+            # the limit websockets closes with 1009 before reading the frame into memory.
+            max_size=min(s.hello_max_bytes, s.max_frame_bytes * 2),
             max_queue=64,
             ping_interval=20,
             ping_timeout=20,
             server_header=f"exai/{__version__}",
+            logger=WebsocketsLog(),
+            # A browser sends Origin, and any page may open a WebSocket to loopback: only
+            # the origins allowed may; programs, which send none, always may.
+            origins=[None, *s.allowed_origins],
         )
         if s.http_port is not None:
             from exai.web import WebFace  # the HTTP faces sit above the daemon they call
@@ -210,21 +220,12 @@ class Daemon:
             await asyncio.sleep(period)
             try:
                 await self.dispatcher.heartbeat(self.sessions, interval)
-                self._sweep()
+                self.admission.sweep()
+                # Sessions first: what they let go of is freed before the heap is looked at.
+                self.sessions.sweep(time.monotonic())
+                self.heap.tick(ExaiConnection.ended)
             except Exception:
                 log.exception("heartbeat failed")
-
-    def _sweep(self) -> None:
-        """Forget ended sessions and expired results; give memory back once they shrank."""
-        results = self.sessions.results
-        self._memory.observe(results.bytes)  # the high-water mark, before the sweep
-        self.sessions.sweep(time.monotonic())
-        high = self._memory.high
-        started = time.perf_counter()
-        if self._memory.observe(results.bytes):
-            log.debug("freed memory released", replay_bytes_before=high,
-                      replay_bytes=results.bytes,
-                      trim_ms=round((time.perf_counter() - started) * 1000, 2))  # fmt: skip
 
     def spawn(self, coro: Any) -> None:
         """Run a fire-and-forget coroutine, holding a reference so it is not collected."""
@@ -263,6 +264,8 @@ class Daemon:
     def _register_gauges(self) -> None:
         m = self.metrics
         m.gauge("exai_connections", "Open WebSocket connections", lambda: len(self.connections))
+        m.gauge("exai_connections_unauthenticated", "WebSocket connections before a valid hello",
+                lambda: self.admission.unauthenticated)  # fmt: skip
         m.gauge("exai_sessions", "Known sessions", lambda: len(self.sessions))
         m.gauge("exai_calls_in_flight", "Tool calls running", self.in_flight)
         replay = self.sessions.results

@@ -74,8 +74,8 @@ class WebFace:
             *openai_routes(self.daemon),
         ])  # fmt: skip
         return Guard(app, self.daemon.auth, host=s.ws_host, port=self.port,
-                     allowed_origins=s.http_allowed_origins,
-                     throttle=getattr(self.daemon, "login_throttle", None))  # fmt: skip
+                     allowed_origins=s.allowed_origins,
+                     throttle=self.daemon.admission)  # fmt: skip
 
     async def start(self) -> None:
         s = self.daemon.settings

@@ -106,7 +106,7 @@ async def test_a_foreign_origin_is_refused(tmp_path: Path, origin: str):
 
 async def test_listed_and_own_origins_are_allowed(tmp_path: Path):
     async with (
-        _daemon(tmp_path, http_allowed_origins=["https://app.example.com"]) as daemon,
+        _daemon(tmp_path, allowed_origins=["https://app.example.com"]) as daemon,
         httpx.AsyncClient() as http,
     ):
         auth = {**MODERN, "Authorization": f"Bearer {TOKEN}"}
@@ -127,3 +127,21 @@ async def test_dns_rebinding_host_is_refused_on_a_loopback_daemon(tmp_path: Path
 
 def _url(daemon: Any) -> str:
     return f"http://127.0.0.1:{daemon.web.port}/mcp"
+
+
+async def test_failed_logins_over_http_share_the_addresss_allowance(tmp_path: Path):
+    """Guessing over HTTP spends the same allowance as over WebSocket, then even the
+    right token is refused unchecked from that address."""
+    async with (
+        _daemon(tmp_path, auth_failures_burst=5, auth_failures_per_min=1) as daemon,
+        httpx.AsyncClient() as http,
+    ):
+        guesses = []
+        for i in range(8):
+            guess = {**MODERN, "Authorization": f"Bearer guess-{i}"}
+            guesses.append(await http.post(_url(daemon), json=_call(), headers=guess))
+        auth = {**MODERN, "Authorization": f"Bearer {TOKEN}"}
+        right = await http.post(_url(daemon), json=_call(), headers=auth)
+    assert all(g.status_code == 401 for g in guesses)
+    assert "too many failed logins" in guesses[-1].json()["error"]["message"]
+    assert right.status_code == 401 and "too many failed logins" in right.text
