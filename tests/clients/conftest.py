@@ -47,42 +47,36 @@ def client_daemon(
     daemon.stop()
 
 
-@pytest.fixture(scope="module", params=["stdio", "http"])
-def claude_code(
-    request: pytest.FixtureRequest,
-    tmp_path_factory: pytest.TempPathFactory,
-    client_daemon: DaemonProcess,
-) -> Iterator[ClaudeCode]:
-    """Claude Code through the shim, then through the daemon's own /mcp."""
-    home = tmp_path_factory.mktemp("claude-home")
-    client = ClaudeCode(claude_binary(), home=home, daemon=client_daemon,
-                        transport=request.param).start()  # fmt: skip
-    yield client
-    client.stop()
+CLIENTS = ["claude-code/stdio", "claude-code/http", "codex/stdio", "codex/http"]
 
 
-@pytest.fixture(scope="module", params=["stdio", "http"])
-def codex(
+@pytest.fixture(scope="module", params=CLIENTS)
+def ide(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
     client_daemon: DaemonProcess,
     provider_emulator: EmulatorServer,
-) -> Iterator[Codex]:
-    """Codex through the shim, then through the daemon's own /mcp.
+) -> Iterator[ClaudeCode | Codex]:
+    """Each real client, through the shim and through the daemon's own /mcp.
 
     Codex declares no roots, and over HTTP no working directory stands in for
     them, so, as docs/ide.md says, its projects outside the home directory need
     EXAI_ALLOWED_ROOTS: that daemon gets the tests' temporary directory.
     """
+    name, transport = request.param.split("/")
     daemon = client_daemon
-    if request.param == "http":
+    if request.param == "codex/http":
         workdir = tmp_path_factory.mktemp("codex-http-daemon")
         roots = f"{Path.home()},{tmp_path_factory.getbasetemp()}"
         daemon = DaemonProcess(workdir, **daemon_env(provider_emulator),
                                EXAI_ALLOWED_ROOTS=roots).start()  # fmt: skip
-    home = tmp_path_factory.mktemp("codex-home")
-    client = Codex(codex_binary(), home=home, daemon=daemon, transport=request.param).start()
-    yield client
+    home = tmp_path_factory.mktemp(f"{name}-home")
+    client: ClaudeCode | Codex
+    if name == "claude-code":
+        client = ClaudeCode(claude_binary(), home=home, daemon=daemon, transport=transport)
+    else:
+        client = Codex(codex_binary(), home=home, daemon=daemon, transport=transport)
+    yield client.start()
     client.stop()
     if daemon is not client_daemon:
         daemon.stop()
