@@ -3,10 +3,13 @@
 ``run_turn`` is the path from a tool's arguments to a stored answer: check the
 files, find the thread (refusing another principal's), choose the model, build
 the full message array in :func:`exai.store.history.assemble_messages` (the one
-place history is assembled), call the provider (counted against the request's
-provider-call limit; streamed when the client asked, cut into readable chunks),
-then store the user's message and everything the model produced as one turn,
+place history is assembled), call the provider through :func:`ask_model`, then
+store the user's message and everything the model produced as one turn,
 idempotent on the call's ``request_id``.
+
+:func:`ask_model` is the one way a tool calls a model: counted against the
+request's provider-call limit, streamed when the client asked (cut into
+readable chunks), whole otherwise.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from exai.store.tokens import estimator_for
 from exai.tools.base import ToolContext
 from exai.tools.chunker import StreamChunker
 
-__all__ = ["ThinkingMode", "TurnRequest", "TurnResult", "run_turn"]
+__all__ = ["ThinkingMode", "TurnRequest", "TurnResult", "ask_model", "run_turn"]
 
 ThinkingMode = Literal["auto", "on", "off"]
 
@@ -95,11 +98,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         web_search=turn.use_websearch,
         request_id=context.request_id,
     )
-    context.count_provider_call()
-    if context.stream_requested:
-        response = await _streamed(context, providers, request, info)
-    else:
-        response = await providers.complete(request, info)
+    response = await ask_model(context, request, info)
 
     text = response.text
     if turn.store_turn:
@@ -121,6 +120,16 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
     if assembled.files_skipped:
         metadata["files_skipped"] = [{"path": p, "reason": r} for p, r in assembled.files_skipped]
     return TurnResult(text, response, info, thread_id, assembled, metadata)
+
+
+async def ask_model(context: ToolContext, request: ChatRequest, info: ModelInfo) -> ChatResponse:
+    """One model answer for a tool: counted, and streamed if the client asked."""
+    providers = context.services.providers
+    context.count_provider_call()
+    if context.stream_requested:
+        return await _streamed(context, providers, request, info)
+    response: ChatResponse = await providers.complete(request, info)
+    return response
 
 
 async def _streamed(
