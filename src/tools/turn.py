@@ -7,6 +7,11 @@ place history is assembled), call the provider through :func:`ask_model`, then
 store the user's message and everything the model produced as one turn,
 idempotent on the call's ``request_id``.
 
+A thread may keep a system prompt of its own, given when it starts
+(``keep_system_prompt``, from the OpenAI-compatible endpoint's system message):
+tools that hold a conversation rather than play a role (``use_thread_prompt``)
+use it on every later turn in place of their own.
+
 :func:`ask_model` is the one way a tool calls a model: counted against the
 request's provider-call limit, streamed when the client asked (cut into
 readable chunks), whole otherwise.
@@ -18,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from exai.errors import InternalError
+from exai.errors import InternalError, ValidationError_
 from exai.files import acheck_paths
 from exai.providers import ChatRequest, ChatResponse, ModelInfo, ModelNeeds
 from exai.store.history import AssembledMessages, ContextLimits, assemble_messages
@@ -32,6 +37,8 @@ ThinkingMode = Literal["auto", "on", "off"]
 
 # Audit events carry the message, but not without bound.
 _AUDIT_CONTENT_CHARS = 4000
+# The thread state entry holding a thread's own system prompt.
+_THREAD_PROMPT_KEY = "system_prompt"
 
 
 @dataclass(slots=True)
@@ -47,6 +54,8 @@ class TurnRequest:
     sensitive: bool = False
     store_turn: bool = True
     title: str | None = None
+    keep_system_prompt: str | None = None  # a new thread's own, for its whole life
+    use_thread_prompt: bool = False  # a thread's own system prompt replaces system_prompt
 
 
 @dataclass(slots=True)
@@ -69,8 +78,19 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
     if turn.files:
         await acheck_paths(list(turn.files), roots)
     thread_id = turn.continuation_id
+    system_prompt = turn.system_prompt
     if thread_id is not None:
         await store.get_thread(thread_id, owner)  # CONVERSATION_NOT_FOUND before any model call
+        if turn.keep_system_prompt is not None:
+            raise ValidationError_(
+                "a thread's system prompt is set when it starts; this one has its own"
+            )
+        if turn.use_thread_prompt:
+            kept = await store.get_state(thread_id, _THREAD_PROMPT_KEY)
+            if kept is not None:
+                system_prompt = kept["text"]
+    elif turn.keep_system_prompt is not None:
+        system_prompt = turn.keep_system_prompt
 
     needs = ModelNeeds(
         web_search=turn.use_websearch,
@@ -81,7 +101,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
     )
     info: ModelInfo = providers.resolve(turn.model, needs)
     assembled = await assemble_messages(
-        system_prompt=turn.system_prompt,
+        system_prompt=system_prompt,
         new_input=turn.prompt,
         limits=ContextLimits(info.context_window, info.max_output_tokens, family=info.provider),
         store=store,
@@ -177,6 +197,8 @@ async def _store(
             owner, [user, *produced], title=turn.title or first_line, **stored_as
         )
         thread_id = thread.id
+        if turn.keep_system_prompt is not None:
+            await store.put_state(thread_id, _THREAD_PROMPT_KEY, {"text": turn.keep_system_prompt})
     else:
         stored = await store.append(thread_id, owner, [user, *produced], **stored_as)
     audit = context.services.audit
