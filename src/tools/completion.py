@@ -81,6 +81,7 @@ class CompletionTool(Tool):
             max_output_tokens=arguments.max_tokens,
             thinking=None if thinking == "auto" else thinking == "on",
             request_id=context.request_id,
+            continue_cut=arguments.max_tokens is None,
         )
         response = await ask_model(context, request, info)
         metadata: dict[str, Any] = {
