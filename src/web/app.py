@@ -54,6 +54,7 @@ class WebFace:
 
     def build_app(self) -> Any:
         from exai.web.openai import routes as openai_routes
+        from exai.web.openai_errors import error_body as openai_error_body
 
         s = self.daemon.settings
         app = Starlette(routes=[
@@ -63,7 +64,8 @@ class WebFace:
         ])  # fmt: skip
         return Guard(app, self.daemon.auth, host=s.ws_host, port=self.port,
                      allowed_origins=s.http_allowed_origins,
-                     throttle=getattr(self.daemon, "login_throttle", None))  # fmt: skip
+                     throttle=getattr(self.daemon, "login_throttle", None),
+                     error_bodies={"/v1": openai_error_body})  # fmt: skip
 
     async def start(self) -> None:
         s = self.daemon.settings
