@@ -4,6 +4,13 @@ Static tokens are compared in constant time (``hmac.compare_digest``) against
 every configured token, so the time taken does not reveal which prefix matched.
 A JWT needs ``sub``, ``exp`` and may carry ``nbf`` and ``scopes`` (a list of tool
 names, or ``"*"``); scopes restrict which tools the principal may call.
+
+A correctly signed JWT is still refused (``UnauthorizedError``, so 4003) when a
+claim has the wrong type: ``sub`` a non-empty string, ``exp``, ``nbf`` and
+``iat`` JSON numbers, ``scopes`` a list of strings or one string of names
+separated by spaces or commas. PyJWT checks some of this, leniently (it reads
+``"exp": "1700000000"`` as a number); everything the principal is built from
+is checked here.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import hmac
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import jwt
 
@@ -98,11 +106,26 @@ class Authenticator:
             raise UnauthorizedError("token not yet valid") from None
         except jwt.InvalidTokenError as exc:
             raise UnauthorizedError(f"invalid token: {exc}") from None
-        scopes = claims.get("scopes")
-        if isinstance(scopes, str):
-            scopes = scopes.replace(",", " ").split()
-        scope_set = frozenset(str(s) for s in scopes) if scopes is not None else None
-        return Principal(str(claims["sub"]), scopes=scope_set, method="jwt")
+        return _principal_from_claims(claims)
+
+
+def _principal_from_claims(claims: dict[str, Any]) -> Principal:
+    sub = claims.get("sub")
+    if not isinstance(sub, str) or not sub.strip():
+        raise UnauthorizedError("invalid token: sub must be a non-empty string")
+    for name in ("exp", "nbf", "iat"):
+        value = claims.get(name)
+        if name in claims and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise UnauthorizedError(f"invalid token: {name} must be a number")
+    scopes = claims.get("scopes")
+    if isinstance(scopes, str):
+        scopes = scopes.replace(",", " ").split()
+    elif scopes is not None and not (
+        isinstance(scopes, list) and all(isinstance(s, str) for s in scopes)
+    ):
+        raise UnauthorizedError("invalid token: scopes must be a list of tool names")
+    scope_set = frozenset(scopes) if scopes is not None else None
+    return Principal(sub, scopes=scope_set, method="jwt")
 
 
 def issue_token(

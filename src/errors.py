@@ -3,6 +3,11 @@
 Anything below the daemon (tools, providers, stores) raises one of these; the
 daemon turns it into the ``error`` of a ``call_tool_res`` with :meth:`ExaiError.info`.
 Any other exception escaping a tool is a bug and becomes ``INTERNAL_ERROR``.
+
+A message is often built from another library's exception text, which may
+quote a URL with its credentials (the OpenAI SDK and httpx do); it goes to the
+client, the log, the audit trail and ``/ready``, so those credentials are
+masked here, once, whoever built the message.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from exai.protocol import ErrorCode, ErrorInfo
+from exai.redact import mask_url_credentials
 
 __all__ = [
     "CancelledError",
@@ -21,6 +27,7 @@ __all__ = [
     "OverCapacityError",
     "ProviderError",
     "RateLimitedError",
+    "RequestIdReusedError",
     "TimeoutError_",
     "ToolNotFoundError",
     "UnauthorizedError",
@@ -40,6 +47,7 @@ class ExaiError(Exception):
         retry_after_s: float | None = None,
         details: dict[str, Any] | None = None,
     ) -> None:
+        message = mask_url_credentials(message)
         super().__init__(message)
         self.message = message
         if retryable is not None:
@@ -102,6 +110,23 @@ class ContextTooLongError(ExaiError):
 
 class ConversationNotFoundError(ExaiError):
     code = ErrorCode.CONVERSATION_NOT_FOUND
+
+
+class RequestIdReusedError(ExaiError):
+    """A ``request_id`` this session already used, sent again for a different call.
+
+    A retry is the same call under the same id; anything else under that id is
+    refused rather than answered with what the earlier call produced.
+    """
+
+    code = ErrorCode.REQUEST_ID_REUSED
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(
+            f"request_id {request_id!r} was already used in this session for a different "
+            "call (another tool or other arguments); send a new call with a new request_id",
+            details={"request_id": request_id},
+        )
 
 
 class InternalError(ExaiError):

@@ -3,8 +3,9 @@
 :class:`CapacityLimiter` bounds how many things run at once (calls in the daemon,
 calls per session, requests per provider). When it is full a caller waits in a
 bounded FIFO queue for a bounded time and then gets ``OVER_CAPACITY`` with a
-``retry_after_s`` hint. :class:`TokenBucket` bounds how often a principal may
-call, giving ``RATE_LIMITED`` with the time until the next token.
+``retry_after_s`` hint. :class:`TokenBucket` bounds how often something may
+happen: a principal's calls (``RATE_LIMITED`` with the time until the next
+token), an address's failed logins.
 
 Both are plain asyncio objects with no I/O, so they are tested directly.
 """
@@ -100,7 +101,12 @@ class CapacityLimiter:
 
 
 class TokenBucket:
-    """``rate`` tokens per second up to ``burst``; ``take`` raises when empty."""
+    """``rate`` tokens per second up to ``burst``.
+
+    ``take`` spends a token or raises ``RATE_LIMITED``. ``wait_s`` and ``spend``
+    are for a caller that must look before it knows whether to spend, such as
+    failed logins, which count only once they have failed.
+    """
 
     __slots__ = ("burst", "rate", "tokens", "updated")
 
@@ -111,9 +117,7 @@ class TokenBucket:
         self.updated = time.monotonic()
 
     def take(self, n: float = 1.0) -> None:
-        now = time.monotonic()
-        self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
-        self.updated = now
+        self._refill()
         if self.tokens >= n:
             self.tokens -= n
             return
@@ -122,3 +126,25 @@ class TokenBucket:
             f"rate limit exceeded ({self.rate * 60:g} calls per minute)",
             retry_after_s=round(wait, 3),
         )
+
+    def wait_s(self, n: float = 1.0) -> float:
+        """Seconds until ``n`` tokens are there; 0.0 when they are there now."""
+        self._refill()
+        if self.tokens >= n:
+            return 0.0
+        return (n - self.tokens) / self.rate if self.rate > 0 else 60.0
+
+    def spend(self, n: float = 1.0) -> None:
+        """Spend ``n`` tokens, or all there are."""
+        self._refill()
+        self.tokens = max(0.0, self.tokens - n)
+
+    @property
+    def full(self) -> bool:
+        self._refill()
+        return self.tokens >= self.burst
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
+        self.updated = now

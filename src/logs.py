@@ -6,13 +6,22 @@ line written while the call runs carries them, from any module, with no logger
 passed around. One variable holding the three, rather than structlog's one
 variable per key, because the daemon sets it on every call. Output goes to
 stderr: stdout belongs to the MCP stdio transport when running as a shim.
+
+Every line passes through the audit trail's :class:`~exai.audit.scrub.Scrubber`
+(configured secrets, credential shapes, the credentials in URLs), since log
+lines leave the machine as often as audit events do. The console renderer also
+gets every control character escaped: a client chooses some of what is logged
+(a ``request_id``, a tool's arguments), and ESC, BEL or backspace written raw
+would reach the terminal of whoever reads the log. The JSON renderer escapes
+them itself.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping
 from contextvars import ContextVar
 from typing import Any, Literal
 
@@ -37,18 +46,57 @@ def _add_call_fields(_logger: Any, _method: str, event: MutableMapping[str, Any]
     return event
 
 
+# C0 and C1 control characters and DEL, and the format characters that reorder or
+# hide text on a terminal: bidirectional overrides and isolates, zero-width ones,
+# line and paragraph separators, the byte order mark.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+_MULTILINE = ("exception", "stack")  # tracebacks keep their line breaks
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _escape_unprintable(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
+    """Console only: write control characters in string values as ``\\xNN``.
+
+    Nested values need nothing: the console renderer shows them with ``repr``.
+    """
+    for key, value in event.items():
+        if isinstance(value, str) and _UNPRINTABLE.search(value):
+            if key in _MULTILINE:
+                event[key] = "\n".join(_UNPRINTABLE.sub(_escape_char, line)
+                                       for line in value.split("\n"))  # fmt: skip
+            else:
+                event[key] = _UNPRINTABLE.sub(_escape_char, value)
+    return event
+
+
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "error": logging.ERROR}  # fmt: skip
 
 
 def configure_logging(
-    fmt: Literal["console", "json"] = "console", level: str = "info", stream=None
+    fmt: Literal["console", "json"] = "console",
+    level: str = "info",
+    stream=None,
+    secrets: Iterable[str] = (),
 ) -> None:
-    renderer: structlog.typing.Processor
+    """Configure structlog; ``secrets`` are values masked wherever they appear."""
+    # Imported here: the audit package is heavy, and only the edge configures logging.
+    from exai.audit.scrub import Scrubber
+
+    scrubber = Scrubber(secrets)
+
+    def scrub(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
+        return scrubber.scrub(event)
+
+    rendering: list[structlog.typing.Processor]
     if fmt == "json":
-        renderer = structlog.processors.JSONRenderer()
+        rendering = [structlog.processors.JSONRenderer()]
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=False)
+        rendering = [_escape_unprintable, structlog.dev.ConsoleRenderer(colors=False)]
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -56,7 +104,8 @@ def configure_logging(
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
-            renderer,
+            scrub,
+            *rendering,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),
         logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stderr),

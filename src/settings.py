@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from exai.redact import MASK, mask_url_credentials
+
 __all__ = ["Settings", "SettingsError", "env_example", "env_name", "load_settings"]
 
 CommaList = Annotated[list[str], NoDecode]
@@ -77,10 +79,11 @@ class Settings(BaseSettings):
         ge=0,
         le=65535,
     )
-    http_allowed_origins: CommaList = Field(
+    allowed_origins: CommaList = Field(
         default_factory=list,
-        description="Browser origins allowed to call the HTTP faces, comma-separated "
-        "(e.g. https://app.example.com). Requests from any other Origin are refused.",
+        description="Web origins allowed to reach the daemon from a browser, over "
+        "WebSocket and HTTP, comma-separated (e.g. https://app.example.com). A request that "
+        "carries any other Origin header is refused.",
         json_schema_extra={"group": "daemon"},
     )
     ws_token: SecretStr | None = _daemon(None, "Token for the principal 'default'.")
@@ -104,8 +107,24 @@ class Settings(BaseSettings):
     ws_compression: bool = _daemon(False, "Per-message deflate; costs CPU, saves bandwidth.")
     hello_timeout_s: float = _daemon(10.0, "A connection must say hello within this.", gt=0)
     max_frame_bytes: int = _daemon(32 * 1024 * 1024, "Largest frame accepted.", ge=1024)
+    hello_max_bytes: int = _daemon(
+        16 * 1024, "Largest frame accepted before a hello has succeeded (the hello, with its "
+        "token); a larger one closes the connection with 1009.", ge=1024,
+    )  # fmt: skip
     max_connections: int = _daemon(4096, "Open connections, in total.", ge=1)
     max_connections_per_ip: int = _daemon(2048, "Open connections from one address.", ge=1)
+    max_unauthenticated_per_ip: int = _daemon(
+        256, "Connections from one address (an IPv6 /64) that have not said a valid hello yet; "
+        "beyond this the upgrade is refused with HTTP 429.", ge=1,
+    )  # fmt: skip
+    auth_failures_per_min: float = _daemon(
+        30.0, "Failed hellos an address may make per minute once its burst is spent; while it "
+        "is over, its hellos are refused (RATE_LIMITED, 4003) unchecked. 0: no limit.", ge=0,
+    )  # fmt: skip
+    auth_failures_burst: int = _daemon(
+        30, "Failed hellos an address may make in a row before the per-minute limit applies.",
+        ge=1,
+    )  # fmt: skip
     max_inflight: int = _daemon(512, "Tool calls running at once, in total.", ge=1)
     max_inflight_per_session: int = _daemon(64, "Tool calls running at once per session.", ge=1)
     queue_max: int = _daemon(1024, "Calls that may wait for capacity before OVER_CAPACITY.", ge=0)
@@ -126,6 +145,11 @@ class Settings(BaseSettings):
         ge=0,
     )
     replay_max_entries: int = _daemon(1000, "Results kept for replay, per session.", ge=1)
+    replay_max_bytes: int = _daemon(
+        64 * 1024 * 1024,
+        "Bytes of results kept for replay across all sessions; the oldest go first.",
+        ge=0,
+    )
     shutdown_grace_s: float = _daemon(30.0, "On SIGTERM, how long running calls may finish.", ge=0)
     enable_echo: bool = _daemon(True, "Offer the echo tool (load tests, connectivity checks).")
 
@@ -259,7 +283,7 @@ class Settings(BaseSettings):
     bridge_health_interval_s: float = _shim(15.0, "How often a live server is pinged.", gt=0)
 
     @field_validator("tools_allow", "tools_deny", "allowed_roots", "openai_compat_models",
-                     "fallback_models", "http_allowed_origins", mode="before")  # fmt: skip
+                     "fallback_models", "allowed_origins", mode="before")  # fmt: skip
     @classmethod
     def _split_commas(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -283,16 +307,17 @@ class Settings(BaseSettings):
         return self.data_dir / "audit-outbox.sqlite3"
 
     def masked(self) -> dict[str, Any]:
-        """Effective settings keyed by variable name, secrets shown as ``****``."""
+        """Effective settings keyed by variable name, secrets and the credentials
+        in URLs shown as ``****``."""
         out: dict[str, Any] = {}
         for name in type(self).model_fields:
             value = getattr(self, name)
             if isinstance(value, SecretStr):
-                value = "****" if value.get_secret_value() else ""
+                value = MASK if value.get_secret_value() else ""
             elif isinstance(value, Path):
                 value = str(value)
-            elif name in {"store_url"} and value:
-                value = _mask_url(value)
+            elif isinstance(value, str):
+                value = mask_url_credentials(value)
             out[env_name(name)] = value
         return out
 
@@ -303,17 +328,6 @@ def env_name(field: str) -> str:
     if isinstance(alias, AliasChoices):
         return str(alias.choices[0])
     return f"EXAI_{field.upper()}"
-
-
-def _mask_url(url: str) -> str:
-    # postgresql://user:password@host/db -> postgresql://user:****@host/db
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        if ":" in creds:
-            creds = creds.split(":", 1)[0] + ":****"
-        return f"{scheme}://{creds}@{host}"
-    return url
 
 
 def env_example() -> str:
@@ -336,7 +350,7 @@ def env_example() -> str:
         if info.default_factory is not None and name not in ("tools_allow", "tools_deny",
                                                              "openai_compat_models",
                                                              "fallback_models",
-                                                             "http_allowed_origins"):  # fmt: skip
+                                                             "allowed_origins"):  # fmt: skip
             lines.append(f"# {env_name(name)}=")  # the default depends on the machine
             continue
         default = info.get_default(call_default_factory=True)

@@ -53,6 +53,23 @@ def test_masked_hides_secrets(monkeypatch):
     assert masked["EXAI_WS_PORT"] == 8079
 
 
+def test_masked_hides_the_credentials_of_every_url_setting(monkeypatch):
+    urls = {
+        "EXAI_STORE_URL": "postgresql://u:pw-store@db:5432/x",
+        "SUPABASE_URL": "https://u:pw-supabase@project.supabase.co",
+        "KIMI_BASE_URL": "https://u:pw-kimi@api.moonshot.ai/v1",
+        "GLM_BASE_URL": "https://u:pw-glm@api.z.ai/api/paas/v4",
+        "EXAI_OPENAI_COMPAT_BASE_URL": "http://u:pw-compat@127.0.0.1:11434/v1?api_key=pw-query",
+    }
+    for name, url in urls.items():
+        monkeypatch.setenv(name, url)
+    masked = load_settings(_env_file=None).masked()
+    assert "pw-" not in repr(masked)
+    assert masked["EXAI_OPENAI_COMPAT_BASE_URL"] == (
+        "http://u:****@127.0.0.1:11434/v1?api_key=****"
+    )
+
+
 def test_relative_allowed_root_rejected(monkeypatch):
     monkeypatch.setenv("EXAI_ALLOWED_ROOTS", "relative/dir")
     with pytest.raises(SettingsError, match="EXAI_ALLOWED_ROOTS"):

@@ -6,7 +6,11 @@ them (for GLM, the SDK is synchronous and runs on a bounded thread pool, so this
 checks that the pool is as wide as the GLM concurrency limit). Reported per
 provider: one call's latency, the wall time of 64 concurrent calls, and the
 ratio (target: at most 1.3), each the median of five rounds after a warm-up
-burst that opens the daemon's provider connections.
+burst that opens the daemon's provider connections. The same is measured for
+Kimi through the daemon's MCP endpoint over HTTP (``/mcp``): once with
+2026-07-28 POSTs on a pool of kept-alive connections (what the daemon costs),
+once with the official SDK client, all calls on one 2025-11-25 session (what
+that client adds too).
 
 Run: ``python -m scripts.bench.chat_concurrency``.
 """
@@ -14,11 +18,15 @@ Run: ``python -m scripts.bench.chat_concurrency``.
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
 import subprocess
 import sys
 import time
 from typing import Any
+
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from exai.client import ExaiClient
 from exai.emulators.provider import GLM_PREFIX, KIMI_PREFIX
@@ -56,6 +64,106 @@ async def _one_provider(
     return {"one_call_s": one, "wall_s": wall, "ratio": wall / one}
 
 
+async def _burst_mcp(session: ClientSession, model: str, concurrency: int, tag: str) -> float:
+    start = time.perf_counter()
+    results = await asyncio.gather(*(
+        session.call_tool("chat", {"prompt": f"{tag} call {i}", "model": model})
+        for i in range(concurrency)
+    ))  # fmt: skip
+    wall = time.perf_counter() - start
+    errors = [r.content for r in results if r.is_error]
+    if errors:
+        raise RuntimeError(f"{len(errors)} calls failed, first: {errors[0]}")
+    return wall
+
+
+async def _over_mcp(url: str, model: str, concurrency: int, rounds: int = 5) -> dict[str, float]:
+    async with (
+        streamable_http_client(url) as (read, write, *_),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        await _burst_mcp(session, model, concurrency, "warm-up")
+        one = statistics.median(
+            [await _burst_mcp(session, model, 1, "single") for _ in range(rounds)]
+        )
+        wall = statistics.median(
+            [await _burst_mcp(session, model, concurrency, f"round {r}") for r in range(rounds)]
+        )
+    return {"one_call_s": one, "wall_s": wall, "ratio": wall / one}
+
+
+class _Post:
+    """One kept-alive HTTP/1.1 connection posting MCP calls, written out by hand.
+
+    httpx's connection pool spends time proportional to the requests waiting in it,
+    which at 64 concurrent requests spreads their starts over hundreds of
+    milliseconds in the measuring process; one plain connection per concurrent
+    call measures the daemon instead.
+    """
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def call(self, body: bytes) -> dict[str, Any]:
+        if self.streams is None:
+            self.streams = await asyncio.open_connection("127.0.0.1", self.port)
+        reader, writer = self.streams
+        writer.write(
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: chat\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
+        if "content-length:" in head:
+            size = int(head.split("content-length:", 1)[1].split("\r\n", 1)[0])
+            payload = await reader.readexactly(size)
+        else:  # chunked (an SSE response): read to the last chunk
+            payload = b""
+            while size := int((await reader.readuntil(b"\r\n")).strip(), 16):
+                payload += (await reader.readexactly(size + 2))[:-2]
+            await reader.readuntil(b"\r\n")
+            payload = [ln for ln in payload.splitlines() if ln.startswith(b"data:")][-1][5:]
+        return dict(json.loads(payload)["result"])
+
+    def close(self) -> None:
+        if self.streams is not None:
+            self.streams[1].close()
+
+
+async def _burst_posts(posts: list[_Post], model: str, concurrency: int, tag: str) -> float:
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip
+    bodies = [json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+        "name": "chat", "arguments": {"prompt": f"{tag} call {i}", "model": model},
+        "_meta": meta}}).encode() for i in range(concurrency)]  # fmt: skip
+    start = time.perf_counter()
+    results = await asyncio.gather(*(posts[i].call(bodies[i]) for i in range(concurrency)))
+    wall = time.perf_counter() - start
+    errors = [r for r in results if r.get("isError")]
+    if errors:
+        raise RuntimeError(f"{len(errors)} calls failed, first: {errors[0]}")
+    return wall
+
+
+async def _over_posts(port: int, model: str, concurrency: int, rounds: int = 5) -> dict[str, float]:
+    posts = [_Post(port) for _ in range(concurrency)]
+    try:
+        await _burst_posts(posts, model, concurrency, "warm-up")
+        one = statistics.median(
+            [await _burst_posts(posts, model, 1, "single") for _ in range(rounds)]
+        )
+        wall = statistics.median([await _burst_posts(posts, model, concurrency, f"r{r}")
+                                  for r in range(rounds)])  # fmt: skip
+    finally:
+        for post in posts:
+            post.close()
+    return {"one_call_s": one, "wall_s": wall, "ratio": wall / one}
+
+
 async def run(latency_ms: float = 500.0, concurrency: int = 64) -> dict[str, Any]:
     # The emulator gets a process of its own too: in this one it would share the
     # interpreter lock with the client that is measuring.
@@ -70,10 +178,17 @@ async def run(latency_ms: float = 500.0, concurrency: int = 64) -> dict[str, Any
         "GLM_API_KEY": "bench-key", "GLM_BASE_URL": base + GLM_PREFIX,
         "EXAI_KIMI_MAX_INFLIGHT": str(concurrency), "EXAI_GLM_MAX_INFLIGHT": str(concurrency),
         "EXAI_MAX_INFLIGHT_PER_SESSION": str(concurrency * 2),
+        "EXAI_HTTP_PORT": str(http_port := free_port()),
     }  # fmt: skip
     try:
         async with daemon_process(**env) as (url, _):
-            return {p: await _one_provider(url, m, concurrency) for p, m in MODELS.items()}
+            results = {p: await _one_provider(url, m, concurrency) for p, m in MODELS.items()}
+            mcp_url = f"http://127.0.0.1:{http_port}/mcp"
+            results["kimi over /mcp (POSTs)"] = await _over_posts(http_port, MODELS["kimi"],
+                                                                  concurrency)  # fmt: skip
+            results["kimi over /mcp (SDK client)"] = await _over_mcp(mcp_url, MODELS["kimi"],
+                                                                     concurrency)  # fmt: skip
+            return results
     finally:
         emulator.terminate()
         emulator.wait(timeout=10)

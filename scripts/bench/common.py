@@ -75,6 +75,9 @@ async def daemon_process(**env: str) -> AsyncIterator[tuple[str, int]]:
     )
     try:
         await wait_for_port(port)
+        http_port = {**base, **env}["EXAI_HTTP_PORT"]
+        if http_port not in ("", "0"):
+            await wait_for_http(int(http_port))
         yield f"ws://127.0.0.1:{port}", proc.pid
     finally:
         proc.terminate()

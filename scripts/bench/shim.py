@@ -1,13 +1,16 @@
-"""Shim overhead: an MCP ``tools/call`` of ``echo`` through ``exai shim`` against a
-direct WebSocket call of the same tool (``ExaiClient``), in the same run.
+"""MCP overhead: a ``tools/call`` of ``echo`` four ways, against a direct WebSocket call
+of the same tool (``ExaiClient``), in the same run.
 
-The daemon and the shim run as subprocesses, as an IDE would run them. The MCP
-side is driven two ways: by a minimal JSON-RPC client (one line out, one line
-in), whose cost is negligible, so the difference from the direct call is what
-the shim adds; and by the official MCP SDK client, for what an SDK-based
-agent sees end to end. Calls are made in alternating blocks (direct, shim,
-SDK, repeat) so drift in the machine's load affects every path alike.
-Target: the shim adds at most 1 ms at p50.
+The daemon and the shim run as subprocesses, as an IDE would run them. The
+ways: through ``exai shim`` by a minimal JSON-RPC client (one line out, one
+line in), whose cost is negligible, so the difference from the direct call is
+what the shim adds; through the shim by the official MCP SDK client over
+stdio; over HTTP to the daemon's own ``/mcp`` by a minimal client (one
+2026-07-28 POST per call on a kept-alive connection); and over HTTP by the
+official SDK client (2025-11-25, with a session). Calls are made in
+alternating blocks so drift in the machine's load affects every path alike.
+Targets: the shim adds at most 1 ms at p50; HTTP costs at most what the shim
+does.
 
 Run: ``python -m scripts.bench.shim``.
 """
@@ -25,8 +28,10 @@ import tempfile
 import time
 from typing import Any
 
+import httpx
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from exai.client import ExaiClient
 
@@ -77,6 +82,29 @@ class _JsonRpcShim:
         return elapsed
 
 
+class _JsonRpcHttp:
+    """The thinnest HTTP MCP client: one self-contained 2026-07-28 POST per call."""
+
+    def __init__(self, client: httpx.AsyncClient, url: str) -> None:
+        self.client = client
+        self.url = url
+        self.headers = {
+            "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+            "Mcp-Name": "echo", "Accept": "application/json, text/event-stream",
+        }  # fmt: skip
+        meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip
+        params = {"name": "echo", "arguments": {"text": TEXT}, "_meta": meta}
+        self.body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+
+    async def echo(self) -> float:
+        start = time.perf_counter()
+        answer = await self.client.post(self.url, json=self.body, headers=self.headers)
+        elapsed = time.perf_counter() - start
+        assert answer.json()["result"]["isError"] is False, answer.text
+        return elapsed
+
+
 async def _direct(client: ExaiClient) -> float:
     start = time.perf_counter()
     res = await client.call("echo", {"text": TEXT})
@@ -108,15 +136,16 @@ async def run(
     n: int = 3000, sdk_n: int = 1000, rounds: int = 10, warmup: int = 200
 ) -> dict[str, Any]:
     tmp = tempfile.mkdtemp(prefix="exai-bench-shim-")
-    port = _free_port()
+    port, http_port = _free_port(), _free_port()
     env = {**os.environ, "EXAI_WS_PORT": str(port), "EXAI_WS_HOST": "127.0.0.1",
-           "EXAI_HTTP_PORT": "0", "EXAI_DATA_DIR": tmp, "EXAI_LOG_LEVEL": "warning",
+           "EXAI_HTTP_PORT": str(http_port), "EXAI_DATA_DIR": tmp, "EXAI_LOG_LEVEL": "warning",
            "EXAI_RATE_LIMIT_PER_MIN": "0",
            "EXAI_AUDIT_ENABLED": "false", "EXAI_WS_TOKEN": "", "EXAI_WS_TOKENS": "",
            "EXAI_JWT_SECRET": ""}  # fmt: skip
     shim_cmd = [sys.executable, "-m", "exai.cli.main", "shim"]
     daemon = subprocess.Popen([sys.executable, "-m", "exai.cli.main", "serve"], env=env, cwd=tmp)
     shim_process: asyncio.subprocess.Process | None = None
+    mcp_url = f"http://127.0.0.1:{http_port}/mcp"
     try:
         await _wait_listening(port)
         shim_process = await asyncio.create_subprocess_exec(
@@ -126,26 +155,41 @@ async def run(
         await shim.initialize()
         sdk_env = {k: v for k, v in env.items() if k.startswith("EXAI_")}
         params = StdioServerParameters(command=shim_cmd[0], args=shim_cmd[1:], env=sdk_env, cwd=tmp)
-        samples: dict[str, list[float]] = {"direct": [], "shim": [], "sdk": []}
+        samples: dict[str, list[float]] = {"direct": [], "shim": [], "sdk": [], "http": [],
+                                           "http_sdk": []}  # fmt: skip
         async with (
             ExaiClient(f"ws://127.0.0.1:{port}", client_name="bench") as client,
             stdio_client(params) as (read, write),
             ClientSession(read, write) as session,
+            httpx.AsyncClient() as http_client,
+            streamable_http_client(mcp_url) as (http_read, http_write, *_),
+            ClientSession(http_read, http_write) as http_session,
         ):
             await session.initialize()
+            await http_session.initialize()
+            http = _JsonRpcHttp(http_client, mcp_url)
             for _ in range(warmup):
                 await _direct(client)
                 await shim.echo()
                 await _sdk(session)
+                await http.echo()
+                await _sdk(http_session)
             for _ in range(rounds):
                 samples["direct"] += [await _direct(client) for _ in range(n // rounds)]
                 samples["shim"] += [await shim.echo() for _ in range(n // rounds)]
                 samples["sdk"] += [await _sdk(session) for _ in range(sdk_n // rounds)]
+                samples["http"] += [await http.echo() for _ in range(n // rounds)]
+                samples["http_sdk"] += [await _sdk(http_session) for _ in range(sdk_n // rounds)]
         results: dict[str, Any] = {name: _summary(s) for name, s in samples.items()}
         results["added_p50_ms"] = results["shim"]["p50_ms"] - results["direct"]["p50_ms"]
         results["sdk_added_p50_ms"] = results["sdk"]["p50_ms"] - results["direct"]["p50_ms"]
+        results["http_added_p50_ms"] = results["http"]["p50_ms"] - results["direct"]["p50_ms"]
+        results["http_sdk_added_p50_ms"] = (
+            results["http_sdk"]["p50_ms"] - results["direct"]["p50_ms"]
+        )
         results["target_added_p50_ms"] = TARGET_ADDED_P50_MS
         results["met"] = results["added_p50_ms"] <= TARGET_ADDED_P50_MS
+        results["http_met"] = results["http"]["p50_ms"] <= results["shim"]["p50_ms"]
         return results
     finally:
         if shim_process is not None and shim_process.stdin is not None:
@@ -172,26 +216,29 @@ def report(r: dict[str, Any]) -> str:
         f"| direct WebSocket call (`ExaiClient`) | {d['p50_ms']:.3f} ms | {d['p99_ms']:.3f} ms "
         f"| | {d['n']} |",
     ]
-    for key, label, added in (
-        ("shim", "MCP `tools/call` through `exai shim` (JSON-RPC lines)", r["added_p50_ms"]),
-        (
-            "sdk",
-            "MCP `tools/call` through `exai shim` (official SDK client)",
-            r["sdk_added_p50_ms"],
-        ),
+    for key, label in (
+        ("shim", "MCP `tools/call` through `exai shim` (JSON-RPC lines)"),
+        ("sdk", "MCP `tools/call` through `exai shim` (official SDK client, stdio)"),
+        ("http", "MCP `tools/call` over HTTP to `/mcp` (one 2026-07-28 POST a call)"),
+        ("http_sdk", "MCP `tools/call` over HTTP to `/mcp` (official SDK client, 2025-11-25)"),
     ):
         s = r[key]
+        added = s["p50_ms"] - d["p50_ms"]
         rows.append(f"| {label} | {s['p50_ms']:.3f} ms | {s['p99_ms']:.3f} ms | "
                     f"{added:+.3f} ms | {s['n']} |")  # fmt: skip
     verdict = "met" if r["met"] else "NOT met"
     rows.append(f"\nAdded by the shim at p50: {r['added_p50_ms']:.3f} ms "
                 f"(target ≤ {r['target_added_p50_ms']:g} ms: {verdict}).")  # fmt: skip
+    http_verdict = "met" if r["http_met"] else "NOT met"
+    rows.append(f"HTTP at p50 against the shim: {r['http']['p50_ms']:.3f} ms and "
+                f"{r['shim']['p50_ms']:.3f} ms "
+                f"(target: HTTP at most the shim: {http_verdict}).")  # fmt: skip
     return "\n".join(rows)
 
 
 def main() -> dict[str, Any]:
     results = asyncio.run(run())
-    print("## Shim overhead\n")
+    print("## MCP overhead: shim and HTTP\n")
     print(report(results))
     return results
 

@@ -23,6 +23,16 @@ __all__ = ["main", "render", "update"]
 BEGIN = "<!-- figures:begin -->"
 END = "<!-- figures:end -->"
 
+# The kill-after-store attack runs on each backend; its figures are named per backend.
+_KILL_AFTER_STORE = [
+    ("conversations", "first turns stored but never read, then SIGKILL"),
+    ("threads_duplicated", "threads duplicated by the retries"),
+    ("stored_answer", "retries given the stored answer"),
+    ("first_thread", "retries answered on the thread first started"),
+    ("provider_calls", "provider calls for the retries"),
+    ("continued", "conversations continued with one first turn"),
+]
+
 # Section -> (title, [(key, label)]). Keys missing from a run are left out; keys
 # not listed here are still shown, under their own names, after the listed ones.
 LAYOUT: list[tuple[str, str, list[tuple[str, str]]]] = [
@@ -139,6 +149,89 @@ LAYOUT: list[tuple[str, str, list[tuple[str, str]]]] = [
             ("min_backoff_s", "shortest backoff after a 503, s"),
             ("no_retry_statuses", "statuses never retried"),
             ("storm_without_fallback", "the same storm without a fallback model"),
+        ],
+    ),
+    (
+        "idempotency",
+        "Idempotency attacks",
+        [
+            ("reuse_sessions", 'sessions reusing request ids "1", "2"... on shared threads'),
+            ("reuse_threads", 'shared threads (each started with request id "1")'),
+            ("reuse_turns", "turns asked"),
+            ("reuse_turns_lost", "turns lost (asked and answered, not stored)"),
+            ("reuse_turns_doubled", "turns stored twice"),
+            ("reuse_old_answers", "old answers returned for a new question"),
+            ("reuse_answers_not_as_stored", "answers that differ from the stored turn"),
+            ("reuse_provider_calls", "provider calls"),
+            ("reuse_retries", "same-session retries (before and after a restart)"),
+            ("reuse_retries_not_replayed", "retries not answered with the first answer"),
+            ("reuse_retries_provider_calls", "provider calls for retries"),
+            ("reuse_other_calls_refused", "another call under a used id: REQUEST_ID_REUSED"),
+            *(
+                (f"kill_{backend}_{key}", f"{name}: {label}")
+                for backend, name in (("sqlite", "SQLite"), ("postgres", "Postgres"))
+                for key, label in _KILL_AFTER_STORE
+            ),
+            ("narrow_token_retries", 'calls re-sent by a token limited to ["echo"]'),
+            ("narrow_token_refused", "of which FORBIDDEN"),
+            ("narrow_token_results_leaked", "results leaked to it"),
+            ("wide_token_results_after", "the wider token's results, still its own afterwards"),
+            ("memory_results_sent", "results sent"),
+            ("memory_replay_bound_mib", "EXAI_REPLAY_MAX_BYTES, MiB"),
+            ("memory_replay_held_mib", "replay cache held at the peak, MiB"),
+            ("memory_replay_entries_held", "results held at the peak"),
+            ("memory_rss_start_mib", "daemon RSS at start, MiB"),
+            ("memory_rss_full_mib", "daemon RSS with the cache full, MiB"),
+            ("memory_sessions_swept_after_s", "seconds until the sessions ended (swept)"),
+            ("memory_replay_held_after_mib", "replay cache held afterwards, MiB"),
+            ("memory_rss_after_mib", "daemon RSS after the sessions ended, MiB"),
+            ("memory_rss_second_round_mib", "daemon RSS after the same again, MiB"),
+        ],
+    ),
+    (
+        "prehello",
+        "Attacks before login",
+        [
+            ("slow_frames_clients", "slow 60 MiB frames: clients that never said hello"),
+            ("slow_frames_closes", "their connections closed, by code"),
+            ("slow_frames_mib_the_clients_got_to_send", "MiB they got to send in all"),
+            ("slow_frames_rss_start_mib", "daemon RSS before, MiB"),
+            ("slow_frames_rss_peak_mib", "daemon RSS at the peak, MiB"),
+            ("slow_frames_rss_after_mib", "daemon RSS after they left, MiB"),
+            ("bomb_rounds", "compression bombs: rounds"),
+            ("bomb_clients_per_round", "bombs per round (half whole, half fragments)"),
+            ("bomb_wire_kb_per_client", "KB on the wire per bomb"),
+            ("bomb_closes", "their connections closed, by code"),
+            ("bomb_rss_start_mib", "daemon RSS before, MiB"),
+            ("bomb_rss_peak_mib_by_round", "daemon RSS at each round's peak, MiB"),
+            ("bomb_rss_after_mib_by_round", "daemon RSS after each round, MiB"),
+            ("slow_headers_clients", "slow 1 MiB upgrade requests: clients"),
+            ("slow_headers_kib_sent_per_client", "KiB each got to send"),
+            ("slow_headers_clients_that_sent_it_all", "clients that sent it all"),
+            ("slow_headers_rss_start_mib", "daemon RSS before, MiB"),
+            ("slow_headers_rss_peak_mib", "daemon RSS at the peak, MiB"),
+            ("slow_headers_rss_after_mib", "daemon RSS after they left, MiB"),
+            ("silent_clients", "silent connections from one address, each holding a hello"),
+            ("silent_upgraded", "upgraded"),
+            ("silent_refused_429", "refused with HTTP 429"),
+            ("silent_closes", "upgraded ones closed, by code"),
+            ("silent_rss_start_mib", "daemon RSS before, MiB"),
+            ("silent_rss_peak_mib", "daemon RSS at the peak, MiB"),
+            ("silent_rss_after_mib", "daemon RSS after they left, MiB"),
+            ("burst_after_login_clients", "logged-in clients sending 30 MiB in 16 KiB pieces"),
+            ("burst_after_login_rss_start_mib", "daemon RSS before, MiB"),
+            ("burst_after_login_rss_peak_mib", "daemon RSS at the peak, MiB"),
+            ("burst_after_login_rss_after_mib", "daemon RSS after they vanished, MiB"),
+            ("guess_seconds", "guessing: seconds"),
+            ("guess_attempts", "hellos with a wrong token sent (20 connections)"),
+            ("guess_attempts_per_s", "per second"),
+            ("guess_tokens_checked", "tokens the daemon checked"),
+            ("guess_outcomes", "answers"),
+            ("guess_right_token_same_address", "the right token from the same address"),
+            ("guess_right_token_other_address", "the right token from another address"),
+            ("bystander_calls", "bystander echo calls meanwhile"),
+            ("bystander_failures", "bystander failures"),
+            ("error_log_lines", "log lines at error level"),
         ],
     ),
     (

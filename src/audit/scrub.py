@@ -11,8 +11,12 @@ keep mutating its own objects after ``emit``) in which
 - every configured secret value (tokens, JWT secret, provider keys, the
   Supabase key, passwords in connection strings) is masked wherever it occurs
   inside a string;
-- anything shaped like a JWT or a bearer credential is masked;
+- anything shaped like a JWT or a bearer credential is masked, and so are the
+  credentials in any URL (:func:`exai.redact.mask_url_credentials`);
 - NUL characters become U+FFFD, since Postgres cannot store them.
+
+The log uses the same scrubber (:mod:`exai.logs`), since its lines leave the
+machine as often as audit events do.
 
 Values that are not JSON types become strings here (models are dumped first),
 so nothing can smuggle a secret through a ``__str__`` called later.
@@ -30,9 +34,10 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, SecretStr
 
+from exai.redact import MASK, mask_url_credentials
+
 __all__ = ["MASK", "Scrubber", "secrets_from_settings"]
 
-MASK: Final = "****"
 _MIN_SECRET_LEN: Final = 6
 _MAX_DEPTH: Final = 32
 
@@ -75,6 +80,7 @@ class Scrubber:
         for secret in self._secrets:
             if secret in text:
                 text = text.replace(secret, MASK)
+        text = mask_url_credentials(text)
         return _CREDENTIAL_SHAPES.sub(MASK, text) if _may_hold_credential(text) else text
 
     def _field(self, name: str, value: Any, depth: int) -> Any:

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from exai.redact import mask_url_credentials
+
 if TYPE_CHECKING:
     from exai.settings import Settings
 
@@ -34,7 +36,15 @@ __all__ = [
 
 
 class SinkError(Exception):
-    """A batch was not accepted."""
+    """A batch was not accepted.
+
+    The message usually quotes the HTTP or database client's exception, which
+    may name the sink's URL with its credentials; it is kept in the outbox and
+    shown by ``exai audit``, ``/ready`` and the log, so they are masked here.
+    """
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(mask_url_credentials(message))
 
 
 class SinkUnavailable(SinkError):

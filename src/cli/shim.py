@@ -36,7 +36,10 @@ def _shim(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"exai: {exc}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_format, settings.log_level, stream=sys.stderr)
+    from exai.audit.scrub import secrets_from_settings
+
+    configure_logging(settings.log_format, settings.log_level, stream=sys.stderr,
+                      secrets=secrets_from_settings(settings))  # fmt: skip
     from exai.shim import ShimOptions, run_shim
 
     options = ShimOptions.from_settings(settings, args.url, args.token, args.autostart)

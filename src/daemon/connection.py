@@ -1,12 +1,15 @@
 """One WebSocket connection: the ``hello`` handshake, then the frame loop.
 
 The handshake enforces the contract's close codes (4000 first frame not JSON,
-4001 not ``hello``, 4002 hello timeout, 4003 unauthorized). After it, every
-message is handled as it arrives (see :mod:`exai.daemon.transport`): parsed by
-the protocol module, a frame that cannot be accepted answered with an ``error``
-frame while the connection keeps serving. ``call_tool`` is handed to the
-dispatcher, which runs it in its own task, so the next frame, including a
-``cancel`` for a call still running, is read and honoured at once.
+4001 not ``hello``, 4002 hello timeout, 4003 unauthorized, also when the address
+has failed to log in too often; see :mod:`exai.daemon.admission`). Only a
+successful ``hello`` lifts the connection's frame limit from the size of a hello
+to the configured one. After it, every message is handled as it arrives (see
+:mod:`exai.daemon.transport`): parsed by the protocol module, a frame that
+cannot be accepted answered with an ``error`` frame while the connection keeps
+serving. ``call_tool`` is handed to the dispatcher, which runs it in its own
+task, so the next frame, including a ``cancel`` for a call still running, is
+read and honoured at once.
 """
 
 from __future__ import annotations
@@ -111,6 +114,14 @@ class ConnectionHandler:
                                f"protocol {frame.protocol} is not supported; this daemon "
                                f"speaks {PROTOCOL_VERSION}", CloseCode.NOT_HELLO)  # fmt: skip
             return None
+        wait_s = d.admission.login_wait_s(peer)
+        if wait_s > 0:
+            # Not audited or logged one by one: this is what a guessing flood looks like.
+            d.metrics.auth_failures.labels("throttled").inc()
+            await self._refuse(ws, ErrorCode.RATE_LIMITED,
+                               f"too many failed logins from {peer}; try again in {wait_s:.0f} s",
+                               CloseCode.UNAUTHORIZED, retry_after_s=round(wait_s, 3))  # fmt: skip
+            return None
         try:
             principal = d.auth.authenticate(frame.token)
             session, resumed = d.sessions.open(principal, frame.session_id)
@@ -118,6 +129,9 @@ class ConnectionHandler:
             d.metrics.auth_failures.labels(exc.message.split(":")[0][:40]).inc()
             d.audit.emit("auth_failed", peer=peer, reason=exc.message)
             log.info("hello refused", peer=peer, reason=exc.message)
+            if d.admission.login_failed(peer):
+                log.warning("failed logins throttled", peer=peer,
+                            retry_after_s=round(d.admission.login_wait_s(peer), 3))  # fmt: skip
             await self._refuse(ws, ErrorCode.UNAUTHORIZED, exc.message, CloseCode.UNAUTHORIZED)
             return None
 
@@ -126,6 +140,8 @@ class ConnectionHandler:
             # The client came back on a new socket; the old one is stale.
             d.spawn(previous.close(CloseCode.NORMAL, "session resumed elsewhere"))
         s = self.settings
+        d.admission.release(ws)
+        ws.allow_messages_up_to(s.max_frame_bytes * 2)
         ack = HelloAck(
             ok=True,
             session_id=session.id,
@@ -149,9 +165,16 @@ class ConnectionHandler:
         return session
 
     async def _refuse(
-        self, ws: ExaiConnection, code: ErrorCode, message: str, close: CloseCode
+        self,
+        ws: ExaiConnection,
+        code: ErrorCode,
+        message: str,
+        close: CloseCode,
+        retry_after_s: float | None = None,
     ) -> None:
-        ack = HelloAck(ok=False, error=ErrorInfo(code=code, message=message))
+        error = ErrorInfo(code=code, message=message, retryable=retry_after_s is not None,
+                          retry_after_s=retry_after_s)  # fmt: skip
+        ack = HelloAck(ok=False, error=error)
         try:
             await ws.send(dump_frame(ack))
         finally:
@@ -202,7 +225,7 @@ class _Frames:
             session.post(ListToolsResult(request_id=frame.request_id, tools=d.registry.infos()))
         elif isinstance(frame, CancelFrame):
             if not d.dispatcher.cancel(session, frame.request_id) and (
-                session.replay(frame.request_id, d.settings.replay_window_s) is None
+                session.replay(frame.request_id) is None
             ):
                 raise FrameError(
                     f"no call {frame.request_id!r} is running in this session",

@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from exai.audit import args_digest
+from exai.daemon.replay import call_fingerprint
 from exai.errors import (
     CancelledError,
     ExaiError,
     ForbiddenError,
     InternalError,
     OverCapacityError,
+    RequestIdReusedError,
     TimeoutError_,
     ToolNotFoundError,
     ValidationError_,
@@ -41,6 +43,7 @@ from exai.protocol import (
     describe_validation_error,
     dump_frame_bytes,
     encode_result,
+    parse_server_frame,
 )
 from exai.tools.artifacts import may_spill, spill_if_large
 from exai.tools.base import NullAudit, Services, ToolContext, ToolResult
@@ -82,38 +85,56 @@ class Dispatcher:
         """Admit a call and start its task, or answer it at once; never waits.
 
         Called for each ``call_tool`` as it arrives (see :mod:`exai.daemon.transport`).
+        A ``request_id`` this session already used is a retry only if it asks for
+        the same tool with the same arguments, and the principal may still call
+        that tool: then it is attached to the running call or answered from the
+        replay cache. Anything else under a used id is refused.
         """
         rid = frame.request_id
-        running = session.calls.get(rid)
-        if running is not None:  # a retry of a call still running: attach to it
-            session.post(CallToolAck(request_id=rid, timeout_s=running.timeout_s))
-            return
-        replayed = session.replay(rid, self.settings.replay_window_s)
-        if replayed is not None:
-            meta = replayed.metadata.model_copy(update={"replayed": True})
-            session.post(replayed.model_copy(update={"metadata": meta}))
-            return
+        fingerprint = call_fingerprint(frame.name, frame.arguments)
         try:
+            running = session.calls.get(rid)
+            if running is not None:  # a retry of a call still running: attach to it
+                self._check_retry(session, frame, running.fingerprint, fingerprint)
+                session.post(CallToolAck(request_id=rid, timeout_s=running.timeout_s))
+                return
+            finished = session.replay(rid)
+            if finished is not None:
+                self._check_retry(session, frame, finished.fingerprint, fingerprint)
+                session.post(_replayed(finished.result))
+                return
             tool, arguments = self._admit(session, frame)
         except ExaiError as exc:
-            self.metrics.call_finished(self._label(frame.name), exc.code.value, None)
-            self.services.audit.emit("call_finished", session_id=session.id, request_id=rid,
-                                     tool=frame.name, principal=session.principal.name,
-                                     duration_ms=0.0, status="error",
-                                     error_code=exc.code.value)  # fmt: skip
-            session.post(_error_result(rid, frame.name, exc, 0.0))
+            self._refuse(session, frame, exc)
             return
 
         s = self.settings
         timeout_s = min(frame.timeout_s or s.default_timeout_s, s.max_timeout_s)
         now = time.monotonic()
         call = Call(rid, tool.name, timeout_s, deadline=now + timeout_s, started=now,
-                    last_progress=now)  # fmt: skip
+                    fingerprint=fingerprint, last_progress=now)  # fmt: skip
         session.calls[rid] = call
         self.running.add(call)
         call.task = asyncio.get_running_loop().create_task(
             self._run(session, call, tool, arguments, frame), name=f"call:{session.id}:{rid}"
         )
+
+    def _check_retry(
+        self, session: Session, frame: CallToolFrame, earlier: str, fingerprint: str
+    ) -> None:
+        """Refuse a call under a used request_id unless it is that call, still allowed."""
+        self._authorize(session, frame.name)
+        if fingerprint != earlier:
+            raise RequestIdReusedError(frame.request_id)
+
+    def _refuse(self, session: Session, frame: CallToolFrame, exc: ExaiError) -> None:
+        """Answer a call that will not run with its error, counted and audited."""
+        self.metrics.call_finished(self._label(frame.name), exc.code.value, None)
+        self.services.audit.emit("call_finished", session_id=session.id,
+                                 request_id=frame.request_id, tool=frame.name,
+                                 principal=session.principal.name, duration_ms=0.0,
+                                 status="error", error_code=exc.code.value)  # fmt: skip
+        session.post(_error_result(frame.request_id, frame.name, exc, 0.0))
 
     def _suspending(self, session: Session, call: Call) -> None:
         """The call is about to wait for the first time: arm its deadline and ack it.
@@ -141,15 +162,24 @@ class Dispatcher:
         call.acked = True
         await session.deliver(CallToolAck(request_id=call.request_id, timeout_s=call.timeout_s))
 
+    def _authorize(self, session: Session, name: str) -> Any:
+        """The tool ``name``, if it exists and the session's principal may call it now.
+
+        Asked of every call, retries included: a session resumed with a narrower
+        token must not be handed what its earlier token was allowed to see.
+        """
+        tool = self.registry.get(name)
+        if tool is None:
+            listed = ", ".join(self.registry.names())
+            raise ToolNotFoundError(f"unknown tool {name[:128]!r}; the tools are: {listed}")
+        if not session.principal.may_call(tool.name):
+            raise ForbiddenError(f"principal {session.principal.name!r} may not call {tool.name!r}")
+        return tool
+
     def _admit(self, session: Session, frame: CallToolFrame) -> tuple[Any, Any]:
         if self.draining:
             raise OverCapacityError("the daemon is shutting down", retry_after_s=1.0)
-        tool = self.registry.get(frame.name)
-        if tool is None:
-            listed = ", ".join(self.registry.names())
-            raise ToolNotFoundError(f"unknown tool {frame.name[:128]!r}; the tools are: {listed}")
-        if not session.principal.may_call(tool.name):
-            raise ForbiddenError(f"principal {session.principal.name!r} may not call {tool.name!r}")
+        tool = self._authorize(session, frame.name)
         try:
             arguments = tool.Input.model_validate(frame.arguments)
         except pydantic.ValidationError as exc:
@@ -258,7 +288,7 @@ class Dispatcher:
         self.running.discard(call)
         session.last_seen = now
         if call.ran:
-            session.remember(rid, data, now, self.settings.replay_max_entries)
+            session.remember(rid, call.fingerprint, data, now)
         await session.deliver(data)
 
     async def _queue_for(self, limiter: CapacityLimiter) -> None:
@@ -290,6 +320,7 @@ class Dispatcher:
         return ToolContext(
             request_id=rid,
             session_id=session.id,
+            fingerprint=call.fingerprint,
             principal=session.principal,
             tool=tool,
             deadline=call.deadline,
@@ -413,6 +444,13 @@ def _ok_result(rid: str, tool: str, result: ToolResult, latency_ms: float) -> by
     return encode_result(
         rid, result.texts, result.metadata, tool=tool, latency_ms=round(latency_ms, 3)
     )
+
+
+def _replayed(result: bytes) -> CallToolResult:
+    """A kept result, marked as a replay."""
+    frame: CallToolResult = parse_server_frame(result)
+    meta = frame.metadata.model_copy(update={"replayed": True})
+    return frame.model_copy(update={"metadata": meta})
 
 
 def _error_result(rid: str, tool: str, exc: ExaiError, latency_ms: float) -> CallToolResult:

@@ -2,8 +2,10 @@
 
 websockets calls ``process_request`` before each opening handshake; answering
 there serves these endpoints without a second listener. The same hook refuses a
-WebSocket upgrade with 503 when the connection limits are reached, before any
-per-connection state exists.
+WebSocket upgrade before any per-connection state exists: with 503 when the
+connection limits are reached, with 429 when the address already has as many
+connections that have not said ``hello`` as it may (see
+:mod:`exai.daemon.admission`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
+
+from exai.redact import mask_url_credentials
 
 if TYPE_CHECKING:
     from exai.daemon.server import Daemon
@@ -35,17 +39,29 @@ class HttpEndpoints:
             return _json(ws, HTTPStatus.OK, body)
         if path == "/ready":
             ready, checks = await self.readiness()
-            return _json(ws, HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE,
-                         {"ready": ready, "checks": checks})  # fmt: skip
+            # Anyone may ask, and the checks quote errors from other libraries.
+            text = mask_url_credentials(json.dumps({"ready": ready, "checks": checks}, default=str))
+            status = HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE
+            return _typed(ws, status, text + "\n", "application/json")
         if path == "/metrics":
             return _typed(ws, HTTPStatus.OK, self.daemon.metrics.render().decode(), _PROMETHEUS)
         if request.headers.get("Upgrade", "").lower() != "websocket":
             endpoints = ["/health", "/ready", "/metrics", "ws:// (protocol v1)"]
             return _json(ws, HTTPStatus.NOT_FOUND, {"error": "not found", "endpoints": endpoints})
-        peer = ws.remote_address[0] if ws.remote_address else "?"
-        refusal = self.daemon.at_connection_limit(str(peer))
+        peer = str(ws.remote_address[0] if ws.remote_address else "?")
+        daemon = self.daemon
+        refusal = daemon.at_connection_limit(peer)
         if refusal is not None:
+            daemon.metrics.connections_refused.labels("capacity").inc()
             return _json(ws, HTTPStatus.SERVICE_UNAVAILABLE, {"error": refusal})
+        admission = daemon.admission
+        refusal = admission.admit(ws, peer)
+        if refusal is not None:
+            daemon.metrics.connections_refused.labels("unauthenticated").inc()
+            return _json(ws, HTTPStatus.TOO_MANY_REQUESTS, {"error": refusal})
+        # Released when the hello succeeds, or whenever the connection ends: the
+        # upgrade may still fail after this hook, and then no handler runs.
+        ws.connection_lost_waiter.add_done_callback(lambda _: admission.release(ws))
         return None
 
     async def readiness(self) -> tuple[bool, dict[str, Any]]:

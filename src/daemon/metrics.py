@@ -41,6 +41,9 @@ class DaemonMetrics:
         self.connections_total = Counter("exai_connections_opened", "Connections accepted",
                                          registry=r)  # fmt: skip
         self.auth_failures = Counter("exai_auth_failures", "Failed hellos", ["reason"], registry=r)
+        self.connections_refused = Counter("exai_connections_refused",
+                                           "WebSocket upgrades refused by a connection limit",
+                                           ["limit"], registry=r)  # fmt: skip
 
     def call_finished(self, tool: str, status: str, seconds: float | None) -> None:
         """Count one finished call; ``seconds`` is None for one refused before it ran."""

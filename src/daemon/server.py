@@ -2,7 +2,8 @@
 
 ``Daemon`` wires the pieces together and owns their lifetimes: the services
 (conversation store, providers, audit trail), the tool registry, the limits, the
-heartbeat that keeps long calls visibly alive, and graceful shutdown (stop
+heartbeat that keeps long calls visibly alive (and, on the same tick, hands
+memory freed after a burst back to the system), and graceful shutdown (stop
 accepting, let calls finish within the grace period, cancel the rest with
 ``CANCELLED``, close every connection with 1001).
 """
@@ -19,13 +20,16 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from exai import __version__
 from exai.auth import Authenticator, parse_token_list
 from exai.bridge import Bridge
+from exai.daemon.admission import Admission
 from exai.daemon.connection import ConnectionHandler
 from exai.daemon.dispatch import Dispatcher
+from exai.daemon.heap import HeapKeeper
 from exai.daemon.http import HttpEndpoints
 from exai.daemon.metrics import DaemonMetrics
+from exai.daemon.replay import ReplayCache
 from exai.daemon.services import build_services, close_services
 from exai.daemon.session import SessionRegistry
-from exai.daemon.transport import ExaiConnection
+from exai.daemon.transport import ExaiConnection, WebsocketsLog
 from exai.limits import CapacityLimiter
 from exai.logs import get_logger
 from exai.protocol import CloseCode
@@ -61,9 +65,13 @@ class Daemon:
             lambda sid: CapacityLimiter(f"session {sid}", s.max_inflight_per_session,
                                         s.max_inflight_per_session * 4, s.queue_timeout_s),
             idle_ttl_s=max(s.replay_window_s, 60.0),
+            results=ReplayCache(s.replay_window_s, s.replay_max_entries, s.replay_max_bytes),
         )  # fmt: skip
         self.connections: set[ServerConnection] = set()
         self.per_ip: Counter[str] = Counter()
+        self.admission = Admission(s.max_unauthenticated_per_ip, s.auth_failures_per_min,
+                                   s.auth_failures_burst)  # fmt: skip
+        self.heap = HeapKeeper()
         self.started_at = time.time()
         self._server: Server | None = None
         self.bridge: Bridge | None = None
@@ -104,13 +112,19 @@ class Daemon:
             process_request=self.http.process_request,
             create_connection=ExaiConnection,
             compression="deflate" if s.ws_compression else None,
-            # Frames between max_frame_bytes and twice that get an error frame from us;
-            # beyond that websockets closes with 1009 before reading them into memory.
-            max_size=s.max_frame_bytes * 2,
+            # Until its hello succeeds a client may send only a frame the size of a
+            # hello; the handshake then raises the limit for it to twice
+            # max_frame_bytes (frames in between get an error frame from us). Beyond
+            # the limit websockets closes with 1009 before reading the frame into memory.
+            max_size=min(s.hello_max_bytes, s.max_frame_bytes * 2),
             max_queue=64,
             ping_interval=20,
             ping_timeout=20,
             server_header=f"exai/{__version__}",
+            logger=WebsocketsLog(),
+            # A browser sends Origin, and any page may open a WebSocket to loopback: only
+            # the origins allowed may; programs, which send none, always may.
+            origins=[None, *s.allowed_origins],
         )
         if s.http_port is not None:
             from exai.web import WebFace  # the HTTP faces sit above the daemon they call
@@ -206,8 +220,10 @@ class Daemon:
             await asyncio.sleep(period)
             try:
                 await self.dispatcher.heartbeat(self.sessions, interval)
-                self.sessions.sweep(time.monotonic(), self.settings.replay_window_s,
-                                    self.settings.replay_max_entries)  # fmt: skip
+                self.admission.sweep()
+                # Sessions first: what they let go of is freed before the heap is looked at.
+                self.sessions.sweep(time.monotonic())
+                self.heap.tick(ExaiConnection.ended)
             except Exception:
                 log.exception("heartbeat failed")
 
@@ -248,8 +264,14 @@ class Daemon:
     def _register_gauges(self) -> None:
         m = self.metrics
         m.gauge("exai_connections", "Open WebSocket connections", lambda: len(self.connections))
+        m.gauge("exai_connections_unauthenticated", "WebSocket connections before a valid hello",
+                lambda: self.admission.unauthenticated)  # fmt: skip
         m.gauge("exai_sessions", "Known sessions", lambda: len(self.sessions))
         m.gauge("exai_calls_in_flight", "Tool calls running", self.in_flight)
+        replay = self.sessions.results
+        m.gauge("exai_replay_entries", "Results kept for replay", lambda: len(replay))
+        m.gauge("exai_replay_bytes", "Bytes held by the replay cache (EXAI_REPLAY_MAX_BYTES)",
+                lambda: replay.bytes)  # fmt: skip
         m.gauge(
             "exai_calls_queued", "Calls waiting for capacity", lambda: self.global_limiter.waiting
         )

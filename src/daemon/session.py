@@ -4,7 +4,8 @@ A session outlives its WebSocket: a client that reconnects and says ``hello``
 with the same ``session_id`` gets it back, with its running calls and the
 results of recent ones. That is what makes a retry after a reconnect safe: a
 ``call_tool`` whose ``request_id`` already finished is answered from the replay
-cache, and one still running is attached to rather than started again.
+cache (:mod:`exai.daemon.replay`, shared by every session and bounded across
+them), and one still running is attached to rather than started again.
 
 Nothing here touches a socket; a session only holds a ``send`` callable for the
 connection currently attached, which the connection layer swaps on resume.
@@ -20,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from exai.auth import Principal
+from exai.daemon.replay import ReplayCache, ReplayEntry
 from exai.errors import UnauthorizedError
 from exai.limits import CapacityLimiter
-from exai.protocol import CallToolResult, parse_server_frame
 
 __all__ = ["Call", "Session", "SessionRegistry"]
 
@@ -46,6 +47,7 @@ class Call:
     timeout_s: float
     deadline: float  # time.monotonic()
     started: float
+    fingerprint: str = ""  # of its tool and arguments; tells a retry from another call
     task: asyncio.Task[None] | None = None
     timer: asyncio.TimerHandle | None = None  # the deadline, armed after the first step
     last_progress: float = 0.0
@@ -61,12 +63,9 @@ class Session:
     id: str
     principal: Principal
     limiter: CapacityLimiter
+    results: ReplayCache  # the daemon's one replay cache; this session's entries in it
     send: Sender | None = None
     calls: dict[str, Call] = field(default_factory=dict)
-    # Results as sent, by request_id, oldest first (a dict keeps insertion order;
-    # a key is deleted before it is set again). Kept as bytes: the frame is
-    # serialized once, and bytes give the garbage collector nothing to walk.
-    finished: dict[str, tuple[float, bytes]] = field(default_factory=dict)
     last_seen: float = field(default_factory=time.monotonic)
     connection: Any = None
 
@@ -82,41 +81,26 @@ class Session:
         if send is not None:
             send.post(frame)
 
-    def remember(self, rid: str, result: bytes, now: float, max_entries: int) -> None:
-        """Keep ``result`` (the frame sent) for replay; the oldest entry makes room when full.
+    def remember(self, rid: str, fingerprint: str, result: bytes, now: float) -> None:
+        """Keep ``result`` (the frame sent) for a retry of the same call."""
+        self.results.put(self.id, rid, fingerprint, result, now)
 
-        Entries older than the replay window age out in SessionRegistry.sweep,
-        once a second, rather than here on every call.
-        """
-        finished = self.finished
-        if rid in finished:  # a call re-run after its earlier result expired
-            del finished[rid]
-        finished[rid] = (now, result)
-        if len(finished) > max_entries:
-            del finished[next(iter(finished))]
-
-    def replay(self, request_id: str, window_s: float) -> CallToolResult | None:
-        entry = self.finished.get(request_id)
-        if entry is None or time.monotonic() - entry[0] > window_s:
-            return None
-        result: CallToolResult = parse_server_frame(entry[1])
-        return result
-
-    def _expire(self, now: float, window_s: float, max_entries: int) -> None:
-        finished = self.finished
-        while finished:
-            oldest = next(iter(finished))
-            if len(finished) > max_entries or now - finished[oldest][0] > window_s:
-                del finished[oldest]
-            else:
-                break
+    def replay(self, request_id: str) -> ReplayEntry | None:
+        """What the call ``request_id`` of this session answered, if it is still kept."""
+        return self.results.get(self.id, request_id, time.monotonic())
 
 
 class SessionRegistry:
-    def __init__(self, make_limiter: Callable[[str], CapacityLimiter], idle_ttl_s: float) -> None:
+    def __init__(
+        self,
+        make_limiter: Callable[[str], CapacityLimiter],
+        idle_ttl_s: float,
+        results: ReplayCache,
+    ) -> None:
         self._sessions: dict[str, Session] = {}
         self._make_limiter = make_limiter
         self.idle_ttl_s = idle_ttl_s
+        self.results = results
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -135,24 +119,29 @@ class SessionRegistry:
                 existing.last_seen = time.monotonic()
                 return existing, True
         sid = session_id or secrets.token_urlsafe(16)
-        session = Session(id=sid, principal=principal, limiter=self._make_limiter(sid))
+        session = Session(id=sid, principal=principal, limiter=self._make_limiter(sid),
+                          results=self.results)  # fmt: skip
         self._sessions[sid] = session
         return session, False
 
     def discard(self, session_id: str) -> None:
-        """Forget a session at once (an in-process client's, when its request is done)."""
-        self._sessions.pop(session_id, None)
+        """Forget a session at once, and what it kept (an in-process client's, when its
+        request is done)."""
+        if self._sessions.pop(session_id, None) is not None:
+            self.results.forget(session_id)
 
-    def sweep(self, now: float, replay_window_s: float, replay_max: int) -> int:
-        """Forget detached, idle sessions with nothing running; return how many."""
+    def sweep(self, now: float) -> int:
+        """Age out replay entries; forget detached, idle sessions with nothing running
+        and everything they kept. Return how many sessions went."""
+        self.results.expire(now)
         gone = 0
         for sid, session in list(self._sessions.items()):
-            session._expire(now, replay_window_s, replay_max)
             if (
                 session.send is None
                 and not session.calls
                 and now - session.last_seen > (self.idle_ttl_s)
             ):
                 del self._sessions[sid]
+                self.results.forget(sid)
                 gone += 1
         return gone

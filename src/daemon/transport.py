@@ -9,6 +9,15 @@ about as much as everything else it does per call. The handler must not block
 (it parses the frame and starts a task for a call); the first message, the
 ``hello``, is still awaited by a coroutine, through :meth:`ExaiConnection.first_message`.
 
+Until the ``hello`` succeeds, a client may send nothing larger than the small
+limit the server was started with: not the upgrade request (websockets' own
+limits let one reach a megabyte of headers), and not a message (websockets
+checks that on the frame header, and on the decompressed size when
+permessage-deflate is on, before buffering the payload).
+:meth:`ExaiConnection.allow_messages_up_to` raises the limit for a client that
+has logged in. A connection that has ended lets go of what it buffered at
+once, because the connection object itself may linger in reference cycles.
+
 Backpressure still holds, in the other direction: when a client stops reading
 and the daemon's output backs up past the transport's high-water mark, the
 connection stops reading that client's input until the output drains, so a
@@ -16,22 +25,27 @@ client cannot make the daemon take on work it does not collect.
 
 :class:`FrameSender` writes frames: straight into the transport when nothing is
 waiting in its buffer, else through ``send``, which waits for the buffer to drain.
+
+:class:`WebsocketsLog` puts websockets' own log lines into the daemon's log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.frames import CloseCode, Frame, Opcode
 from websockets.protocol import State
 
+from exai.logs import get_logger
 from exai.protocol import dump_frame_bytes
 
-__all__ = ["ExaiConnection", "FrameSender", "Message"]
+__all__ = ["ExaiConnection", "FrameSender", "Message", "WebsocketsLog"]
 
 Message = str | bytes  # a text message, or a binary one (which the daemon refuses)
 
@@ -40,6 +54,11 @@ _EARLY_MAX = 16  # messages kept before the handshake is done; then reading paus
 
 
 class ExaiConnection(ServerConnection):
+    # Connections of this process that have ended: what the heap keeper needs to
+    # know when to collect the cycles they leave (exai.daemon.heap). Process-wide,
+    # as the garbage collector is.
+    ended = 0
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._handler: Callable[[Message], None] | None = None
@@ -47,8 +66,26 @@ class ExaiConnection(ServerConnection):
         self._arrived: asyncio.Future[None] | None = None
         self._fragments: list[Frame] | None = None
         self._output_full = False
+        # Until the upgrade request is in, what arrives goes through _receive_request,
+        # which caps it; then this instance attribute is deleted and websockets' own
+        # data_received takes every later byte, with nothing added per frame.
+        limit = self.protocol.max_size
+        self._request_room: int = limit if limit is not None else sys.maxsize
+        self.data_received = self._receive_request  # type: ignore[method-assign]
 
     # --- incoming -------------------------------------------------------------
+
+    def _receive_request(self, data: bytes) -> None:
+        room = self._request_room
+        self._request_room = room - len(data)
+        super().data_received(data if len(data) <= room else data[:room])
+        if self.request is not None:
+            del self.data_received
+            if len(data) > room:
+                self.data_received(data[room:])
+        elif len(data) >= room:
+            # What websockets does with a request it cannot parse: end the connection.
+            self.transport.close()
 
     async def first_message(self) -> Message:
         """The first message; raises ``ConnectionClosed`` if the connection ends first.
@@ -65,6 +102,16 @@ class ExaiConnection(ServerConnection):
             finally:
                 self._arrived = None
         return self._early.pop(0)
+
+    def allow_messages_up_to(self, max_size: int) -> None:
+        """Accept messages of up to ``max_size`` bytes from now on.
+
+        websockets reads ``max_size`` when the first bytes of a frame arrive,
+        before parsing its header, so the new limit holds for every frame whose
+        first byte arrives after this call: a client that waits for its
+        ``hello_ack`` before sending more gets the new limit for all of it.
+        """
+        self.protocol.max_size = max_size
 
     def serve_messages(self, handler: Callable[[Message], None]) -> None:
         """Hand every further message to ``handler``, those already read first."""
@@ -128,6 +175,18 @@ class ExaiConnection(ServerConnection):
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
+        ExaiConnection.ended += 1
+        # The connection and its websockets protocol sit in reference cycles (the
+        # protocol's parser is a generator that refers to it) that only a full
+        # garbage collection frees, which in a quiet daemon may not come for a long
+        # time; what they buffered must not wait for it. That is a message half
+        # assembled, and what the parser's generators held when the stream ended
+        # (the last frame, or the headers of an upgrade request read so far): their
+        # locals, reachable from the tracebacks of the exceptions that ended them.
+        self._fragments = None
+        self._early.clear()
+        _drop_tracebacks(self.protocol.parser_exc)
+        _drop_tracebacks(self.protocol.handshake_exc)
         if self._arrived is not None and not self._arrived.done():
             self._arrived.set_exception(self.protocol.close_exc)
 
@@ -143,6 +202,15 @@ class ExaiConnection(ServerConnection):
         self._output_full = False
         if self._handler is not None:
             self.transport.resume_reading()
+
+
+def _drop_tracebacks(exc: BaseException | None) -> None:
+    """Let go of the frames (and their locals) the tracebacks of ``exc`` and its causes hold."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc.__traceback__ = None
+        exc = exc.__cause__ or exc.__context__
 
 
 class FrameSender:
@@ -191,3 +259,43 @@ class FrameSender:
         data = frame if isinstance(frame, bytes) else dump_frame_bytes(frame)
         if not self._write_now(data):
             self._spawn(self._send(data))
+
+
+class WebsocketsLog(logging.LoggerAdapter[logging.Logger]):
+    """websockets' log lines (``serve(logger=...)``), written by the daemon's logger.
+
+    Left to itself, websockets writes through Python's last-resort handler, as
+    plain text: "opening handshake failed" at error level with three chained
+    tracebacks whenever a client leaves before completing an upgrade request or
+    sends one that is not valid (a port probe, a load balancer's TCP check, or
+    anyone with a socket, as often as they like). That is the client's doing (an
+    invalid request is answered with 400; one that was cut short has nobody to
+    tell): one debug line naming the cause. Anything else at warning level or
+    above is logged as it is, traceback included; below that, nothing.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.getLogger("websockets.server"), {})
+        self._into = get_logger("exai.websockets")
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if level < logging.WARNING:
+            return
+        text = str(msg) % args if args else str(msg)
+        exc = sys.exc_info()[1] if kwargs.get("exc_info") else None
+        if isinstance(exc, InvalidHandshake):
+            self._into.debug(text, error=_causes(exc))
+        elif level >= logging.ERROR:
+            self._into.error(text, exc_info=exc is not None)
+        else:
+            self._into.warning(text)
+
+
+def _causes(exc: BaseException) -> str:
+    """``exc`` and what caused it, one line: "did not receive a valid HTTP request; ..."."""
+    parts: list[str] = []
+    cause: BaseException | None = exc
+    while cause is not None and len(parts) < 4:
+        parts.append(str(cause) or type(cause).__name__)
+        cause = cause.__cause__
+    return "; ".join(parts)

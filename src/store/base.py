@@ -4,8 +4,12 @@ Provider APIs are stateless, so exai keeps each conversation (a *thread*, named
 by its ``continuation_id``) and replays it on every call. A thread belongs to the
 principal that created it; to anyone else it does not exist. Each call appends
 one *turn*: the messages it produced (the user input, any assistant tool-call
-rounds and their results, the answer), stored under the ``request_id`` of the
-call so that a replayed call never appends twice.
+rounds and their results, the answer). A turn is stored under the key of the
+request that made it, (owner, ``session_id``, ``request_id``), since the protocol
+makes a ``request_id`` unique within its session only, together with the
+request's *fingerprint* (its tool and arguments): the same request again gets
+the turn already stored and never appends twice; another request under the
+same key is refused with ``REQUEST_ID_REUSED``.
 
 Two backends implement :class:`ConversationStore` and pass one contract suite:
 SQLite (embedded, the default) and Postgres (shared by several daemons).
@@ -195,6 +199,8 @@ class ConversationStore(ABC):
         messages: Sequence[Mapping[str, Any]],
         *,
         request_id: str,
+        session_id: str = "",
+        fingerprint: str = "",
         model: str | None = None,
         provider: str | None = None,
         usage: Mapping[str, Any] | None = None,
@@ -202,8 +208,11 @@ class ConversationStore(ABC):
     ) -> list[StoredMessage]:
         """Store one turn atomically, after every turn already stored.
 
-        Idempotent on ``(thread_id, request_id)``: when that request already
-        appended, nothing is written and its stored messages are returned.
+        Idempotent on the request's key, (the thread's owner, ``session_id``,
+        ``request_id``): when that key already stored a turn of this thread with
+        the same ``fingerprint``, nothing is written and its stored messages are
+        returned. When it stored a turn of another thread, or with another
+        fingerprint, :class:`~exai.errors.RequestIdReusedError` is raised.
         Raises :class:`~exai.errors.ValidationError_` for a malformed message or
         when the thread holds ``max_turns`` turns.
         """
@@ -216,6 +225,8 @@ class ConversationStore(ABC):
         *,
         title: str | None = None,
         request_id: str,
+        session_id: str = "",
+        fingerprint: str = "",
         model: str | None = None,
         provider: str | None = None,
         usage: Mapping[str, Any] | None = None,
@@ -225,7 +236,22 @@ class ConversationStore(ABC):
 
         What :meth:`create_thread` then :meth:`append` do, for the common case of
         a call that starts a conversation: one write instead of two, and never a
-        thread without the turn that created it.
+        thread without the turn that created it. Idempotent like :meth:`append`:
+        when the request's key already stored a turn, that turn's thread and
+        messages are returned and nothing is written (the same request retried
+        after its answer was lost starts no second thread).
+        """
+
+    @abstractmethod
+    async def find_turn(
+        self, owner: str, request_id: str, *, session_id: str = "", fingerprint: str = ""
+    ) -> tuple[Thread, list[StoredMessage]] | None:
+        """The thread and messages of the turn this request already stored, or None.
+
+        Lets a caller answer a retried request before doing any work for it.
+        Raises :class:`~exai.errors.RequestIdReusedError` when the key stored a
+        different request, and ``CONVERSATION_NOT_FOUND`` when the thread it
+        stored in has since been deleted or has expired.
         """
 
     @abstractmethod

@@ -102,6 +102,26 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX artifacts_thread ON {s}.artifacts(thread_id);
         """,
     ),
+    (
+        # The turn each request stored, found again by the request's key: a
+        # request_id is unique within its session only. Turns stored before this
+        # table existed have no key, so a retry of one of them is stored anew.
+        2,
+        """
+        CREATE TABLE {s}.request_turns (
+            owner text NOT NULL,
+            session_id text NOT NULL,
+            request_id text NOT NULL,
+            fingerprint text NOT NULL,
+            thread_id text NOT NULL REFERENCES {s}.threads(id) ON DELETE CASCADE,
+            first_seq bigint NOT NULL,
+            last_seq bigint NOT NULL,
+            PRIMARY KEY (owner, session_id, request_id)
+        );
+        CREATE INDEX request_turns_thread ON {s}.request_turns(thread_id);
+        DROP INDEX {s}.messages_request;
+        """,
+    ),
 ]
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")

@@ -109,6 +109,26 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX artifacts_thread ON artifacts(thread_id);
         """,
     ),
+    (
+        # The turn each request stored, found again by the request's key: a
+        # request_id is unique within its session only. Turns stored before this
+        # table existed have no key, so a retry of one of them is stored anew.
+        2,
+        """
+        CREATE TABLE request_turns (
+            owner TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            request_id TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            thread_id TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            PRIMARY KEY (owner, session_id, request_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX request_turns_thread ON request_turns(thread_id);
+        DROP INDEX messages_request;
+        """,
+    ),
 ]
 
 _BUSY_TIMEOUT_S = 10.0

@@ -69,6 +69,9 @@ class ToolContext:
     progress_cb: Callable[[str, float | None, float | None], Awaitable[None]] | None = None
     stream_cb: Callable[[str], Awaitable[None]] | None = None
     provider_calls: int = 0  # model calls made so far by this call
+    # Of the call's tool and arguments: with (principal, session_id, request_id),
+    # what tells a retry of this call from another call under the same id.
+    fingerprint: str = ""
     client_roots: Sequence[str] = ()  # the calling IDE's workspace roots, if it declared any
 
     @property

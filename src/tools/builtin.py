@@ -11,6 +11,7 @@ from pydantic import Field
 
 from exai import __version__
 from exai.protocol import PROTOCOL_VERSION
+from exai.redact import mask_url_credentials
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
 
 __all__ = ["TOOLS", "EchoTool", "ListModelsTool", "StatusTool", "VersionTool"]
@@ -49,7 +50,10 @@ class StatusTool(Tool):
         snapshot: dict[str, Any] = services.stats() if services.stats else {}
         if services.providers is not None:
             snapshot["providers"] = services.providers.status()
-        return ToolResult(json.dumps(snapshot, default=str), metadata={"status": snapshot})
+        # The snapshot quotes errors from other libraries (the audit sink's, a bridged
+        # server's), which may name a URL with its credentials.
+        text = mask_url_credentials(json.dumps(snapshot, default=str))
+        return ToolResult(text, metadata={"status": json.loads(text)})
 
 
 class ListModelsTool(Tool):

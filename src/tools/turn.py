@@ -1,11 +1,18 @@
 """One conversational model turn, shared by every tool that asks a model.
 
 ``run_turn`` is the path from a tool's arguments to a stored answer: check the
-files, find the thread (refusing another principal's), choose the model, build
-the full message array in :func:`exai.store.history.assemble_messages` (the one
-place history is assembled), call the provider through :func:`ask_model`, then
-store the user's message and everything the model produced as one turn,
-idempotent on the call's ``request_id``.
+files, answer from the store if this very request already stored its turn, find
+the thread (refusing another principal's), choose the model, build the full
+message array in :func:`exai.store.history.assemble_messages` (the one place
+history is assembled), call the provider through :func:`ask_model`, then store
+the user's message and everything the model produced as one turn.
+
+A turn is stored under its request's key, (principal, ``session_id``,
+``request_id``), with the call's fingerprint (see :mod:`exai.store.base`). A
+retry of the request, even after a restart that emptied the daemon's replay
+cache, is answered with the stored turn (``replayed: true``) before any provider
+is called, and a first turn retried finds the thread it started; the same key
+sent for a different call is ``REQUEST_ID_REUSED``.
 
 A thread may keep a system prompt of its own, given when it starts
 (``keep_system_prompt``, from the OpenAI-compatible endpoint's system message):
@@ -20,12 +27,13 @@ readable chunks), whole otherwise.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from exai.errors import InternalError, ValidationError_
 from exai.files import acheck_paths
-from exai.providers import ChatRequest, ChatResponse, ModelInfo, ModelNeeds
+from exai.providers import ChatRequest, ChatResponse, ModelInfo, ModelNeeds, Usage
+from exai.store.base import StoredMessage, Thread
 from exai.store.history import AssembledMessages, ContextLimits, assemble_messages
 from exai.store.tokens import estimator_for
 from exai.tools.base import ToolContext
@@ -60,11 +68,14 @@ class TurnRequest:
 
 @dataclass(slots=True)
 class TurnResult:
+    """The answer. ``model`` and ``assembled`` are None when it came from the store
+    (a retried request): then no model was chosen and no history assembled."""
+
     text: str
     response: ChatResponse
-    model: ModelInfo
+    model: ModelInfo | None
     continuation_id: str | None
-    assembled: AssembledMessages
+    assembled: AssembledMessages | None
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
@@ -77,6 +88,11 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
     roots = context.roots
     if turn.files:
         await acheck_paths(list(turn.files), roots)
+    if turn.store_turn:
+        done = await store.find_turn(owner, context.request_id, session_id=context.session_id,
+                                     fingerprint=context.fingerprint)  # fmt: skip
+        if done is not None:
+            return _replayed(*done)
     thread_id = turn.continuation_id
     system_prompt = turn.system_prompt
     if thread_id is not None:
@@ -186,6 +202,8 @@ async def _store(
     produced = response.messages or [{"role": "assistant", "content": response.text}]
     stored_as: dict[str, Any] = {
         "request_id": context.request_id,
+        "session_id": context.session_id,
+        "fingerprint": context.fingerprint,
         "model": response.model,
         "provider": response.provider,
         "usage": response.usage.as_dict(),
@@ -208,6 +226,32 @@ async def _store(
                    session_id=context.session_id, principal=owner, seq=message.seq,
                    role=message.role, model=message.model, chars=len(content),
                    message=content[:_AUDIT_CONTENT_CHARS])  # fmt: skip
+    return thread_id, _answer(stored, response.text)
+
+
+def _answer(stored: list[StoredMessage], default: str) -> str:
+    """The text of a stored turn's last answer (its final assistant message)."""
     answers = [m for m in stored if m.role == "assistant" and not m.tool_calls]
-    text = (answers[-1].content or "") if answers else response.text
-    return thread_id, text
+    return (answers[-1].content or "") if answers else default
+
+
+def _replayed(thread: Thread, stored: list[StoredMessage]) -> TurnResult:
+    """The result of a turn this request already stored, as it was stored."""
+    last = stored[-1]
+    counts = last.usage or {}
+    usage = Usage(**{f.name: int(counts.get(f.name) or 0) for f in fields(Usage)})
+    response = ChatResponse(
+        text=_answer(stored, ""),
+        model=last.model or "",
+        provider=last.provider or "",
+        usage=usage,
+        messages=[m.provider_message() for m in stored[1:]],
+    )
+    metadata: dict[str, Any] = {
+        "model": last.model,
+        "provider": last.provider,
+        "continuation_id": thread.id,
+        "usage": usage.as_dict(),
+        "replayed": True,
+    }
+    return TurnResult(response.text, response, None, thread.id, None, metadata)

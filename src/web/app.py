@@ -21,7 +21,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import Route
 
 from exai import __version__
 from exai.logs import get_logger
@@ -42,6 +42,17 @@ class _Uvicorn(uvicorn.Server):
         yield  # the daemon handles SIGINT and SIGTERM and stops this server itself
 
 
+class _AsgiEndpoint:
+    """An ASGI app as a Starlette route endpoint (a bound method would be taken for a view),
+    so that ``/mcp`` is served as it is, not redirected to ``/mcp/``."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
 class WebFace:
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
@@ -59,19 +70,22 @@ class WebFace:
         s = self.daemon.settings
         app = Starlette(routes=[
             Route("/health", self._health),
-            Mount("/mcp", app=self.mcp.handle_request),
+            Route("/mcp", _AsgiEndpoint(self.mcp.handle_request),
+                  methods=["GET", "POST", "DELETE"]),
             *openai_routes(self.daemon),
         ])  # fmt: skip
         return Guard(app, self.daemon.auth, host=s.ws_host, port=self.port,
-                     allowed_origins=s.http_allowed_origins,
-                     throttle=getattr(self.daemon, "login_throttle", None),
+                     allowed_origins=s.allowed_origins,
+                     throttle=self.daemon.admission,
                      error_bodies={"/v1": openai_error_body})  # fmt: skip
 
     async def start(self) -> None:
         s = self.daemon.settings
         assert s.http_port is not None
         family = socket.AF_INET6 if ":" in s.ws_host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP named explicitly: asyncio sets TCP_NODELAY only on sockets whose
+        # proto says TCP, and without it every keep-alive response waits ~40 ms for an ACK.
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((s.ws_host, s.http_port))
         self.port = sock.getsockname()[1]

@@ -3,14 +3,16 @@
 Every route but ``/health`` needs ``Authorization: Bearer <token or JWT>``,
 checked by the same :class:`~exai.auth.Authenticator` as the WebSocket
 ``hello``, so a token means the same principal and scopes on both. A refusal is
-401 with a ``WWW-Authenticate`` header, as RFC 6750 asks; failed attempts are
-throttled per address like failed WebSocket logins.
+401 with a ``WWW-Authenticate`` header, as RFC 6750 asks; failed attempts count
+against the same per-address allowance as failed WebSocket logins
+(:class:`~exai.daemon.admission.Admission`), and once it is spent requests
+from that address are refused without their token being checked.
 
 A browser page must not reach a daemon on the user's machine: the MCP
 specification requires servers to validate ``Origin``, and a DNS-rebinding
 page arrives with a ``Host`` of the attacker's name. So a request that carries
 an ``Origin`` is refused (403) unless that origin is the daemon's own address
-or listed in ``EXAI_HTTP_ALLOWED_ORIGINS``, and a daemon bound to loopback
+or listed in ``EXAI_ALLOWED_ORIGINS``, and a daemon bound to loopback
 answers only requests addressed to a loopback ``Host``.
 
 Each face answers in its own dialect: a refusal's body is exai's
@@ -105,13 +107,16 @@ class Guard:
             if scheme.lower() != "bearer" or not value.strip():
                 raise UnauthorizedError("the Authorization header must be 'Bearer <token>'")
             token = value.strip()
-        if self.throttle is not None and token is not None and not self.throttle.allow(peer):
-            raise UnauthorizedError("too many failed logins from this address; wait and retry")
+        if self.throttle is not None and (wait_s := self.throttle.login_wait_s(peer)) > 0:
+            # Refused unchecked, the right token too: this is what guessing looks like.
+            raise UnauthorizedError(
+                f"too many failed logins from {peer}; try again in {wait_s:.0f} s"
+            )
         try:
             return self.auth.authenticate(token)
         except UnauthorizedError:
             if self.throttle is not None and token is not None:
-                self.throttle.failed(peer)
+                self.throttle.login_failed(peer)
             raise
 
     def _check_host_and_origin(self, headers: dict[str, str]) -> str | None:
@@ -124,9 +129,7 @@ class Guard:
             return None
         if self.loopback and _is_own_loopback_origin(origin, self.port):
             return None
-        return (
-            f"requests from the web origin {origin!r} are not allowed (EXAI_HTTP_ALLOWED_ORIGINS)"
-        )
+        return f"requests from the web origin {origin!r} are not allowed (EXAI_ALLOWED_ORIGINS)"
 
 
 def _is_own_loopback_origin(origin: str, port: int) -> bool:

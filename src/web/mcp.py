@@ -53,5 +53,16 @@ class HttpMcp(Shim):
 
 def session_manager(daemon: Daemon) -> StreamableHTTPSessionManager:
     server = HttpMcp(daemon).build_server()
+    # The SDK checks a 2026-07-28 call's Mcp-Param-* headers against the tool's schema;
+    # without this lookup it lists every tool on every call to find that one schema.
+    server.get_tool_input_schema = _input_schema(daemon)
     # Host and Origin are checked by the Guard in front of every HTTP route.
     return StreamableHTTPSessionManager(app=server, max_request_body_size=1024 * 1024 * 4)
+
+
+def _input_schema(daemon: Daemon) -> Any:
+    def lookup(name: str) -> dict[str, Any] | None:
+        tool = daemon.registry.get(name)
+        return tool.input_schema() if tool is not None else None
+
+    return lookup

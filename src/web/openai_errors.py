@@ -61,6 +61,8 @@ ERRORS: dict[ErrorCode, ErrorShape] = {
     ErrorCode.TIMEOUT: ErrorShape(504, "timeout_error", "timeout"),
     # Only a shutdown cancels a call whose caller is still there to be told.
     ErrorCode.CANCELLED: ErrorShape(503, "server_error", "cancelled"),
+    # Never from this face: each HTTP request has a session of its own.
+    ErrorCode.REQUEST_ID_REUSED: ErrorShape(409, "invalid_request_error", "request_id_reused"),
     ErrorCode.INTERNAL_ERROR: ErrorShape(500, "server_error", "internal_error"),
 }  # fmt: skip
 

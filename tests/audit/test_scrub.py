@@ -57,3 +57,9 @@ def test_secrets_from_settings_include_tokens_keys_and_url_passwords(make_settin
 
 def test_nul_characters_are_replaced_because_postgres_rejects_them() -> None:
     assert Scrubber().scrub({"message": "a\x00b"}) == {"message": "a\ufffdb"}
+
+
+def test_credentials_in_any_url_are_masked_even_when_not_configured() -> None:
+    # A bridged server's URL, say: not a setting, so not among the known secrets.
+    out = Scrubber().scrub({"error": "ConnectError for https://bot:unlisted-pw@mcp.example/x"})
+    assert out == {"error": f"ConnectError for https://bot:{MASK}@mcp.example/x"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from exai.audit import AuditTrail
+from exai.audit import AuditTrail, SinkUnavailable
 from exai.emulators.postgrest import PostgrestEmulator
 
 from .conftest import SERVICE_KEY
@@ -39,3 +39,9 @@ async def test_known_secrets_never_reach_the_outbox_or_the_sink(
         assert secret not in sent and secret not in stored
         assert secret.encode() not in on_disk
     assert '"prompt_tokens": 10' in stored
+
+
+def test_a_sink_failure_quoting_its_url_keeps_the_password_out() -> None:
+    # What the shipper records as last_error, the outbox keeps, and `exai audit` shows.
+    failure = SinkUnavailable("ConnectError for https://svc:pw-in-url@db.example/rest/v1")
+    assert str(failure) == "ConnectError for https://svc:****@db.example/rest/v1"

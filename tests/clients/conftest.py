@@ -3,6 +3,7 @@ subprocess pointed at it, and the pinned IDE clients from npm."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,13 +15,19 @@ from tests.clients.codex import Codex
 from tests.clients.daemon import daemon_env
 from tests.clients.install import claude_binary, codex_binary
 from tests.clients.long_calls import LongCalls
+from tests.clients.scripted import TRANSCRIPTS
 from tests.shim.helpers import DaemonProcess
 
 LONG_CALLS = LongCalls()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Start the long calls as soon as it is known that their test will run."""
+    """Start the long calls as soon as it is known that their test will run.
+
+    The transcripts of an earlier run are removed first, so build/real-clients
+    shows this run's.
+    """
+    shutil.rmtree(TRANSCRIPTS, ignore_errors=True)
     if any("test_long_calls.py" in item.nodeid for item in items) and not LONG_CALLS.runs:
         LONG_CALLS.start()
 

@@ -9,7 +9,7 @@ import time
 import jwt
 import pytest
 from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from exai.auth import issue_token
 from exai.client import HelloRefused
@@ -155,3 +155,66 @@ async def test_no_token_refused_on_non_loopback(tmp_path):
     with pytest.raises(RuntimeError, match="without a token"):
         await daemon.start()
     await asyncio.sleep(0)
+
+
+def _signed(**claims: object) -> str:
+    body = {"sub": "carol", "exp": int(time.time()) + 600, **claims}
+    return jwt.encode({k: v for k, v in body.items() if v is not None}, SECRET, "HS256")
+
+
+BADLY_TYPED_CLAIMS = {
+    "scopes a number": {"scopes": 5},
+    "scopes true": {"scopes": True},
+    "scopes an object": {"scopes": {"echo": True}},
+    "scopes of numbers": {"scopes": [1, 2]},
+    "scopes of lists": {"scopes": [["echo"]]},
+    "scopes with a null": {"scopes": ["echo", None]},
+    "sub empty": {"sub": ""},
+    "sub a number": {"sub": 7},
+    "sub a list": {"sub": ["carol"]},
+    "exp a string": {"exp": str(int(time.time()) + 600)},
+    "exp true": {"exp": True},
+    "nbf true": {"nbf": True},
+    "iat a string": {"iat": "now"},
+}
+
+
+async def test_correctly_signed_jwts_with_badly_typed_claims_are_refused_4003(daemon_factory):
+    daemon = await daemon_factory(jwt_secret=SECRET)
+    outcomes = {}
+    for name, claims in BADLY_TYPED_CLAIMS.items():
+        hello = json.dumps({"op": "hello", "token": _signed(**claims)})
+        try:
+            async with asyncio.timeout(5):
+                code, frames = await _close_code(daemon.url, hello)
+        except TimeoutError:
+            outcomes[name] = ("still open", "accepted")
+            continue
+        ack = parse_server_frame(frames[0]) if frames else None
+        outcomes[name] = (code, ack.error.code if ack is not None and ack.error else None)
+    expected = (CloseCode.UNAUTHORIZED, ErrorCode.UNAUTHORIZED)
+    assert {n: o for n, o in outcomes.items() if o != expected} == {}
+
+
+async def test_scopes_may_be_a_list_or_a_string_of_names(daemon_factory, client_factory):
+    daemon = await daemon_factory(jwt_secret=SECRET)
+    for scopes in (["version"], "version", "version, status", []):
+        client = await client_factory(daemon, _signed(scopes=scopes))
+        res = await client.call("echo", {"text": "x"})
+        assert res.error is not None and res.error.code == ErrorCode.FORBIDDEN, scopes
+    client = await client_factory(daemon, _signed(scopes="version echo"))
+    assert (await client.call("echo", {"text": "x"})).error is None
+
+
+async def test_a_browser_origin_cannot_open_a_websocket(daemon_factory):
+    """Any web page may open a WebSocket to loopback; only listed origins are let in."""
+
+    daemon = await daemon_factory(allowed_origins=["https://app.example.com"])
+    with pytest.raises(InvalidStatus) as refused:
+        async with connect(daemon.url, origin="http://evil.example"):  # type: ignore[arg-type]
+            pass
+    assert refused.value.response.status_code == 403
+    for origin in ("https://app.example.com", None):  # listed, and a program (no Origin)
+        async with connect(daemon.url, origin=origin) as ws:  # type: ignore[arg-type]
+            await ws.send(json.dumps({"op": "hello"}))
+            assert json.loads(await ws.recv())["ok"] is True

@@ -1,4 +1,5 @@
-"""How messages reach the daemon: pipelined after hello, and held back by a client that won't read.
+"""How messages reach the daemon: pipelined after hello, held back by a client that won't
+read, and let go of when the connection is lost.
 
 The daemon handles each message straight from the protocol callback; these
 check the two things a queue used to give for free: order (frames sent right
@@ -10,10 +11,15 @@ the daemon go on reading, and working on, its requests).
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import socket
+import tracemalloc
 
 from websockets.asyncio.client import connect
+from websockets.frames import Frame, Opcode
+
+from tests.reliability.harness import client_frame, open_raw_websocket, wait_until
 
 
 async def test_frames_pipelined_behind_hello_are_served_in_order(daemon_factory):
@@ -78,3 +84,37 @@ async def test_a_client_that_stops_reading_stops_being_read(daemon_factory):
                 seen.add(frame["request_id"])
         await sender
     assert seen == {f"r{i}" for i in range(total)}
+
+
+async def test_a_message_cut_off_by_a_lost_connection_is_let_go_at_once(daemon_factory):
+    # With the garbage collector off, memory a lost connection still holds on to
+    # shows: the connection object lives on in reference cycles until a full
+    # collection, which a quiet daemon may not run for a long time.
+    daemon = await daemon_factory(max_frame_bytes=16 * 1024 * 1024)
+    reader, writer = await open_raw_websocket(daemon.port)
+    writer.write(client_frame(json.dumps({"op": "hello"})))
+    await reader.readuntil(b'"ok":true')  # the limit is raised once hello has succeeded
+    gc.collect()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        chunk = b"x" * (1024 * 1024)
+        writer.write(Frame(Opcode.TEXT, chunk, fin=False).serialize(mask=True))
+        for _ in range(7):
+            writer.write(Frame(Opcode.CONT, chunk, fin=False).serialize(mask=True))
+            await writer.drain()
+        del chunk
+        await wait_until(
+            lambda: tracemalloc.get_traced_memory()[0] - before >= 8 * 1024 * 1024,
+            10,
+            "the daemon has read all eight fragments",
+        )
+        writer.transport.abort()
+        await wait_until(lambda: not daemon.connections, 10, "the connection is gone")
+        await asyncio.sleep(0.1)  # the callbacks connection_lost scheduled
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+    assert held < 1024 * 1024, f"{held} bytes still held"

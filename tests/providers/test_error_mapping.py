@@ -8,7 +8,12 @@ import time
 import pytest
 
 from exai.errors import ContextTooLongError, ExaiError, ProviderError, RateLimitedError
-from exai.providers.error_mapping import parse_error_body, retry_after_s, status_error
+from exai.providers.error_mapping import (
+    connection_error,
+    parse_error_body,
+    retry_after_s,
+    status_error,
+)
 from exai.providers.retry import RetryPolicy
 
 
@@ -67,3 +72,17 @@ def test_retry_policy_decisions() -> None:
     timeout = ProviderError("t", retryable=True, details={"kind": "timeout"})
     assert not policy.should_retry(timeout)
     assert not policy.should_retry(ValueError("a bug"))
+
+
+def test_a_url_with_credentials_is_masked_in_the_error_it_appears_in() -> None:
+    base_url = "http://user:pw-in-url@127.0.0.1:9/v1"
+    unreachable = connection_error(
+        provider="openai_compat", label="the endpoint", base_url=base_url, timeout_s=None,
+        cause=OSError(f"connect to {base_url}/chat/completions refused"),
+    )  # fmt: skip
+    body = {"error": {"message": f"no route {base_url}"}}
+    echoed = status_error(provider="openai_compat", label="the endpoint", status=404,
+                          headers=None, body=body)  # fmt: skip
+    for error in (unreachable, echoed):
+        assert "pw-in-url" not in error.message and "pw-in-url" not in str(error)
+        assert "user:****@127.0.0.1" in error.message

@@ -101,10 +101,14 @@ def expect_after_hello(data: str | bytes, text: bool, limit: int) -> Expect:
     return Expect("call", request_id=frame.request_id)
 
 
-def expect_first(data: str | bytes, text: bool, limit: int, tokens: set[str]) -> Expect:
-    """The close code a first frame must get, or ``kind="ok"`` for a good hello."""
+def expect_first(data: str | bytes, text: bool, max_first: int, tokens: set[str]) -> Expect:
+    """The close code a first frame must get, or ``kind="ok"`` for a good hello.
+
+    ``max_first`` is the largest frame the daemon reads before a hello has
+    succeeded (``EXAI_HELLO_MAX_BYTES``, or twice the frame limit if that is less).
+    """
     raw = data.encode() if isinstance(data, str) else data
-    if len(raw) > 2 * limit:
+    if len(raw) > max_first:
         return Expect("close", close=1009)
     if not text:
         return Expect("close", close=4000)
@@ -285,14 +289,14 @@ class FuzzConnection:
 class Handshaker:
     """Opens a fresh connection per first frame and checks how the daemon ends it."""
 
-    def __init__(self, url: str, tokens: set[str], limit: int, tally: Counter[str]) -> None:
+    def __init__(self, url: str, tokens: set[str], max_first: int, tally: Counter[str]) -> None:
         self.url = url
         self.tokens = tokens
-        self.limit = limit
+        self.max_first = max_first
         self.tally = tally
 
     def exchange(self, data: str | bytes, text: bool) -> None:
-        expect = expect_first(data, text, self.limit, self.tokens)
+        expect = expect_first(data, text, self.max_first, self.tokens)
         self.tally["first_frames"] += 1
         ws = _open(self.url)
         try:
@@ -337,8 +341,8 @@ class Pipeline:
                          "stream_chunks": 3 if stream else 0}  # fmt: skip
             ws.send(_call(rid, arguments, stream=stream))
             sent += 1
-            if rng.random() < 0.1:  # a retry, while the call may still be running
-                ws.send(_call(rid, {"text": "retry"}))
+            if rng.random() < 0.1:  # a retry (the same call again), maybe while it runs
+                ws.send(_call(rid, arguments, stream=stream))
                 self.retried.add(rid)
                 sent += 1
             if rng.random() < 0.2:  # maybe before the call it names was even sent
@@ -376,8 +380,8 @@ class Pipeline:
         if not isinstance(frame, CallToolResult):
             return
         assert frame.error is None or frame.error.code == ErrorCode.CANCELLED, frame
-        if frame.error is None and not frame.metadata.replayed:
-            assert frame.outputs[0].text in (rid * 3, "retry"), frame
+        if frame.error is None:
+            assert frame.outputs[0].text == rid * 3, frame
         self.results.setdefault(rid, []).append(frame)
 
 
@@ -567,9 +571,10 @@ def payloads(tool_names: list[str], tokens: list[str], limit: int) -> st.SearchS
 
 
 def first_frames(
-    tool_names: list[str], tokens: list[str], limit: int
+    tool_names: list[str], tokens: list[str], limit: int, max_first: int
 ) -> st.SearchStrategy[Payload]:
-    """First frames: hellos of every quality, other ops, and the hostile payloads."""
+    """First frames: hellos of every quality, other ops, the hostile payloads, and
+    frames just under and over ``max_first``, the limit before a hello succeeds."""
     hellos = st.fixed_dictionaries(
         {"op": st.just("hello")},
         optional={
@@ -585,4 +590,5 @@ def first_frames(
         st.builds(lambda obj: (json.dumps(obj), True), hellos),
         st.builds(lambda obj: (json.dumps(obj), True), hellos),
         payloads(tool_names, tokens, limit),
+        _huge(max_first // 2),
     )

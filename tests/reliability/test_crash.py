@@ -5,8 +5,9 @@ that reached the outbox is delivered to Supabase exactly once.
 Fifty clients each hold a conversation and keep asking for turns; the provider
 emulator answers each after 0.1 to 1.2 s, so the daemon is killed at a moment
 when all fifty requests are waiting at the provider. After a restart on the same
-data directory each client re-sends the call it lost with the same
-``request_id``, as a client retrying after a crash does, then asks one more turn.
+data directory each client resumes its session and re-sends the call it lost
+with the same ``request_id``, as a client retrying after a crash does (a
+``request_id`` is unique within its session), then asks one more turn.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class Turn:
 @dataclass
 class Conversation:
     index: int
+    session_id: str = ""  # of the connection that sent the call in flight
     thread_id: str = ""
     turns: list[Turn] = field(default_factory=list)  # answered, in order
     pending: Turn | None = None  # sent, unanswered when the daemon died
@@ -96,7 +98,7 @@ async def _lose_answer(url: str, conv: Conversation) -> ClientConnection:
     conv.pending = turn
     ws = await connect(url, ping_interval=None)
     await ws.send(json.dumps({"op": "hello", "token": TOKEN}))
-    await ws.recv()
+    conv.session_id = json.loads(await ws.recv())["session_id"]
     arguments = {"prompt": turn.prompt, "model": MODEL, "continuation_id": conv.thread_id}
     await ws.send(
         json.dumps(
@@ -146,6 +148,8 @@ async def test_sigkill_mid_call_loses_nothing_answered_and_doubles_nothing(
         convs = [Conversation(i) for i in range(CONVERSATIONS + UNLUCKY)]
         clients = [ExaiClient(daemon.url, TOKEN, ping_interval=None) for _ in convs]
         await asyncio.gather(*(c.connect() for c in clients))
+        for conv, client in zip(convs, clients, strict=True):
+            conv.session_id = str(client.session_id)
         for conv in convs:
             conv.turns.append(Turn(f"c{conv.index}-t1", f"conversation {conv.index} turn 1"))
         await asyncio.gather(
@@ -199,7 +203,10 @@ async def test_sigkill_mid_call_loses_nothing_answered_and_doubles_nothing(
         started = time.monotonic()
         daemon.start()
         restart_s = time.monotonic() - started
-        clients = [ExaiClient(daemon.url, TOKEN, ping_interval=None) for _ in convs]
+        clients = [
+            ExaiClient(daemon.url, TOKEN, session_id=conv.session_id, ping_interval=None)
+            for conv in convs
+        ]
         await asyncio.gather(*(c.connect() for c in clients))
 
         async def retry(conv: Conversation, client: ExaiClient) -> None:

@@ -46,6 +46,7 @@ pytestmark = [pytest.mark.reliability, pytest.mark.timeout(900)]
 FUZZ_TOKEN = "fuzzer-token-5d0c2f"
 BYSTANDER_TOKEN = "bystander-token-81aa7e"
 LIMIT = 64 * 1024  # EXAI_MAX_FRAME_BYTES: small, so oversized frames are cheap to send
+HELLO_LIMIT = 16 * 1024  # EXAI_HELLO_MAX_BYTES: first frames beyond it close with 1009
 TOOL_NAMES = ToolRegistry.from_entry_points(
     Settings(_env_file=None, tool_profile="full")  # type: ignore[call-arg]
 ).names()
@@ -72,6 +73,10 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
         workdir,
         EXAI_WS_TOKENS=f"fuzzer={FUZZ_TOKEN},bystander={BYSTANDER_TOKEN}",
         EXAI_MAX_FRAME_BYTES=str(LIMIT),
+        EXAI_HELLO_MAX_BYTES=str(HELLO_LIMIT),
+        # Hundreds of wrong tokens from one address, each of which must get its own
+        # UNAUTHORIZED: the failed-login throttle would answer most of them instead.
+        EXAI_AUTH_FAILURES_PER_MIN="0",
         EXAI_DEFAULT_TIMEOUT_S="2",
         EXAI_MAX_TIMEOUT_S="10",
         EXAI_PROGRESS_INTERVAL_S="0.5",
@@ -103,7 +108,7 @@ def session(daemon: DaemonProcess, bystander: Bystander) -> Iterator[FuzzConnect
 
 @pytest.fixture(scope="module")
 def handshaker(daemon: DaemonProcess, bystander: Bystander) -> Handshaker:
-    return Handshaker(daemon.url, {FUZZ_TOKEN, BYSTANDER_TOKEN}, LIMIT, TALLY)
+    return Handshaker(daemon.url, {FUZZ_TOKEN, BYSTANDER_TOKEN}, HELLO_LIMIT, TALLY)
 
 
 # --- generated frames --------------------------------------------------------------------
@@ -119,7 +124,7 @@ def test_generated_frames_after_hello_get_their_documented_answer(
 
 
 @_hypothesis(800)
-@given(payload=first_frames(TOOL_NAMES, [FUZZ_TOKEN], LIMIT))
+@given(payload=first_frames(TOOL_NAMES, [FUZZ_TOKEN], LIMIT, HELLO_LIMIT))
 def test_generated_first_frames_get_their_documented_close(
     handshaker: Handshaker, payload: tuple[str | bytes, bool]
 ) -> None:

@@ -62,6 +62,7 @@ JWT_SECRET = "jwt-signing-secret-R5t1y8u3i9o0-" + "k" * 40  # 64+ bytes: HS512 w
 KIMI_KEY = "sk-kimi-reliability-secret-H3j6k9P2"
 GLM_KEY = "glm-reliability-secret-L2n5b8T4"
 LIMIT = 64 * 1024
+HELLO_LIMIT = 16 * 1024  # EXAI_HELLO_MAX_BYTES
 HELLO_TIMEOUT_S = 2.0
 MODEL = "kimi-k2-0905-preview"
 
@@ -213,7 +214,11 @@ def daemon(
         EXAI_ALLOWED_ROOTS=str(world.root),
         EXAI_LOG_LEVEL="debug",
         EXAI_MAX_FRAME_BYTES=str(LIMIT),
+        EXAI_HELLO_MAX_BYTES=str(HELLO_LIMIT),
         EXAI_HELLO_TIMEOUT_S=str(HELLO_TIMEOUT_S),
+        # Some forty hellos are refused on purpose here, each of which must say why;
+        # the failed-login throttle has tests of its own (tests/daemon/test_admission.py).
+        EXAI_AUTH_FAILURES_BURST="1000",
         EXAI_RATE_LIMIT_PER_MIN="0",
         **provider_env(provider_emulator, KIMI_KEY, GLM_KEY),
         **supabase_env(supabase, SUPABASE_KEY),
@@ -378,7 +383,8 @@ async def test_another_principals_session_cannot_be_resumed(daemon: DaemonProces
         mine = await bob.call("echo", {"text": "bob's own"}, request_id="mine")
         assert mine.outputs[0].text == "bob's own" and not mine.metadata.replayed
     async with ExaiClient(daemon.url, ALICE, session_id=session) as alice:
-        replay = await alice.call("echo", {"text": "ignored"}, request_id="mine")
+        again = {"text": "alice's private result"}
+        replay = await alice.call("echo", again, request_id="mine")
         assert replay.metadata.replayed and replay.outputs[0].text == "alice's private result"
     figures.add("security", "ownership_cases", 4)
 
@@ -502,11 +508,13 @@ async def test_path_escapes_are_refused_in_every_file_taking_tool(
 
 
 async def test_oversized_frames(daemon: DaemonProcess, figures) -> None:
-    # Before hello: nothing is parsed beyond twice the limit, and no session is made.
+    # Before hello: nothing is read beyond the size of a hello, and no session is made.
     sessions = daemon.metrics()["exai_sessions"]
     _, code = await _hello(daemon.url, "x" * (2 * LIMIT + 1))
     assert code == 1009
-    answers, code = await _hello(daemon.url, {"op": "hello", "token": "t" * (LIMIT + 10)})
+    _, code = await _hello(daemon.url, {"op": "hello", "token": "t" * HELLO_LIMIT})
+    assert code == 1009
+    answers, code = await _hello(daemon.url, {"op": "hello", "token": "t" * 8193})
     assert code == 4001 and not answers[0].ok
     assert daemon.metrics()["exai_sessions"] <= sessions
     # After hello: an error frame, the connection stays; beyond twice the limit, 1009.
@@ -531,7 +539,7 @@ async def test_oversized_frames(daemon: DaemonProcess, figures) -> None:
         with pytest.raises(ConnectionClosed) as info:
             await ws.recv()
         assert info.value.rcvd is not None and info.value.rcvd.code == 1009
-    figures.add("security", "oversize_and_slow_cases", 4)
+    figures.add("security", "oversize_and_slow_cases", 5)
 
 
 async def test_clients_that_stall_before_hello_are_cut_off(daemon: DaemonProcess, figures) -> None:

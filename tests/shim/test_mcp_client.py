@@ -13,6 +13,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
+from exai.store.sqlite import SqliteStore
 from exai.tools.builtin import EchoInput
 from tests.shim.helpers import DaemonProcess, mcp_session, shim_command, shim_env
 
@@ -181,3 +182,36 @@ async def test_a_2026_era_client_lists_calls_and_gets_progress(shared_daemon, tm
         res = await client.call_tool("echo", {"text": "abc", "stream_chunks": 3},
                                      progress_callback=on_progress)  # fmt: skip
     assert res.content[0].text == "abc" and seen[-3:] == ["a", "b", "c"]
+
+
+async def test_a_chat_in_flight_across_a_restart_is_stored_once(
+    daemon_process, provider_emulator, tmp_path
+):
+    """The shim re-sends the call in its own session with the same request_id; the
+    conversation holds the turn once, whichever daemon answered it."""
+    provider_emulator.reset()
+    daemon: DaemonProcess = daemon_process(
+        KIMI_API_KEY="sk-test-kimi", KIMI_BASE_URL=provider_emulator.base_url_kimi,
+        EXAI_PROVIDER_MAX_RETRIES="0",
+    )  # fmt: skip
+    arguments = {
+        "prompt": "slow question [emulate:latency_ms=1500]",
+        "model": "kimi-k2-0905-preview",
+    }
+    async with mcp_session(shim_env(daemon), tmp_path) as mcp:
+        call = asyncio.create_task(mcp.call_tool("chat", arguments))
+        await daemon.wait_for(lambda d: d.gauge("exai_calls_in_flight") == 1)
+        daemon.kill()
+        daemon.start()
+        res = await asyncio.wait_for(call, 30)
+        assert not res.is_error, res.content
+        cid = res.structured_content["continuation_id"]
+        again = await mcp.call_tool("chat", {"prompt": "and then?", "continuation_id": cid,
+                                             "model": "kimi-k2-0905-preview"})  # fmt: skip
+        assert not again.is_error and "(saw 4 messages)" in again.content[0].text
+    store = await SqliteStore.open(Path(daemon.env["EXAI_DATA_DIR"]) / "conversations.sqlite3")
+    try:
+        threads = await store.list_threads()
+        assert [(t.id, t.turns) for t in threads] == [(cid, 2)]
+    finally:
+        await store.aclose()
