@@ -1,5 +1,10 @@
 """Plain HTTP on the WebSocket port: ``/health``, ``/ready`` and ``/metrics``.
 
+``/health`` is open (it says only that the process answers). When the daemon
+has tokens, ``/metrics`` needs one (``Authorization: Bearer``, checked as
+``hello`` checks it) and ``/ready`` without one says only whether the daemon is
+ready, not which dependency is failing or why.
+
 websockets calls ``process_request`` before each opening handshake; answering
 there serves these endpoints without a second listener. The same hook refuses a
 WebSocket upgrade before any per-connection state exists: with 503 when the
@@ -18,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
+from exai.errors import UnauthorizedError
 from exai.redact import mask_url_credentials
 
 if TYPE_CHECKING:
@@ -39,11 +45,17 @@ class HttpEndpoints:
             return _json(ws, HTTPStatus.OK, body)
         if path == "/ready":
             ready, checks = await self.readiness()
-            # Anyone may ask, and the checks quote errors from other libraries.
-            text = mask_url_credentials(json.dumps({"ready": ready, "checks": checks}, default=str))
             status = HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE
+            # A probe without a token learns whether the daemon is ready, not why: the
+            # checks name providers and quote other libraries' errors.
+            answer: dict[str, Any] = {"ready": ready}
+            if self._authorized(ws, request):
+                answer["checks"] = checks
+            text = mask_url_credentials(json.dumps(answer, default=str))
             return _typed(ws, status, text + "\n", "application/json")
         if path == "/metrics":
+            if not self._authorized(ws, request):
+                return _unauthorized(ws)
             return _typed(ws, HTTPStatus.OK, self.daemon.metrics.render().decode(), _PROMETHEUS)
         if request.headers.get("Upgrade", "").lower() != "websocket":
             endpoints = ["/health", "/ready", "/metrics", "ws:// (protocol v1)"]
@@ -64,6 +76,22 @@ class HttpEndpoints:
         ws.connection_lost_waiter.add_done_callback(lambda _: admission.release(ws))
         return None
 
+    def _authorized(self, ws: ServerConnection, request: Request) -> bool:
+        """A bearer token the daemon accepts, as ``hello`` would; any caller when it has none."""
+        daemon = self.daemon
+        if daemon.auth.open:
+            return True
+        peer = str(ws.remote_address[0] if ws.remote_address else "?")
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token or daemon.admission.login_wait_s(peer) > 0:
+            return False
+        try:
+            daemon.auth.authenticate(token.strip())
+        except UnauthorizedError:
+            daemon.admission.login_failed(peer)
+            return False
+        return True
+
     async def readiness(self) -> tuple[bool, dict[str, Any]]:
         """Each dependency reports ``ok``; the daemon is ready when all of them do."""
         checks: dict[str, Any] = {"server": {"ok": not self.daemon.dispatcher.draining}}
@@ -83,6 +111,12 @@ class HttpEndpoints:
         if providers is not None:
             checks["providers"] = {"ok": True, **providers.status()}
         return all(c.get("ok", False) for c in checks.values()), checks
+
+
+def _unauthorized(ws: ServerConnection) -> Response:
+    response = _json(ws, HTTPStatus.UNAUTHORIZED, {"error": "a bearer token is required"})
+    response.headers["WWW-Authenticate"] = 'Bearer realm="exai"'
+    return response
 
 
 def _json(ws: ServerConnection, status: HTTPStatus, body: Any) -> Response:

@@ -46,6 +46,37 @@ async def test_health_ready_metrics(daemon_factory, client_factory):
     assert status == 404
 
 
+def _get_with(url: str, token: str | None) -> tuple[int, dict[str, str], str]:
+    request = urllib.request.Request(url)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            return resp.status, dict(resp.headers), resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read().decode()
+
+
+async def test_with_tokens_ready_and_metrics_reveal_nothing_to_a_caller_without_one(
+    daemon_factory,
+):
+    daemon = await daemon_factory(ws_token="probe-token")
+    base = f"http://127.0.0.1:{daemon.port}"
+    status, headers, body = await asyncio.to_thread(_get_with, base + "/metrics", None)
+    assert status == 401 and headers["WWW-Authenticate"] == 'Bearer realm="exai"'
+    assert "exai_calls_total" not in body
+    status, _, body = await asyncio.to_thread(_get_with, base + "/metrics", "wrong")
+    assert status == 401
+    status, _, body = await asyncio.to_thread(_get_with, base + "/metrics", "probe-token")
+    assert status == 200 and "exai_connections" in body
+    status, _, body = await asyncio.to_thread(_get_with, base + "/ready", None)
+    assert status == 200 and json.loads(body) == {"ready": True}  # a probe's answer, no more
+    status, _, body = await asyncio.to_thread(_get_with, base + "/ready", "probe-token")
+    assert status == 200 and "store" in json.loads(body)["checks"]
+    status, _, body = await asyncio.to_thread(_get_with, base + "/health", None)
+    assert status == 200
+
+
 async def test_ready_is_503_when_the_store_cannot_answer(daemon_factory):
     daemon = await daemon_factory()
     await daemon.services.store.aclose()  # as if the database went away

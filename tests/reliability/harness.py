@@ -203,9 +203,22 @@ class DaemonProcess:
 
     # --- observation ------------------------------------------------------------------
 
-    def http(self, path: str) -> tuple[int, str]:
+    @property
+    def bearer(self) -> str | None:
+        """A token this daemon accepts, for the HTTP routes that need one."""
+        if self.env.get("EXAI_WS_TOKEN"):
+            return self.env["EXAI_WS_TOKEN"]
+        tokens = self.env.get("EXAI_WS_TOKENS", "")
+        return tokens.split(",")[0].partition("=")[2] or None
+
+    def http(self, path: str, token: str | None = "") -> tuple[int, str]:
+        """GET ``path``, with the daemon's own token unless another (or None) is given."""
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}")
+        token = self.bearer if token == "" else token
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as r:
+            with urllib.request.urlopen(request, timeout=10) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()

@@ -107,7 +107,10 @@ class DaemonProcess:
         self.stop(signal.SIGKILL)
 
     def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/metrics")
+        if self.env.get("EXAI_WS_TOKEN"):  # /metrics needs the token when there is one
+            request.add_header("Authorization", f"Bearer {self.env['EXAI_WS_TOKEN']}")
+        with urllib.request.urlopen(request, timeout=5) as r:
             text = r.read().decode()
         out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
         for family in text_string_to_metric_families(text):
