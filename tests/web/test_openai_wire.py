@@ -3,7 +3,9 @@ and errors are shaped. No daemon, no network."""
 
 from __future__ import annotations
 
+import re
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,7 @@ from exai.web.openai_errors import ERRORS, OpenAIRequestError, error_response
 from exai.web.openai_request import parse_request
 from exai.web.openai_response import ChunkWriter, completion_body, model_list
 
+DOC = Path(__file__).resolve().parents[2] / "docs" / "openai.md"
 CID = str(uuid.uuid4())
 USER = {"role": "user", "content": "hi"}
 
@@ -100,8 +103,13 @@ def test_usage_is_included_only_in_a_stream_that_asks():
 # --- errors ---------------------------------------------------------------------
 
 
-def test_every_exai_error_code_has_an_openai_shape():
+def test_every_exai_error_code_has_an_openai_shape_and_is_documented_so():
     assert set(ERRORS) == set(ErrorCode)
+    rows = [line for line in DOC.read_text().splitlines() if re.match(r"^\| \d{3} \|", line)]
+    for code, shape in ERRORS.items():
+        statuses = {int(row.split("|")[1]) for row in rows if f"`{code.value}`" in row}
+        expected = {shape.status, shape.status_if_retryable} - {None}
+        assert statuses == expected, f"docs/openai.md: {code.value} is {statuses}, not {expected}"
 
 
 @pytest.mark.parametrize(
