@@ -30,6 +30,7 @@ BENCHMARKS = [
     "audit_latency",  # chat latency with the audit trail off, healthy, hanging
     "audit_outbox",  # emit cost, outbox ingest and shipping rates
     "shim",  # MCP through the shim against a direct WebSocket call
+    "openai_endpoint",  # /v1/chat/completions through the daemon against the provider directly
     "toolsets",  # tools/list payload per profile
 ]
 

@@ -241,7 +241,7 @@ class Dispatcher:
                     else:
                         self._suspending(session, call)
                         result = await _Rest(coro, pending)
-                    if may_spill(context, result):
+                    if tool.spill_results and may_spill(context, result):
                         self._suspending(session, call)
                         result = await spill_if_large(context, result)
                 finally:

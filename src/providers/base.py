@@ -59,6 +59,9 @@ class ChatRequest:
     thinking: bool | None = None  # None: the model's default
     web_search: bool = False
     request_id: str | None = None  # for logs and audit correlation
+    # A reply cut by the output limit is continued until it is whole; off when the
+    # caller set max_output_tokens to get a short reply, and a cut one is the answer.
+    continue_cut: bool = True
 
 
 @dataclass(slots=True)

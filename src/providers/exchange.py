@@ -2,7 +2,8 @@
 
 An answer may need several provider requests: a built-in tool round trip
 (Kimi's ``$web_search``: the model asks, we echo the arguments back, it answers)
-and continuations when a reply stops at ``finish_reason="length"``. The loop
+and continuations when a reply stops at ``finish_reason="length"`` (unless the
+caller capped the reply on purpose, ``ChatRequest.continue_cut``). The loop
 that drives those rounds is the same for every vendor and for streamed and
 whole replies, so it is written once here. A plugin supplies the vendor edges:
 how to send one request (:meth:`_send`, :meth:`_open_stream`), how to turn its
@@ -158,7 +159,7 @@ class ChatCompletionsProvider(Provider):
                 messages = base
                 continue
             text.append(outcome.text)
-            cut = outcome.finish_reason == "length" and outcome.text
+            cut = request.continue_cut and outcome.finish_reason == "length" and outcome.text
             if cut and continuations < self.max_continuations:
                 continuations += 1
                 messages = self._continuation(base, "".join(text))

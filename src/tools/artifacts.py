@@ -2,14 +2,15 @@
 
 MCP clients refuse a tool response above roughly 25,000 tokens, so a result
 over ``EXAI_MAX_RESULT_TOKENS`` would reach the agent as an error and be lost.
-:func:`spill_if_large` runs on every result the daemon is about to send: a
-result within the limit passes untouched; a bigger one is stored as an artifact
-of the call's conversation (a new thread owned by the caller when the result
-names none) and replaced by its beginning, a note saying what happened, and a
-handle in the metadata. Long string fields of the metadata (a thinking model's
-``reasoning``) are stored the same way. The ``artifact`` tool then returns the
-text a page at a time, each page small enough to fit under the limit, and to
-another principal the artifact does not exist (``CONVERSATION_NOT_FOUND``).
+:func:`spill_if_large` runs on every result the daemon is about to send (from
+the tools whose ``spill_results`` is on): a result within the limit passes
+untouched; a bigger one is stored as an artifact of the call's conversation (a
+new thread owned by the caller when the result names none) and replaced by its
+beginning, a note saying what happened, and a handle in the metadata. Long
+string fields of the metadata (a thinking model's ``reasoning``) are stored the
+same way. The ``artifact`` tool then returns the text a page at a time, each
+page small enough to fit under the limit, and to another principal the artifact
+does not exist (``CONVERSATION_NOT_FOUND``).
 
 Sizes are upper-bound estimates (the ``generic`` estimator of
 :mod:`exai.store.tokens`): an undercount would let through a response the
@@ -138,7 +139,7 @@ def may_spill(context: ToolContext, result: ToolResult) -> bool:
         not result.metadata or 4 * (chars + len(_json(result.metadata))) <= limit
     ):
         return False
-    return context.tool != ARTIFACT_TOOL and context.services.store is not None
+    return context.services.store is not None
 
 
 async def spill_if_large(context: ToolContext, result: ToolResult) -> ToolResult:
@@ -242,6 +243,7 @@ class ArtifactTool(Tool):
     Input = ArtifactInput
     profile = "lean"
     always_on = True
+    spill_results = False  # its pages are cut to fit already
 
     async def run(self, arguments: ArtifactInput, context: ToolContext) -> ToolResult:
         if arguments.page is not None and arguments.offset is not None:

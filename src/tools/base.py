@@ -138,6 +138,14 @@ class Tool:
     profile: ClassVar[Profile] = "standard"
     # Kept whatever the profile and the allow/deny lists say.
     always_on: ClassVar[bool] = False
+    # In ``list_tools`` (and so in every MCP client's tool list). An unlisted tool
+    # is still called by name, with the same scopes, limits and audit: it serves a
+    # face of the daemon (the OpenAI-compatible endpoint) rather than a model.
+    listed: ClassVar[bool] = True
+    # A result over EXAI_MAX_RESULT_TOKENS is stored as an artifact and replaced by
+    # its beginning (see exai.tools.artifacts). Off for the artifact pages
+    # themselves, and for callers that take long answers whole and store nothing.
+    spill_results: ClassVar[bool] = True
 
     _schema: ClassVar[dict[str, Any] | None] = None
 

@@ -1,12 +1,15 @@
 """``chat``: talk to a Kimi or GLM model, continuing a conversation when asked.
 
 The tool itself only maps its arguments onto one model turn; history, files,
-model choice, streaming and storage all happen in :mod:`exai.tools.turn`.
+model choice, streaming and storage all happen in :mod:`exai.tools.turn`. A
+thread started with a system prompt of its own keeps it instead of
+:data:`SYSTEM_PROMPT`.
 """
 
 from __future__ import annotations
 
 from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
 
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
 from exai.tools.turn import ThinkingMode, TurnRequest, run_turn
@@ -38,6 +41,10 @@ class ChatInput(ToolInput):
     use_websearch: bool = Field(default=False, description="Let the model search the web.")
     stream: bool = Field(default=False, description="Stream the answer as it is written.")
     sensitive: bool = Field(default=False, description="Route to models allowed sensitive data.")
+    # The system prompt a new thread keeps in place of SYSTEM_PROMPT. Set by the
+    # OpenAI-compatible endpoint from a request's system message; left out of the
+    # schema because it is not something a model choosing arguments should change.
+    system_prompt: SkipJsonSchema[str | None] = Field(default=None, min_length=1)
 
 
 class ChatTool(Tool):
@@ -65,6 +72,8 @@ class ChatTool(Tool):
                 thinking_mode=arguments.thinking_mode,
                 use_websearch=arguments.use_websearch,
                 sensitive=arguments.sensitive,
+                keep_system_prompt=arguments.system_prompt,
+                use_thread_prompt=True,
             ),
         )
         return ToolResult(result.text, metadata=result.metadata)

@@ -4,7 +4,9 @@ Tools are found through the ``exai.tools`` entry-point group, built-ins included
 so a third-party package adds tools by declaring an entry point. An entry point
 names either a list of :class:`Tool` instances or a callable taking the settings
 and returning one. Dynamic tools (the MCP bridge's) are added and removed at run
-time; ``version`` increases on every change so clients can be told.
+time; ``version`` increases on every change so clients can be told. A tool that
+is not ``listed`` is enabled and called by name like any other, but left out of
+what clients are shown.
 """
 
 from __future__ import annotations
@@ -96,14 +98,15 @@ class ToolRegistry:
         return self._enabled.get(name)
 
     def names(self) -> list[str]:
-        return [t.name for t in self._tools.values() if self.enabled(t)]
+        """The tools offered to clients: enabled and listed."""
+        return [t.name for t in self._tools.values() if t.listed and self.enabled(t)]
 
     def infos(self) -> list[ToolInfo]:
         if getattr(self, "_cache", None) is None:
             self._cache = [
                 ToolInfo(name=t.name, description=t.description, inputSchema=t.input_schema())
                 for t in sorted(self._tools.values(), key=lambda t: t.name)
-                if self.enabled(t)
+                if t.listed and self.enabled(t)
             ]
         assert self._cache is not None
         return self._cache

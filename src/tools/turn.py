@@ -4,9 +4,8 @@
 files, answer from the store if this very request already stored its turn, find
 the thread (refusing another principal's), choose the model, build the full
 message array in :func:`exai.store.history.assemble_messages` (the one place
-history is assembled), call the provider (counted against the request's
-provider-call limit; streamed when the client asked, cut into readable chunks),
-then store the user's message and everything the model produced as one turn.
+history is assembled), call the provider through :func:`ask_model`, then store
+the user's message and everything the model produced as one turn.
 
 A turn is stored under its request's key, (principal, ``session_id``,
 ``request_id``), with the call's fingerprint (see :mod:`exai.store.base`). A
@@ -14,6 +13,15 @@ retry of the request, even after a restart that emptied the daemon's replay
 cache, is answered with the stored turn (``replayed: true``) before any provider
 is called, and a first turn retried finds the thread it started; the same key
 sent for a different call is ``REQUEST_ID_REUSED``.
+
+A thread may keep a system prompt of its own, given when it starts
+(``keep_system_prompt``, from the OpenAI-compatible endpoint's system message):
+tools that hold a conversation rather than play a role (``use_thread_prompt``)
+use it on every later turn in place of their own.
+
+:func:`ask_model` is the one way a tool calls a model: counted against the
+request's provider-call limit, streamed when the client asked (cut into
+readable chunks), whole otherwise.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from exai.errors import InternalError
+from exai.errors import InternalError, ValidationError_
 from exai.files import acheck_paths
 from exai.providers import ChatRequest, ChatResponse, ModelInfo, ModelNeeds, Usage
 from exai.store.base import StoredMessage, Thread
@@ -31,12 +39,14 @@ from exai.store.tokens import estimator_for
 from exai.tools.base import ToolContext
 from exai.tools.chunker import StreamChunker
 
-__all__ = ["ThinkingMode", "TurnRequest", "TurnResult", "run_turn"]
+__all__ = ["ThinkingMode", "TurnRequest", "TurnResult", "ask_model", "run_turn"]
 
 ThinkingMode = Literal["auto", "on", "off"]
 
 # Audit events carry the message, but not without bound.
 _AUDIT_CONTENT_CHARS = 4000
+# The thread state entry holding a thread's own system prompt.
+_THREAD_PROMPT_KEY = "system_prompt"
 
 
 @dataclass(slots=True)
@@ -52,6 +62,8 @@ class TurnRequest:
     sensitive: bool = False
     store_turn: bool = True
     title: str | None = None
+    keep_system_prompt: str | None = None  # a new thread's own, for its whole life
+    use_thread_prompt: bool = False  # a thread's own system prompt replaces system_prompt
 
 
 @dataclass(slots=True)
@@ -82,8 +94,19 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         if done is not None:
             return _replayed(*done)
     thread_id = turn.continuation_id
+    system_prompt = turn.system_prompt
     if thread_id is not None:
         await store.get_thread(thread_id, owner)  # CONVERSATION_NOT_FOUND before any model call
+        if turn.keep_system_prompt is not None:
+            raise ValidationError_(
+                "a thread's system prompt is set when it starts; this one has its own"
+            )
+        if turn.use_thread_prompt:
+            kept = await store.get_state(thread_id, _THREAD_PROMPT_KEY)
+            if kept is not None:
+                system_prompt = kept["text"]
+    elif turn.keep_system_prompt is not None:
+        system_prompt = turn.keep_system_prompt
 
     needs = ModelNeeds(
         web_search=turn.use_websearch,
@@ -94,7 +117,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
     )
     info: ModelInfo = providers.resolve(turn.model, needs)
     assembled = await assemble_messages(
-        system_prompt=turn.system_prompt,
+        system_prompt=system_prompt,
         new_input=turn.prompt,
         limits=ContextLimits(info.context_window, info.max_output_tokens, family=info.provider),
         store=store,
@@ -111,11 +134,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         web_search=turn.use_websearch,
         request_id=context.request_id,
     )
-    context.count_provider_call()
-    if context.stream_requested:
-        response = await _streamed(context, providers, request, info)
-    else:
-        response = await providers.complete(request, info)
+    response = await ask_model(context, request, info)
 
     text = response.text
     if turn.store_turn:
@@ -137,6 +156,16 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
     if assembled.files_skipped:
         metadata["files_skipped"] = [{"path": p, "reason": r} for p, r in assembled.files_skipped]
     return TurnResult(text, response, info, thread_id, assembled, metadata)
+
+
+async def ask_model(context: ToolContext, request: ChatRequest, info: ModelInfo) -> ChatResponse:
+    """One model answer for a tool: counted, and streamed if the client asked."""
+    providers = context.services.providers
+    context.count_provider_call()
+    if context.stream_requested:
+        return await _streamed(context, providers, request, info)
+    response: ChatResponse = await providers.complete(request, info)
+    return response
 
 
 async def _streamed(
@@ -186,6 +215,8 @@ async def _store(
             owner, [user, *produced], title=turn.title or first_line, **stored_as
         )
         thread_id = thread.id
+        if turn.keep_system_prompt is not None:
+            await store.put_state(thread_id, _THREAD_PROMPT_KEY, {"text": turn.keep_system_prompt})
     else:
         stored = await store.append(thread_id, owner, [user, *produced], **stored_as)
     audit = context.services.audit

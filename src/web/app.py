@@ -65,6 +65,7 @@ class WebFace:
 
     def build_app(self) -> Any:
         from exai.web.openai import routes as openai_routes
+        from exai.web.openai_errors import error_body as openai_error_body
 
         s = self.daemon.settings
         app = Starlette(routes=[
@@ -75,7 +76,8 @@ class WebFace:
         ])  # fmt: skip
         return Guard(app, self.daemon.auth, host=s.ws_host, port=self.port,
                      allowed_origins=s.allowed_origins,
-                     throttle=self.daemon.admission)  # fmt: skip
+                     throttle=self.daemon.admission,
+                     error_bodies={"/v1": openai_error_body})  # fmt: skip
 
     async def start(self) -> None:
         s = self.daemon.settings

@@ -14,22 +14,29 @@ page arrives with a ``Host`` of the attacker's name. So a request that carries
 an ``Origin`` is refused (403) unless that origin is the daemon's own address
 or listed in ``EXAI_ALLOWED_ORIGINS``, and a daemon bound to loopback
 answers only requests addressed to a loopback ``Host``.
+
+Each face answers in its own dialect: a refusal's body is exai's
+``{"error": {"code", "message"}}`` unless the path falls under a prefix given
+an ``error_bodies`` shaper (``/v1`` answers as OpenAI does, so its clients
+raise their usual exceptions).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from exai.auth import Authenticator, Principal
 from exai.errors import UnauthorizedError
 from exai.files.roots import is_loopback
+from exai.protocol import ErrorCode, ErrorInfo
 
-__all__ = ["Guard", "principal_of"]
+__all__ = ["ErrorBody", "Guard", "principal_of"]
 
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+ErrorBody = Callable[[ErrorInfo], dict[str, Any]]
 _STATE_KEY = "exai_principal"
 
 
@@ -52,6 +59,7 @@ class Guard:
         allowed_origins: list[str],
         open_paths: frozenset[str] = frozenset({"/health"}),
         throttle: Any = None,
+        error_bodies: Mapping[str, ErrorBody] | None = None,
     ) -> None:
         self.app = app
         self.auth = auth
@@ -60,6 +68,7 @@ class Guard:
         self.allowed_origins = {o.rstrip("/") for o in allowed_origins}
         self.open_paths = open_paths
         self.throttle = throttle
+        self.error_bodies = dict(error_bodies or {})
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -68,7 +77,8 @@ class Guard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         refusal = self._check_host_and_origin(headers)
         if refusal is not None:
-            await _respond(send, 403, {"error": {"code": "FORBIDDEN", "message": refusal}})
+            body = self._body(scope["path"], ErrorInfo(code=ErrorCode.FORBIDDEN, message=refusal))
+            await _respond(send, 403, body)
             return
         if scope["path"] not in self.open_paths:
             peer = (scope.get("client") or ("?",))[0]
@@ -78,12 +88,17 @@ class Guard:
                 challenge = 'Bearer realm="exai", error="invalid_token"'
                 if "authorization" not in headers:
                     challenge = 'Bearer realm="exai"'
-                await _respond(send, 401, {"error": {"code": "UNAUTHORIZED",
-                                                     "message": exc.message}},
-                               [(b"www-authenticate", challenge.encode())])  # fmt: skip
+                body = self._body(scope["path"], exc.info())
+                await _respond(send, 401, body, [(b"www-authenticate", challenge.encode())])
                 return
             scope.setdefault("state", {})[_STATE_KEY] = principal
         await self.app(scope, receive, send)
+
+    def _body(self, path: str, info: ErrorInfo) -> dict[str, Any]:
+        for prefix, shape in self.error_bodies.items():
+            if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
+                return shape(info)
+        return {"error": {"code": info.code.value, "message": info.message}}
 
     def _authenticate(self, header: str | None, peer: str) -> Principal:
         token = None
@@ -114,9 +129,7 @@ class Guard:
             return None
         if self.loopback and _is_own_loopback_origin(origin, self.port):
             return None
-        return (
-            f"requests from the web origin {origin!r} are not allowed (EXAI_ALLOWED_ORIGINS)"
-        )
+        return f"requests from the web origin {origin!r} are not allowed (EXAI_ALLOWED_ORIGINS)"
 
 
 def _is_own_loopback_origin(origin: str, port: int) -> bool:

@@ -1,14 +1,286 @@
-"""OpenAI-compatible ``/v1/models`` and ``/v1/chat/completions`` (see routes())."""
+"""OpenAI-compatible ``/v1/models`` and ``/v1/chat/completions``: the I/O edge.
+
+Any OpenAI client (the ``openai`` SDK, Aider, Continue, Cline) pointed at
+``http://<daemon>:8078/v1`` with an exai token as its API key gets exai's model
+routing, fallback, limits and audit trail, and, when it names a thread,
+exai's conversation store (docs/openai.md). Each request is one tool call
+through the dispatcher, made by a :class:`~exai.web.local.LocalClient` for the
+principal the :class:`~exai.web.guard.Guard` authenticated, so scopes, rate
+limits, deadlines and audit are the same as over WebSocket:
+:mod:`exai.web.openai_request` says which call, :mod:`exai.web.openai_response`
+and :mod:`exai.web.openai_errors` shape its answer.
+
+A streamed answer starts only when the call produces its first text, so a call
+that fails before (a bad argument, an unknown thread, a provider that is down)
+gets its own HTTP status rather than an error inside a 200 stream. A client
+that goes away, streaming or not, cancels its call.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import asyncio
+import contextlib
+import json
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from exai.errors import ExaiError
+from exai.protocol import CallToolResult, ErrorInfo
+from exai.web.guard import principal_of
+from exai.web.local import LocalClient
+from exai.web.openai_errors import OpenAIRequestError, error_body, error_response
+from exai.web.openai_request import NEW_THREAD, THREAD_HEADER, CompletionCall, parse_request
+from exai.web.openai_response import (
+    ChunkWriter,
+    completion_body,
+    model_list,
+    result_text,
+    sse,
+)
 
 if TYPE_CHECKING:
     from exai.daemon.server import Daemon
 
 __all__ = ["routes"]
 
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+T = TypeVar("T")
 
-def routes(daemon: Daemon) -> list[Any]:
-    return []
+
+def routes(daemon: Daemon) -> list[BaseRoute]:
+    face = _Models(daemon)
+    return [
+        Route("/v1/models", face.list, methods=["GET"]),
+        Route("/v1/models/{name:path}", face.one, methods=["GET"]),
+        Route("/v1/chat/completions", _ChatCompletions(daemon), methods=["POST"]),
+        Route("/v1/{rest:path}", _unknown_path,
+              methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
+    ]  # fmt: skip
+
+
+class _Models:
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+
+    def _listing(self) -> dict[str, Any]:
+        providers = self.daemon.services.providers
+        if providers is None:
+            return model_list([], None)
+        try:
+            auto: str | None = providers.resolve("auto").name
+        except ExaiError:
+            auto = None
+        return model_list(providers.describe_models(), auto)
+
+    async def list(self, request: Request) -> Response:
+        return JSONResponse(self._listing())
+
+    async def one(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        for model in self._listing()["data"]:
+            if model["id"].lower() == name.lower():
+                return JSONResponse(model)
+        error = OpenAIRequestError(f"the model {name!r} does not exist on this exai daemon",
+                                   param="model", code="model_not_found", status=404)  # fmt: skip
+        status, body, headers = error.response()
+        return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def _unknown_path(request: Request) -> Response:
+    error = OpenAIRequestError(
+        "exai serves GET /v1/models and POST /v1/chat/completions, not "
+        f"{request.method} {request.url.path}",
+        code="unknown_url",
+        status=404,
+    )
+    status, body, headers = error.response()
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class _ChatCompletions:
+    """``POST /v1/chat/completions`` as a plain ASGI app: it reads the client's
+    disconnect while the call runs, which a request/response endpoint cannot."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            body = await _read_json(receive, headers, self.daemon.settings.max_frame_bytes)
+            if body is None:
+                return  # the client left before it finished sending
+            call = parse_request(body, headers)
+        except OpenAIRequestError as exc:
+            await _send_json(send, *exc.response())
+            return
+        client = LocalClient(self.daemon, principal_of(scope))
+        try:
+            if call.stream:
+                await self._streamed(call, client, receive, send)
+            else:
+                await self._whole(call, client, receive, send)
+        finally:
+            client.close()
+
+    async def _whole(
+        self, call: CompletionCall, client: LocalClient, receive: Receive, send: Send
+    ) -> None:
+        result = await _unless_client_leaves(client.call(call.tool, call.arguments), receive)
+        if result is None:
+            return
+        if result.error is not None:
+            await _send_error(send, result.error)
+            return
+        text = await self._whole_text(result, client)
+        body = completion_body(call, result, text, completion_id=_completion_id(),
+                               created=int(time.time()))  # fmt: skip
+        thread = result.metadata.continuation_id if call.thread is not None else None
+        await _send_json(send, 200, body, {THREAD_HEADER: thread} if thread else {})
+
+    async def _whole_text(self, result: CallToolResult, client: LocalClient) -> str:
+        """The answer whole: one too large for an MCP client was stored as an
+        artifact of its thread (exai.tools.artifacts), and an OpenAI client takes it all."""
+        extra = result.metadata.model_extra or {}
+        artifact, thread = extra.get("artifact_id"), result.metadata.continuation_id
+        store = self.daemon.services.store
+        if not artifact or not thread or store is None:
+            return result_text(result)
+        try:
+            whole = await store.get_artifact(thread, artifact, client.session.principal.name)
+        except ExaiError:  # the beginning and the note saying where the rest is, then
+            return result_text(result)
+        return str(whole.content)
+
+    async def _streamed(
+        self, call: CompletionCall, client: LocalClient, receive: Receive, send: Send
+    ) -> None:
+        texts: asyncio.Queue[str] = asyncio.Queue()
+        task = asyncio.ensure_future(client.call(
+            call.tool, call.arguments, stream=True, on_chunk=lambda c: texts.put_nowait(c.text)
+        ))  # fmt: skip
+        gone = asyncio.ensure_future(_disconnected(receive))
+        writer = ChunkWriter(call, completion_id=_completion_id(), created=int(time.time()))
+        started = False
+        try:
+            while True:
+                text = asyncio.ensure_future(texts.get())
+                await asyncio.wait({text, task, gone}, return_when=asyncio.FIRST_COMPLETED)
+                if gone.done() and not text.done():
+                    text.cancel()
+                    return
+                if not text.done():
+                    text.cancel()
+                    break
+                if not started:
+                    started = await _start_stream(send, call, writer)
+                await _send_event(send, writer.text(text.result()))
+            result = task.result()
+            rest = [texts.get_nowait() for _ in range(texts.qsize())]
+            if result.error is not None and not started and not rest:
+                await _send_error(send, result.error)
+                return
+            if not started:
+                started = await _start_stream(send, call, writer)
+            for piece in rest:
+                await _send_event(send, writer.text(piece))
+            if result.error is not None:  # after text was sent, the status cannot change
+                await _send_event(send, error_body(result.error))
+            else:
+                for chunk in writer.last(result):
+                    await _send_event(send, chunk)
+                await _send_event(send, "[DONE]")
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            gone.cancel()
+            if not task.done():  # the client left: LocalClient.call cancels the call
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+
+async def _start_stream(send: Send, call: CompletionCall, writer: ChunkWriter) -> bool:
+    headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
+               (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]  # fmt: skip
+    if call.thread is not None and call.thread != NEW_THREAD:
+        headers.append((THREAD_HEADER.encode(), call.thread.encode()))
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await _send_event(send, writer.first())
+    return True
+
+
+async def _send_event(send: Send, data: dict[str, Any] | str) -> None:
+    await send({"type": "http.response.body", "body": sse(data), "more_body": True})
+
+
+async def _read_json(receive: Receive, headers: dict[str, str], limit: int) -> Any:
+    """The request body as JSON; None if the client disconnected while sending it."""
+    too_large = OpenAIRequestError(
+        f"the request body is over {limit:,} bytes (EXAI_MAX_FRAME_BYTES)",
+        code="request_too_large",
+        status=413,
+    )
+    declared = headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    try:
+        return json.loads(b"".join(chunks))
+    except ValueError as exc:
+        raise OpenAIRequestError(f"the request body is not valid JSON: {exc}") from None
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Return when the client disconnects (its body has been read already)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _unless_client_leaves(call: Awaitable[T], receive: Receive) -> T | None:
+    """``call``'s outcome, or None (and the call cancelled) if the client leaves first."""
+    task = asyncio.ensure_future(call)
+    gone = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return None
+
+
+async def _send_error(send: Send, info: ErrorInfo) -> None:
+    await _send_json(send, *error_response(info))
+
+
+async def _send_json(send: Send, status: int, body: Any, headers: dict[str, str]) -> None:
+    data = json.dumps(body, ensure_ascii=False).encode()
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    head += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": data})
+
+
+def _completion_id() -> str:
+    return f"chatcmpl-{secrets.token_hex(12)}"

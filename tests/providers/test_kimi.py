@@ -117,6 +117,17 @@ async def test_length_continuations_are_bounded(
     assert len(emulator.requests) == 2
 
 
+async def test_a_reply_capped_on_purpose_is_not_continued(
+    kimi: KimiProvider, emulator: EmulatorServer
+) -> None:
+    capped = request("a long question", max_output_tokens=2, continue_cut=False)
+    response = await kimi.complete(capped)
+
+    assert response.finish_reason == "length"
+    assert response.text == "emulated reply "
+    assert len(emulator.requests) == 1
+
+
 async def test_reasoning_is_kept_apart(kimi: KimiProvider) -> None:
     req = ChatRequest(model="kimi-k2-thinking", messages=user("why?"))
     response = await kimi.complete(req)

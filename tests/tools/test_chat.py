@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from exai.protocol import ErrorCode
+from exai.tools.chat import SYSTEM_PROMPT
 from tests.conftest import emulated_providers, make_settings, running_daemon
 
 
@@ -177,3 +178,28 @@ def test_chat_schema_is_terse():
     schema = ChatTool.input_schema()
     assert schema["required"] == ["prompt"]
     assert Path  # keep the import used
+
+
+async def test_a_thread_keeps_the_system_prompt_it_started_with(chat_settings, emulator,
+                                                                client_factory):  # fmt: skip
+    async with running_daemon(chat_settings()) as daemon:
+        client = await client_factory(daemon)
+        first = await client.call("chat", {"prompt": "hi", "system_prompt": "Answer as a pirate."})
+        cid = first.metadata.continuation_id
+        await client.call("chat", {"prompt": "again", "continuation_id": cid})
+        changed = await client.call("chat", {"prompt": "x", "continuation_id": cid,
+                                             "system_prompt": "Answer as a poet."})  # fmt: skip
+        assert changed.error.code == ErrorCode.VALIDATION_ERROR
+        other = await client.call("chat", {"prompt": "a thread of chat's own"})
+        assert other.error is None
+    first_sent, second_sent, other_sent = (r["body"]["messages"] for r in emulator.requests)
+    assert first_sent[0] == {"role": "system", "content": "Answer as a pirate."}
+    assert second_sent[0] == {"role": "system", "content": "Answer as a pirate."}
+    assert [m["content"] for m in second_sent[1:]] == ["hi", first.outputs[0].text, "again"]
+    assert other_sent[0]["content"] == SYSTEM_PROMPT
+
+
+def test_the_system_prompt_argument_is_not_offered_to_models():
+    from exai.tools.chat import ChatTool
+
+    assert "system_prompt" not in ChatTool.input_schema()["properties"]

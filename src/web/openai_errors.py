@@ -1,0 +1,147 @@
+"""exai's errors as OpenAI clients expect them: one table, status and body.
+
+An OpenAI client decides what to do from the HTTP status (the ``openai`` SDK
+raises ``BadRequestError`` for 400, ``AuthenticationError`` for 401,
+``RateLimitError`` for 429...) and reads ``{"error": {"message", "type",
+"param", "code"}}``. Every exai :class:`~exai.protocol.ErrorCode` maps to one
+row of :data:`ERRORS`. The body also carries exai's own view under
+``error.exai`` (``code``, ``retryable``, ``retry_after_s``), and the headers say
+whether to retry: ``Retry-After`` (and ``retry-after-ms``, which the SDK
+prefers) when exai knows how long, and ``x-should-retry``, which the SDK obeys
+over its own guess from the status, so a non-retryable provider error is not
+sent three times.
+
+Pure functions: no I/O, tested without a daemon.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from exai.protocol import ErrorCode, ErrorInfo
+
+__all__ = [
+    "ERRORS",
+    "ErrorShape",
+    "OpenAIRequestError",
+    "error_body",
+    "error_response",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorShape:
+    status: int
+    type: str
+    code: str | None = None
+    status_if_retryable: int | None = None  # a transient failure of the same kind
+    param: str | None = None  # the request field at fault when the error names none
+
+
+ERRORS: dict[ErrorCode, ErrorShape] = {
+    ErrorCode.INVALID_REQUEST: ErrorShape(400, "invalid_request_error"),
+    ErrorCode.VALIDATION_ERROR: ErrorShape(400, "invalid_request_error"),
+    ErrorCode.CONTEXT_TOO_LONG: ErrorShape(400, "invalid_request_error",
+                                           "context_length_exceeded"),
+    ErrorCode.UNAUTHORIZED: ErrorShape(401, "authentication_error", "invalid_api_key"),
+    ErrorCode.FORBIDDEN: ErrorShape(403, "permission_error", "forbidden"),
+    # The tool behind the request is switched off on this daemon (EXAI_TOOLS_DENY).
+    ErrorCode.TOOL_NOT_FOUND: ErrorShape(404, "not_found_error", "unavailable"),
+    ErrorCode.CONVERSATION_NOT_FOUND: ErrorShape(404, "not_found_error", "thread_not_found",
+                                                 param="metadata.exai_thread"),
+    ErrorCode.RATE_LIMITED: ErrorShape(429, "rate_limit_error", "rate_limit_exceeded"),
+    ErrorCode.OVER_CAPACITY: ErrorShape(503, "server_overloaded", "over_capacity"),
+    # A provider that refused for good (bad key, no balance) is a bad gateway; one
+    # that is down or busy for now, unavailable.
+    ErrorCode.PROVIDER_ERROR: ErrorShape(502, "upstream_error", "provider_error",
+                                         status_if_retryable=503),
+    ErrorCode.TIMEOUT: ErrorShape(504, "timeout_error", "timeout"),
+    # Only a shutdown cancels a call whose caller is still there to be told.
+    ErrorCode.CANCELLED: ErrorShape(503, "server_error", "cancelled"),
+    # Never from this face: each HTTP request has a session of its own.
+    ErrorCode.REQUEST_ID_REUSED: ErrorShape(409, "invalid_request_error", "request_id_reused"),
+    ErrorCode.INTERNAL_ERROR: ErrorShape(500, "server_error", "internal_error"),
+}  # fmt: skip
+
+# VALIDATION_ERROR for a model the catalogue does not know: OpenAI answers 404.
+_UNKNOWN_MODEL = ErrorShape(404, "invalid_request_error", "model_not_found")
+
+# A tool's argument, as the OpenAI request names what it came from.
+_PARAM_OF_ARGUMENT = {
+    "prompt": "messages",
+    "system_prompt": "messages",
+    "continuation_id": "metadata.exai_thread",
+}
+
+
+class OpenAIRequestError(Exception):
+    """A request the endpoint refuses before any call: 400 unless ``status`` says."""
+
+    def __init__(
+        self, message: str, *, param: str | None = None, code: str | None = None, status: int = 400
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+        self.status = status
+
+    def response(self) -> tuple[int, dict[str, Any], dict[str, str]]:
+        error = {"message": self.message, "type": "invalid_request_error",
+                 "param": self.param, "code": self.code}  # fmt: skip
+        return self.status, {"error": error}, {"x-should-retry": "false"}
+
+
+def _shape(info: ErrorInfo) -> ErrorShape:
+    if info.code == ErrorCode.VALIDATION_ERROR and "known_models" in (info.details or {}):
+        return _UNKNOWN_MODEL
+    return ERRORS.get(info.code, ERRORS[ErrorCode.INTERNAL_ERROR])
+
+
+def _param(info: ErrorInfo) -> str | None:
+    """The request field at fault, from a validation error's first field."""
+    if _shape(info) is _UNKNOWN_MODEL:
+        return "model"
+    fields = (info.details or {}).get("fields") or []
+    if not fields or not isinstance(fields[0], dict):
+        return _shape(info).param
+    location = str(fields[0].get("field", ""))
+    head, _, rest = location.partition(".")
+    if not head or head.startswith("("):  # the arguments as a whole
+        return None
+    if head in _PARAM_OF_ARGUMENT:
+        return _PARAM_OF_ARGUMENT[head]
+    return head + re.sub(r"\.(\d+)", r"[\1]", "." + rest if rest else "")
+
+
+def error_body(info: ErrorInfo) -> dict[str, Any]:
+    """``{"error": {...}}`` for ``info``."""
+    shape = _shape(info)
+    exai: dict[str, Any] = {"code": info.code.value, "retryable": info.retryable}
+    if info.retry_after_s is not None:
+        exai["retry_after_s"] = info.retry_after_s
+    return {
+        "error": {
+            "message": info.message,
+            "type": shape.type,
+            "param": _param(info),
+            "code": shape.code,
+            "exai": exai,
+        }
+    }
+
+
+def error_response(info: ErrorInfo) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """``(status, body, headers)`` of the HTTP answer for ``info``."""
+    shape = _shape(info)
+    status = shape.status
+    if info.retryable and shape.status_if_retryable is not None:
+        status = shape.status_if_retryable
+    headers = {"x-should-retry": "true" if info.retryable else "false"}
+    if info.retry_after_s is not None and info.retry_after_s >= 0:
+        headers["retry-after"] = str(max(1, math.ceil(info.retry_after_s)))
+        headers["retry-after-ms"] = str(round(info.retry_after_s * 1000))
+    return status, error_body(info), headers
