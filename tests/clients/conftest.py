@@ -21,15 +21,19 @@ from tests.shim.helpers import DaemonProcess
 LONG_CALLS = LongCalls()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Start the long calls as soon as it is known that their test will run.
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Start the long calls as soon as it is known that their test will run, and run
+    their test last.
 
     The transcripts of an earlier run are removed first, so build/real-clients
     shows this run's.
     """
     shutil.rmtree(TRANSCRIPTS, ignore_errors=True)
-    if any("test_long_calls.py" in item.nodeid for item in items) and not LONG_CALLS.runs:
+    long = [item for item in items if "test_long_calls.py" in item.nodeid]
+    if long and not LONG_CALLS.runs and not config.option.collectonly:
         LONG_CALLS.start()
+        # Collected last, so the rest of the suite runs while the calls wait.
+        items[:] = [item for item in items if item not in long] + long
 
 
 def pytest_sessionfinish() -> None:
