@@ -32,18 +32,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from exai.emulators.serving import ServedApp, serve_in_thread
 
 __all__ = ["Fault", "PostgrestEmulator", "RecordedRequest", "Table"]
 
@@ -126,8 +125,7 @@ class PostgrestEmulator:
         self._lock = threading.Lock()
         self._fault: Fault | None = None
         self._release = threading.Event()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._served: ServedApp | None = None
         self.app = Starlette(
             routes=[Route("/rest/v1/{table}", self._handle, methods=["GET", "POST"])]
         )
@@ -140,40 +138,21 @@ class PostgrestEmulator:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> PostgrestEmulator:
-        if self._thread is not None:
+        if self._served is not None:
             return self
-        # IPPROTO_TCP: asyncio sets TCP_NODELAY only when the proto says TCP (see exai.web.app).
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app, log_level="warning", access_log=False, lifespan="off",
+        self._served = serve_in_thread(
+            self.app, f"postgrest-emulator:{self.port}", host=self.host, port=self.port,
             loop="asyncio", http="h11", timeout_graceful_shutdown=1,
         )  # fmt: skip
-        server = uvicorn.Server(config)
-        thread = threading.Thread(
-            target=lambda: asyncio.run(server.serve(sockets=[sock])),
-            name=f"postgrest-emulator:{self.port}",
-            daemon=True,
-        )
-        self._server, self._thread = server, thread
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError("PostgREST emulator did not start")
-            time.sleep(0.005)
+        self.port = self._served.port
         return self
 
     def stop(self) -> None:
-        server, thread = self._server, self._thread
-        self._server = self._thread = None
-        if server is None or thread is None:
+        served, self._served = self._served, None
+        if served is None:
             return
         self._release.set()
-        server.should_exit = True
-        thread.join(timeout=10)
+        served.stop()
 
     def __enter__(self) -> PostgrestEmulator:
         return self.start()

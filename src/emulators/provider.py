@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import json
 import re
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -45,6 +44,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from exai.emulators.replies import compose_reply, message_text, prompt_tokens
+from exai.emulators.serving import ServedApp, serve_in_thread
 from exai.emulators.vendor_wire import (
     ERROR_KINDS,
     Vendor,
@@ -286,40 +286,20 @@ class EmulatorServer:
     def __init__(self, *, latency_ms: float = 0.0, port: int = 0) -> None:
         self.state = EmulatorState(EmulatorConfig(latency_ms=latency_ms))
         self._port = port
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._served: ServedApp | None = None
         self.port = 0
 
     def start(self) -> EmulatorServer:
-        # IPPROTO_TCP: asyncio sets TCP_NODELAY only when the proto says TCP (see exai.web.app).
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self._port))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            build_app(self.state), log_level="warning", lifespan="off", access_log=False,
+        self._served = serve_in_thread(
+            build_app(self.state), "exai-provider-emulator", port=self._port,
             backlog=4096, timeout_keep_alive=30,
         )  # fmt: skip
-        self._server = uvicorn.Server(config)
-        server = self._server
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(server.serve(sockets=[sock])),
-            name="exai-provider-emulator",
-            daemon=True,
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10.0
-        while not server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the provider emulator did not start")
-            time.sleep(0.01)
+        self.port = self._served.port
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10.0)
+        if self._served is not None:
+            self._served.stop()
 
     def __enter__(self) -> EmulatorServer:
         return self.start()
