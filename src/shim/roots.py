@@ -122,6 +122,13 @@ class ProcessRoots(RootsSource):
         self._roots = None
 
 
+def _mcp_session(ctx: ServerRequestContext[Any]) -> Any:
+    """What one MCP session's requests share. ``ctx.session`` is made anew for each
+    request; the connection behind it lives as long as the MCP session (the SDK
+    keeps it private, so this is read with a fallback that caches nothing)."""
+    return getattr(ctx.session, "_connection", None)
+
+
 class SessionRoots(RootsSource):
     def __init__(self, ask_timeout_s: float = 10.0) -> None:
         super().__init__(ask_timeout_s)
@@ -130,18 +137,20 @@ class SessionRoots(RootsSource):
     async def get(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> Answer:
-        stateful = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
-        if stateful and ctx.session in self._by_session:
-            return self._by_session[ctx.session]
+        key = _mcp_session(ctx) if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS else None
+        if key is not None and key in self._by_session:
+            return self._by_session[key]
         answer = await self.ask(ctx, params)
         if answer is None:
             return []
-        if stateful and not isinstance(answer, types.InputRequiredResult):
-            self._by_session[ctx.session] = answer
+        if key is not None and not isinstance(answer, types.InputRequiredResult):
+            self._by_session[key] = answer
         return answer
 
     def changed(self, ctx: ServerRequestContext[Any]) -> None:
-        self._by_session.pop(ctx.session, None)
+        key = _mcp_session(ctx)
+        if key is not None:
+            self._by_session.pop(key, None)
 
 
 class NoRoots(RootsSource):

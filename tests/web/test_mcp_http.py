@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -38,11 +39,11 @@ async def _daemon(tmp_path: Path, **overrides: Any) -> AsyncIterator[Any]:
 
 
 @asynccontextmanager
-async def _sdk(url: str, token: str) -> AsyncIterator[ClientSession]:
+async def _sdk(url: str, token: str, **session_kw: Any) -> AsyncIterator[ClientSession]:
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
     async with (
         streamable_http_client(url, http_client=http) as (read, write, *_),
-        ClientSession(read, write) as session,
+        ClientSession(read, write, **session_kw) as session,
     ):
         await session.initialize()
         yield session
@@ -145,3 +146,30 @@ async def test_failed_logins_over_http_share_the_addresss_allowance(tmp_path: Pa
     assert all(g.status_code == 401 for g in guesses)
     assert "too many failed logins" in guesses[-1].json()["error"]["message"]
     assert right.status_code == 401 and "too many failed logins" in right.text
+
+
+async def test_roots_are_asked_once_per_mcp_session_and_narrow_a_set_ceiling(tmp_path: Path):
+    project, other = tmp_path / "project", tmp_path / "other"
+    for folder in (project, other):
+        folder.mkdir()
+        (folder / "main.py").write_text("print('hi')\n")
+    asked: list[int] = []
+
+    async def list_roots(context: Any) -> types.ListRootsResult:
+        asked.append(1)
+        return types.ListRootsResult(roots=[types.Root(uri=project.as_uri())])
+
+    def review(path: Path) -> dict[str, Any]:
+        return {"step": "look", "step_number": 1, "total_steps": 2, "next_step_required": True,
+                "findings": "-", "relevant_files": [str(path)]}  # fmt: skip
+
+    async with (
+        _daemon(tmp_path) as daemon,  # allowed_roots is set to tmp_path: a ceiling
+        _sdk(_url(daemon), TOKEN, list_roots_callback=list_roots) as mcp,
+    ):
+        inside = await mcp.call_tool("codereview", review(project / "main.py"))
+        again = await mcp.call_tool("codereview", review(project / "main.py"))
+        narrowed = await mcp.call_tool("codereview", review(other / "main.py"))
+    assert not inside.is_error and not again.is_error, inside.content
+    assert narrowed.is_error and "FORBIDDEN" in narrowed.content[0].text
+    assert asked == [1]  # one MCP session, one roots/list
