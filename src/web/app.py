@@ -27,6 +27,8 @@ from exai import __version__
 from exai.logs import get_logger
 from exai.web.guard import Guard
 from exai.web.mcp import session_manager
+from exai.web.openai import routes as openai_routes
+from exai.web.openai_errors import error_body as openai_error_body
 
 if TYPE_CHECKING:
     from exai.daemon.server import Daemon
@@ -64,9 +66,6 @@ class WebFace:
         self.port = 0
 
     def build_app(self) -> Any:
-        from exai.web.openai import routes as openai_routes
-        from exai.web.openai_errors import error_body as openai_error_body
-
         s = self.daemon.settings
         app = Starlette(routes=[
             Route("/health", self._health),
