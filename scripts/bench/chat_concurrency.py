@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp.client.session import ClientSession
@@ -37,60 +38,51 @@ __all__ = ["main"]
 MODELS = {"kimi": "kimi-k2-0905-preview", "glm": "glm-4.6"}
 
 
-async def _burst(client: ExaiClient, model: str, concurrency: int, tag: str) -> float:
+# One chat call with the given prompt, however it travels; its error, or None.
+Chat = Callable[[str], Awaitable[Any]]
+
+
+async def _burst(chat: Chat, concurrency: int, tag: str) -> float:
     start = time.perf_counter()
-    results = await asyncio.gather(*(
-        client.call("chat", {"prompt": f"{tag} call {i}", "model": model})
-        for i in range(concurrency)
-    ))  # fmt: skip
+    outcomes = await asyncio.gather(*(chat(f"{tag} call {i}") for i in range(concurrency)))
     wall = time.perf_counter() - start
-    errors = [r.error for r in results if r.error is not None]
+    errors = [e for e in outcomes if e is not None]
     if errors:
         raise RuntimeError(f"{len(errors)} calls failed, first: {errors[0]}")
     return wall
 
 
-async def _one_provider(
-    url: str, model: str, concurrency: int, rounds: int = 5
-) -> dict[str, float]:
-    async with ExaiClient(url, client_name="bench") as client:
-        # A long-running daemon has its provider connections open already; the
-        # first burst opens them, and is not measured.
-        await _burst(client, model, concurrency, "warm-up")
-        one = statistics.median([await _burst(client, model, 1, "single") for _ in range(rounds)])
-        wall = statistics.median(
-            [await _burst(client, model, concurrency, f"round {r}") for r in range(rounds)]
-        )
+async def _measure(chat: Chat, concurrency: int, rounds: int = 5) -> dict[str, float]:
+    """One call's latency and ``concurrency`` calls' wall time, each the median of
+    ``rounds``. A long-running daemon has its provider connections open already; the
+    first burst opens them, and is not measured."""
+    await _burst(chat, concurrency, "warm-up")
+    one = statistics.median([await _burst(chat, 1, "single") for _ in range(rounds)])
+    wall = statistics.median([await _burst(chat, concurrency, f"round {r}") for r in range(rounds)])
     return {"one_call_s": one, "wall_s": wall, "ratio": wall / one}
 
 
-async def _burst_mcp(session: ClientSession, model: str, concurrency: int, tag: str) -> float:
-    start = time.perf_counter()
-    results = await asyncio.gather(*(
-        session.call_tool("chat", {"prompt": f"{tag} call {i}", "model": model})
-        for i in range(concurrency)
-    ))  # fmt: skip
-    wall = time.perf_counter() - start
-    errors = [r.content for r in results if r.is_error]
-    if errors:
-        raise RuntimeError(f"{len(errors)} calls failed, first: {errors[0]}")
-    return wall
+async def _over_websocket(url: str, model: str, concurrency: int) -> dict[str, float]:
+    async with ExaiClient(url, client_name="bench") as client:
+
+        async def chat(prompt: str) -> Any:
+            return (await client.call("chat", {"prompt": prompt, "model": model})).error
+
+        return await _measure(chat, concurrency)
 
 
-async def _over_mcp(url: str, model: str, concurrency: int, rounds: int = 5) -> dict[str, float]:
+async def _over_mcp(url: str, model: str, concurrency: int) -> dict[str, float]:
     async with (
         streamable_http_client(url) as (read, write, *_),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
-        await _burst_mcp(session, model, concurrency, "warm-up")
-        one = statistics.median(
-            [await _burst_mcp(session, model, 1, "single") for _ in range(rounds)]
-        )
-        wall = statistics.median(
-            [await _burst_mcp(session, model, concurrency, f"round {r}") for r in range(rounds)]
-        )
-    return {"one_call_s": one, "wall_s": wall, "ratio": wall / one}
+
+        async def chat(prompt: str) -> Any:
+            result = await session.call_tool("chat", {"prompt": prompt, "model": model})
+            return result.content if result.is_error else None
+
+        return await _measure(chat, concurrency)
 
 
 class _Post:
@@ -134,34 +126,30 @@ class _Post:
             self.streams[1].close()
 
 
-async def _burst_posts(posts: list[_Post], model: str, concurrency: int, tag: str) -> float:
+async def _over_posts(port: int, model: str, concurrency: int) -> dict[str, float]:
+    """Each concurrent call on a connection of its own, taken from a pool of them."""
+    posts = [_Post(port) for _ in range(concurrency)]
+    idle: asyncio.Queue[_Post] = asyncio.Queue()
+    for post in posts:
+        idle.put_nowait(post)
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip
-    bodies = [json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
-        "name": "chat", "arguments": {"prompt": f"{tag} call {i}", "model": model},
-        "_meta": meta}}).encode() for i in range(concurrency)]  # fmt: skip
-    start = time.perf_counter()
-    results = await asyncio.gather(*(posts[i].call(bodies[i]) for i in range(concurrency)))
-    wall = time.perf_counter() - start
-    errors = [r for r in results if r.get("isError")]
-    if errors:
-        raise RuntimeError(f"{len(errors)} calls failed, first: {errors[0]}")
-    return wall
 
+    async def chat(prompt: str) -> Any:
+        params = {"name": "chat", "arguments": {"prompt": prompt, "model": model}, "_meta": meta}
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+        post = await idle.get()
+        try:
+            result = await post.call(body.encode())
+        finally:
+            idle.put_nowait(post)
+        return result if result.get("isError") else None
 
-async def _over_posts(port: int, model: str, concurrency: int, rounds: int = 5) -> dict[str, float]:
-    posts = [_Post(port) for _ in range(concurrency)]
     try:
-        await _burst_posts(posts, model, concurrency, "warm-up")
-        one = statistics.median(
-            [await _burst_posts(posts, model, 1, "single") for _ in range(rounds)]
-        )
-        wall = statistics.median([await _burst_posts(posts, model, concurrency, f"r{r}")
-                                  for r in range(rounds)])  # fmt: skip
+        return await _measure(chat, concurrency)
     finally:
         for post in posts:
             post.close()
-    return {"one_call_s": one, "wall_s": wall, "ratio": wall / one}
 
 
 async def run(latency_ms: float = 500.0, concurrency: int = 64) -> dict[str, Any]:
@@ -182,7 +170,7 @@ async def run(latency_ms: float = 500.0, concurrency: int = 64) -> dict[str, Any
     }  # fmt: skip
     try:
         async with daemon_process(**env) as (url, _):
-            results = {p: await _one_provider(url, m, concurrency) for p, m in MODELS.items()}
+            results = {p: await _over_websocket(url, m, concurrency) for p, m in MODELS.items()}
             mcp_url = f"http://127.0.0.1:{http_port}/mcp"
             results["kimi over /mcp (POSTs)"] = await _over_posts(http_port, MODELS["kimi"],
                                                                   concurrency)  # fmt: skip
