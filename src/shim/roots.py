@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import warnings
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -26,6 +27,7 @@ from urllib.parse import unquote, urlparse
 
 from mcp import types
 from mcp.server import ServerRequestContext
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from exai.logs import get_logger
@@ -91,7 +93,9 @@ class RootsSource:
             return root_paths(listed) if listed is not None else []
         try:
             async with asyncio.timeout(self.ask_timeout_s):
-                result = await ctx.session.list_roots()
+                with warnings.catch_warnings():  # deprecated in 2026-07-28, not for this client
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    result = await ctx.session.list_roots()
         except Exception as exc:  # a client that cannot answer is a client without roots
             log.warning("the MCP client did not list its roots", error=repr(exc))
             return []
