@@ -234,6 +234,11 @@ class Settings(BaseSettings):
     )
     conversation_max_turns: int = _conversations(10000, "Turns one conversation may hold.", ge=1)
     fork_max_depth: int = _conversations(10, "How deeply forks may nest.", ge=1)
+    history_low_water: float = _conversations(
+        0.5, "When a thread outgrows the model's window, old turns are dropped until the "
+        "history fills this fraction of the room, so that later turns reuse the cached "
+        "prompt prefix (1: one turn at a time).", gt=0, le=1,
+    )  # fmt: skip
 
     # --- audit --------------------------------------------------------------
     audit_enabled: bool = _audit(True, "Record the audit trail.")

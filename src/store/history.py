@@ -5,10 +5,25 @@ is, in order:
 
 1. the system prompt;
 2. a note (a system message) saying how many earlier turns were left out, when any were;
-3. the newest prior turns that fit, oldest first;
+3. the newest prior turns that fit, oldest first, exactly as they were stored;
 4. the files referenced anywhere in the thread, read fresh now (a file referenced
    twice appears once, and the newest reference decides its priority);
 5. the new input.
+
+The order is the one that lets the vendors' prompt caches work. Kimi and GLM
+bill a prefix they have seen before at a lower price, so the first three parts,
+the *stable prefix*, must come out byte for byte the same on the next call of
+the thread, with that call's new turn appended after them. Nothing in them
+changes from call to call: the system prompt is the tool's (or the thread's
+own), the note names only the number of turns dropped, and stored turns are
+replayed as stored. Files are the part that does change, since they are read
+fresh on every call: they come after the prior turns, with the new input, so a
+file edited between two calls changes only bytes after the prefix. A file's
+contents are therefore never stored with the turn that referenced it (the
+stored user message is the prompt alone), and never cached across calls; the
+model always reads the current version, once. Old turns leave the window in
+blocks (see :mod:`exai.store.window`), so the prefix moves only now and then.
+:mod:`exai.store.prefix` defines the comparison the tests make.
 
 Room is reserved first for the reply (the model's maximum output), the system
 prompt, the new input and the note; files come next, and prior turns get what is
@@ -21,15 +36,14 @@ model's window.
 from __future__ import annotations
 
 import asyncio
-from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Any, Protocol
 
 from exai.errors import ContextTooLongError, ExaiError, InternalError, ValidationError_
 from exai.store.base import ConversationStore, Owner, ThreadContext
 from exai.store.tokens import MAX_CHARS_PER_TOKEN, TokenEstimator, estimator_for
+from exai.store.window import DEFAULT_LOW_WATER, HistoryWindow, choose_window, newest_within
 
 __all__ = [
     "AssembledMessages",
@@ -37,13 +51,18 @@ __all__ = [
     "FileBundleLike",
     "FileReader",
     "assemble_messages",
-    "fit_turns",
 ]
 
+# Names only what changes when turns are dropped, so it stays the same, byte for
+# byte, on every call until the next block of turns is dropped.
 _NOTE = (
     "Note: the {dropped} earliest turns of this conversation are left out because they "
-    "do not fit the model's context window; the {kept} most recent turns follow."
+    "do not fit the model's context window."
 )
+# The thread state entry recording the turn the window began at when turns were
+# last dropped, one per window size (consensus asks models with different
+# windows on one thread).
+_WINDOW_STATE_KEY = "history_window:{family}:{window}:{output}"
 _FILES_HEADER = "Files referenced in this conversation, with their current contents:"
 
 
@@ -72,8 +91,14 @@ class ContextLimits:
 
 @dataclass(frozen=True, slots=True)
 class AssembledMessages:
+    """The messages for one call. The first ``stable_messages`` of them (system
+    prompt, note, prior turns) are the prefix the next call of the thread repeats
+    byte for byte unless it drops turns; the rest (files, new input) are this
+    call's own. See :mod:`exai.store.prefix`."""
+
     messages: list[dict[str, Any]]
     estimated_tokens: int
+    stable_messages: int = 0
     turns_included: int = 0
     turns_dropped: int = 0
     files_included: list[str] = field(default_factory=list)
@@ -91,38 +116,6 @@ def _input_messages(
     if not messages:
         raise ValidationError_("the new input holds no message")
     return messages
-
-
-def fit_turns(context: ThreadContext, budget_tokens: int) -> tuple[list[dict[str, Any]], int, int]:
-    """The newest whole turns of ``context`` costing at most ``budget_tokens``.
-
-    Returns the provider messages kept, oldest first, their estimated cost, and how
-    many turns they span. A turn is kept or dropped whole, and a tool result always
-    stays with the message before it, so a tool-call round split across turns
-    stays together too. Stops at the first turn that does not fit, so the kept
-    turns are always the contiguous newest ones; tool results at the very start,
-    whose call was not loaded, are never sent alone.
-    """
-    messages, turns, tokens = context.messages, context.turns, context.tokens
-    count = len(messages)
-    # Costs of the newest 1, 2, 3... messages; the longest suffix within budget.
-    suffix = list(accumulate(reversed(tokens)))
-    start = count - bisect_right(suffix, budget_tokens)
-
-    def inside_group(index: int) -> bool:
-        return 0 < index < count and (
-            turns[index] == turns[index - 1] or messages[index]["role"] == "tool"
-        )
-
-    while inside_group(start):
-        start += 1
-    if start < count and messages[start]["role"] == "tool":
-        start += 1
-        while inside_group(start):
-            start += 1
-    spent = sum(tokens[start:])
-    kept_turns = len(set(turns[start:]))
-    return messages[start:], spent, kept_turns
 
 
 @dataclass(slots=True)
@@ -187,12 +180,16 @@ async def assemble_messages(
     files: Sequence[str] = (),
     roots: Sequence[str] = (),
     read_files: FileReader | None = None,
+    low_water: float = DEFAULT_LOW_WATER,
 ) -> AssembledMessages:
     """The provider message array for a call, continuing ``thread_id`` when given.
 
     ``files`` are the paths the new input references; with the thread's own
     references they are read through ``read_files`` (by default
-    :func:`exai.files.read_files`) within ``roots``. Raises
+    :func:`exai.files.read_files`) within ``roots``. When prior turns must be
+    dropped, they are dropped in blocks down to ``low_water`` of the room (see
+    :mod:`exai.store.window`); the turn the window then starts at is kept in the
+    thread's state, so the next calls send the same prefix. Raises
     :class:`~exai.errors.ContextTooLongError` when the system prompt and the new
     input alone leave no room for the reply, and
     :class:`~exai.errors.ConversationNotFoundError` for a thread the owner cannot use.
@@ -201,7 +198,7 @@ async def assemble_messages(
     head = [{"role": "system", "content": system_prompt}] if system_prompt else []
     tail = _input_messages(new_input)
     note_cost = estimator.message(
-        {"role": "system", "content": _NOTE.format(dropped=10**9, kept=10**9)}
+        {"role": "system", "content": _NOTE.format(dropped=10**9)}
     )
     fixed = estimator.messages([*head, *tail])
     room = limits.context_window - limits.max_output_tokens - fixed
@@ -250,20 +247,50 @@ async def assemble_messages(
 
     history: list[dict[str, Any]] = []
     kept_turns = dropped = history_cost = 0
-    if context is not None:
-        history, history_cost, kept_turns = fit_turns(context, room)
+    if context is not None and store is not None and thread_id is not None:
+        window = await _window(store, thread_id, context, room, limits, estimator, low_water)
+        history, history_cost = context.messages[window.start :], window.cost
+        kept_turns = len(set(context.turns[window.start :]))
         dropped = max(0, context.thread.turns - kept_turns)
-    note = (
-        [{"role": "system", "content": _NOTE.format(dropped=dropped, kept=kept_turns)}]
-        if dropped
-        else []
-    )
-    messages = [*head, *note, *history, *file_messages, *tail]
+    note = [{"role": "system", "content": _NOTE.format(dropped=dropped)}] if dropped else []
+    stable = [*head, *note, *history]
     return AssembledMessages(
-        messages=messages,
+        messages=[*stable, *file_messages, *tail],
         estimated_tokens=fixed + history_cost + files_cost + (note_cost if note else 0),
+        stable_messages=len(stable),
         turns_included=kept_turns,
         turns_dropped=dropped,
         files_included=files_read.included,
         files_skipped=files_read.skipped,
     )
+
+
+async def _window(
+    store: ConversationStore,
+    thread_id: str,
+    context: ThreadContext,
+    room: int,
+    limits: ContextLimits,
+    estimator: TokenEstimator,
+    low_water: float,
+) -> HistoryWindow:
+    """The prior turns to send, reading and saving where the window starts.
+
+    The thread's state is only read when turns must be dropped, so a thread that
+    fits costs no extra query.
+    """
+    messages, turns, tokens = context.messages, context.turns, context.tokens
+    complete = len(set(turns)) >= context.thread.turns
+    if complete and newest_within(messages, turns, tokens, room) == 0:
+        return choose_window(messages, turns, tokens, room, complete=True)
+    key = _WINDOW_STATE_KEY.format(family=estimator.family, window=limits.context_window,
+                                   output=limits.max_output_tokens)  # fmt: skip
+    saved = await store.get_state(thread_id, key)
+    previous = saved.get("turn") if saved else None
+    if not isinstance(previous, int) or isinstance(previous, bool):
+        previous = None
+    window = choose_window(messages, turns, tokens, room, complete=complete,
+                           previous_turn=previous, low_water=low_water)  # fmt: skip
+    if window.first_turn is not None and window.first_turn != previous:
+        await store.put_state(thread_id, key, {"turn": window.first_turn})
+    return window

@@ -125,6 +125,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         owner=owner,
         files=list(turn.files),
         roots=roots,
+        low_water=context.settings.history_low_water,
     )
     request = ChatRequest(
         model=info.model_id,
