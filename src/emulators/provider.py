@@ -15,7 +15,10 @@ Behaviour is scripted from tests, in order of precedence:
   callers that can only send prompts (benchmarks through the daemon);
 - the configuration (``POST /_emulator/config``): default latency, a delay
   between stream chunks, a prompt-token limit that triggers the vendor's
-  context-length error, an API key that every request must carry.
+  context-length error, an API key that every request must carry, and the
+  vendors' automatic prompt caches (on by default; see
+  :mod:`exai.emulators.prompt_cache`), which report cached prompt tokens in
+  each vendor's usage field.
 
 Every request is recorded (``GET /_emulator/requests``, :attr:`EmulatorServer.requests`)
 with its body, headers and the times it arrived and was answered, so tests can
@@ -43,6 +46,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from exai.emulators.prompt_cache import PromptCache
 from exai.emulators.replies import compose_reply, message_text, prompt_tokens
 from exai.emulators.serving import ServedApp, serve_in_thread
 from exai.emulators.vendor_wire import (
@@ -96,6 +100,8 @@ class EmulatorConfig:
     chunk_delay_ms: float = 0.0
     max_prompt_tokens: int | None = None  # longer prompts get the context-length error
     api_key: str | None = None  # when set, any other key gets the vendor's 401
+    prompt_cache: bool = True  # report prompt prefixes seen before as cached tokens
+    prompt_cache_block_tokens: int = 1  # cached tokens are counted in whole blocks
     models: list[str] = field(
         default_factory=lambda: ["kimi-k2-0905-preview", "kimi-k2-turbo-preview",
                                  "kimi-k2-thinking", "moonshot-v1-8k"]
@@ -120,6 +126,7 @@ class EmulatorState:
         self._lock = threading.Lock()
         self._script: list[Scripted] = []
         self._requests: list[dict[str, Any]] = []
+        self.prompt_cache = PromptCache()
 
     def script(self, items: Iterable[Scripted | dict[str, Any]]) -> None:
         parsed = [i if isinstance(i, Scripted) else Scripted.parse(i) for i in items]
@@ -148,6 +155,7 @@ class EmulatorState:
             self._script.clear()
             self._requests.clear()
             self.config = EmulatorConfig(**self._initial)
+        self.prompt_cache.clear()
 
 
 def _marker(body: dict[str, Any]) -> Scripted | None:
@@ -212,6 +220,10 @@ def build_app(state: EmulatorState) -> Starlette:
             text=plan.text, reasoning=plan.reasoning, finish_reason=plan.finish_reason,
         )  # fmt: skip
         model = str(body.get("model", ""))
+        if config.prompt_cache:
+            reply.cached_tokens = state.prompt_cache.lookup(
+                vendor, model, body.get("messages") or [], config.prompt_cache_block_tokens
+            )
         if not body.get("stream"):
             return JSONResponse(completion_body(vendor, entry["seq"], model, reply))
         chunks = stream_chunks(vendor, entry["seq"], model, reply)

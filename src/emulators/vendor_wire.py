@@ -112,18 +112,25 @@ class Reply:
     finish_reason: str = "stop"
     prompt_tokens: int = 0
     web_search: list[dict[str, Any]] = field(default_factory=list)
+    cached_tokens: int = 0  # of prompt_tokens, billed at the cached price
 
     @property
     def text(self) -> str:
         return "".join(self.pieces)
 
-    def usage(self) -> dict[str, int]:
+    def usage(self, vendor: Vendor) -> dict[str, Any]:
+        """The usage object, with cached prompt tokens where each vendor puts them:
+        Moonshot at the top and in ``prompt_tokens_details``, Z.ai in the latter."""
         completion = len(self.pieces) + len(self.reasoning.split())
-        return {
+        usage: dict[str, Any] = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion,
             "total_tokens": self.prompt_tokens + completion,
         }
+        if vendor == "kimi":
+            usage["cached_tokens"] = self.cached_tokens
+        usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        return usage
 
 
 def _message(reply: Reply) -> dict[str, Any]:
@@ -141,7 +148,7 @@ def completion_body(vendor: Vendor, seq: int, model: str, reply: Reply) -> dict[
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": _message(reply), "finish_reason": reply.finish_reason}],
-        "usage": reply.usage(),
+        "usage": reply.usage(vendor),
     }
     if vendor == "kimi":
         body["object"] = "chat.completion"
@@ -177,9 +184,9 @@ def stream_chunks(vendor: Vendor, seq: int, model: str, reply: Reply) -> list[di
     last = chunk({} if vendor == "kimi" else {"role": "assistant", "content": ""})
     last["choices"][0]["finish_reason"] = reply.finish_reason
     if vendor == "kimi":
-        last["choices"][0]["usage"] = reply.usage()
+        last["choices"][0]["usage"] = reply.usage(vendor)
     else:
-        last["usage"] = reply.usage()
+        last["usage"] = reply.usage(vendor)
     chunks.append(last)
     return chunks
 
