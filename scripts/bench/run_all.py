@@ -27,6 +27,7 @@ BENCHMARKS = [
     "one_port",  # an ASGI WebSocket echo against a bare one: the cost of one port for all
     "chat_concurrency",  # 64 concurrent chat calls against a 500 ms provider
     "history",  # history assembly and appends on SQLite and Postgres
+    "prompt_cache",  # prefix kept turn to turn, and the share of prompt tokens billed cached
     "audit_latency",  # chat latency with the audit trail off, healthy, hanging
     "audit_outbox",  # emit cost, outbox ingest and shipping rates
     "shim",  # MCP through the shim against a direct WebSocket call

@@ -197,9 +197,7 @@ async def assemble_messages(
     estimator = estimator_for(limits.family)
     head = [{"role": "system", "content": system_prompt}] if system_prompt else []
     tail = _input_messages(new_input)
-    note_cost = estimator.message(
-        {"role": "system", "content": _NOTE.format(dropped=10**9)}
-    )
+    note_cost = estimator.message({"role": "system", "content": _NOTE.format(dropped=10**9)})
     fixed = estimator.messages([*head, *tail])
     room = limits.context_window - limits.max_output_tokens - fixed
     if room < 0:

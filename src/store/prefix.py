@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["canonical_json", "prefix_bytes", "shares_prefix", "shared_prefix_messages"]
+__all__ = ["canonical_json", "prefix_bytes", "shares_prefix"]
 
 
 def canonical_json(messages: Sequence[Mapping[str, Any]]) -> bytes:
@@ -40,15 +40,3 @@ def shares_prefix(
     head = prefix_bytes(earlier, stable)
     data = canonical_json(later)
     return data.startswith(head) and data[len(head) : len(head) + 1] in (b",", b"]")
-
-
-def shared_prefix_messages(
-    earlier: Sequence[Mapping[str, Any]], later: Sequence[Mapping[str, Any]]
-) -> int:
-    """How many leading messages of the two arrays serialize identically."""
-    count = 0
-    for a, b in zip(earlier, later, strict=False):
-        if canonical_json([a]) != canonical_json([b]):
-            break
-        count += 1
-    return count

@@ -25,8 +25,11 @@ def turn_messages(n: int, answer: str) -> list[dict[str, Any]]:
     """What a turn stores after its user message: every third turn searches the web."""
     if n % 3:
         return [{"role": "assistant", "content": answer}]
-    call = {"id": f"web_search-{n}", "type": "builtin_function",
-            "function": {"name": "$web_search", "arguments": '{"query": "q' + str(n) + '"}'}}
+    call = {
+        "id": f"web_search-{n}",
+        "type": "builtin_function",
+        "function": {"name": "$web_search", "arguments": '{"query": "q' + str(n) + '"}'},
+    }
     return [
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": f"web_search-{n}", "name": "$web_search",
@@ -111,11 +114,12 @@ async def test_a_stable_prefix_is_billed_as_cached_by_the_emulator(
                 system_prompt=SYSTEM, new_input=f"question {n} " + "how " * 20, limits=limits,
                 store=store, thread_id=thread.id, owner="alice",
             )  # fmt: skip
-            reply = await client.chat.completions.create(model="kimi-k2.6",
-                                                         messages=assembled.messages)  # type: ignore[arg-type]
+            reply = await client.chat.completions.create(
+                model="kimi-k2.6", messages=assembled.messages
+            )
             usage = reply.usage
             assert usage is not None
-            cached = usage.prompt_tokens_details.cached_tokens  # type: ignore[union-attr]
+            cached = usage.prompt_tokens_details.cached_tokens
             assert (usage.model_extra or {}).get("cached_tokens") == cached
             if previous is None:
                 assert cached == 0
@@ -132,9 +136,9 @@ async def test_a_stable_prefix_is_billed_as_cached_by_the_emulator(
         # A system prompt opening with a timestamp leaves nothing cached.
         stamped = [{"role": "system", "content": f"[{time.time_ns()}] {SYSTEM}"},
                    *previous.messages[1:]]  # fmt: skip
-        reply = await client.chat.completions.create(model="kimi-k2.6", messages=stamped)  # type: ignore[arg-type]
+        reply = await client.chat.completions.create(model="kimi-k2.6", messages=stamped)
         assert reply.usage is not None
-        assert reply.usage.prompt_tokens_details.cached_tokens == 0  # type: ignore[union-attr]
+        assert reply.usage.prompt_tokens_details.cached_tokens == 0
     finally:
         await client.close()
         await store.aclose()
@@ -144,5 +148,5 @@ async def test_a_stable_prefix_is_billed_as_cached_by_the_emulator(
     again = glm.chat.completions.create(model="glm-4.6", messages=[
         *previous.messages, {"role": "assistant", "content": "ok"},
         {"role": "user", "content": "and then?"}])  # fmt: skip
-    assert first.usage.prompt_tokens_details.cached_tokens == 0  # type: ignore[union-attr]
-    assert again.usage.prompt_tokens_details.cached_tokens == prompt_tokens(previous.messages)  # type: ignore[union-attr]
+    assert first.usage.prompt_tokens_details.cached_tokens == 0
+    assert again.usage.prompt_tokens_details.cached_tokens == prompt_tokens(previous.messages)
