@@ -43,7 +43,7 @@ from typing import Any, Protocol
 from exai.errors import ContextTooLongError, ExaiError, InternalError, ValidationError_
 from exai.store.base import ConversationStore, Owner, ThreadContext
 from exai.store.tokens import MAX_CHARS_PER_TOKEN, TokenEstimator, estimator_for
-from exai.store.window import DEFAULT_LOW_WATER, HistoryWindow, choose_window, newest_within
+from exai.store.window import DEFAULT_LOW_WATER, HistoryWindow, choose_window
 
 __all__ = [
     "AssembledMessages",
@@ -279,8 +279,10 @@ async def _window(
     """
     messages, turns, tokens = context.messages, context.turns, context.tokens
     complete = len(set(turns)) >= context.thread.turns
-    if complete and newest_within(messages, turns, tokens, room) == 0:
-        return choose_window(messages, turns, tokens, room, complete=True)
+    if complete:
+        whole = choose_window(messages, turns, tokens, room, complete=True)
+        if whole.start == 0:
+            return whole
     key = _WINDOW_STATE_KEY.format(family=estimator.family, window=limits.context_window,
                                    output=limits.max_output_tokens)  # fmt: skip
     saved = await store.get_state(thread_id, key)

@@ -76,8 +76,17 @@ def newest_within(
     messages: Sequence[Mapping[str, Any]], turns: Sequence[int], tokens: Sequence[int], budget: int
 ) -> int:
     """Where the newest whole groups costing at most ``budget`` begin (an index)."""
-    # Costs of the newest 1, 2, 3... messages; the longest suffix within budget.
-    suffix = list(accumulate(reversed(tokens)))
+    return _newest(messages, turns, _suffix_costs(tokens), budget)
+
+
+def _suffix_costs(tokens: Sequence[int]) -> list[int]:
+    """Costs of the newest 1, 2, 3... messages."""
+    return list(accumulate(reversed(tokens)))
+
+
+def _newest(
+    messages: Sequence[Mapping[str, Any]], turns: Sequence[int], suffix: list[int], budget: int
+) -> int:
     return _aligned(messages, turns, len(messages) - bisect_right(suffix, budget))
 
 
@@ -105,7 +114,8 @@ def choose_window(
     """
     if not 0 < low_water <= 1:
         raise ValueError("low_water is a fraction of the room: above 0, at most 1")
-    fits_from = newest_within(messages, turns, tokens, budget)
+    suffix = _suffix_costs(tokens)
+    fits_from = _newest(messages, turns, suffix, budget)
     if complete and fits_from == 0:
         return _window(turns, tokens, 0)
     if previous_turn is not None and turns and turns[0] <= previous_turn <= turns[-1]:
@@ -114,4 +124,4 @@ def choose_window(
         start = _aligned(messages, turns, bisect_left(turns, previous_turn))
         if start >= fits_from:
             return _window(turns, tokens, start)
-    return _window(turns, tokens, newest_within(messages, turns, tokens, int(budget * low_water)))
+    return _window(turns, tokens, _newest(messages, turns, suffix, int(budget * low_water)))
