@@ -4,9 +4,9 @@ For threads of 10, 100, 1,000 and 10,000 turns (each turn a ~120-character
 question and a ~480-character answer), the time of one ``assemble_messages``
 call continuing the thread: loading it from the store plus building the message
 array. Two windows: kimi-k2's 262,144 tokens (16,384 kept for the reply), where
-1,000 turns still fit whole and 10,000 are trimmed to the newest that fit; and an
-unbounded window, where every turn is loaded and estimated, to show the growth of
-the full path.
+1,000 turns still fit whole and 10,000 are trimmed in a block, down to the
+low-water mark of :mod:`exai.store.window`; and an unbounded window, where every
+turn is loaded and estimated, to show the growth of the full path.
 
 Then the cost of one append (a question and its answer) as turn 10 and as turn
 10,000 of a thread: 50 threads of 9 turns each get their 10th, and one thread of
