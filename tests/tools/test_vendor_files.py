@@ -17,6 +17,7 @@ from exai.emulators.files import minimal_pdf
 from exai.protocol import ErrorCode
 from exai.providers.catalogue import load_catalogue
 from tests.conftest import emulated_providers, make_settings, running_daemon
+from tests.tools.workflow_helpers import step
 
 KIMI = "kimi-k2-0905-preview"
 REPORT_LINE = "Quarterly revenue rose 12 percent"
@@ -197,3 +198,18 @@ async def test_a_pdf_outside_the_roots_is_refused(
                                          "files": [str(outside)]})  # fmt: skip
     assert res.error is not None and res.error.code == ErrorCode.FORBIDDEN
     assert emulator.uploads == [] and emulator.requests_for("kimi") == []
+
+
+async def test_a_workflow_tool_sends_a_pdf_among_its_relevant_files(
+    settings, emulator, client_factory, pdf
+):
+    async with running_daemon(settings()) as daemon:
+        client = await client_factory(daemon)
+        res = await client.call("codereview", step(
+            1, 1, final=True, confidence="high", model=KIMI,
+            files_checked=[str(pdf)], relevant_files=[str(pdf)],
+        ))  # fmt: skip
+    assert res.error is None, res.error
+    assert [a["path"] for a in res.metadata.model_dump()["files_attached"]] == [str(pdf)]
+    assert len(emulator.uploads) == 1
+    assert any(REPORT_LINE in text for text in _system_texts(emulator.requests_for("kimi")[-1]))
