@@ -213,3 +213,22 @@ async def test_a_workflow_tool_sends_a_pdf_among_its_relevant_files(
     assert [a["path"] for a in res.metadata.model_dump()["files_attached"]] == [str(pdf)]
     assert len(emulator.uploads) == 1
     assert any(REPORT_LINE in text for text in _system_texts(emulator.requests_for("kimi")[-1]))
+
+
+async def test_a_retried_turn_with_a_document_is_answered_from_the_store(
+    settings, emulator, client_factory, pdf
+):
+    arguments = {"prompt": "read it", "model": KIMI, "files": [str(pdf)]}
+    config = settings()
+    async with running_daemon(config) as daemon:
+        client = await client_factory(daemon)
+        answered = await client.call("chat", arguments, request_id="r-1")
+        session = client.session_id
+        await client.close()
+    requests_before = len(emulator.requests)
+    async with running_daemon(config) as daemon:  # the replay cache is gone; the store is not
+        client = await client_factory(daemon, session_id=session)
+        again = await client.call("chat", arguments, request_id="r-1")
+    assert again.error is None, again.error
+    assert again.metadata.replayed and again.outputs == answered.outputs
+    assert len(emulator.requests) == requests_before and len(emulator.uploads) == 1
