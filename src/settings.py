@@ -170,6 +170,12 @@ class Settings(BaseSettings):
         20000, "Larger results are stored as artifacts and returned in pages.", ge=1000
     )
     max_provider_calls_per_request: int = _tools(8, "Model calls one tool call may make.", ge=1)
+    max_upload_bytes: int = _tools(
+        20_000_000,
+        "Largest document (PDF, Office) or image sent to a model that can read it; a larger "
+        "one is skipped with the reason. The vendor's own limit applies too.",
+        ge=1,
+    )
 
     # --- providers ----------------------------------------------------------
     kimi_api_key: SecretStr | None = _providers(

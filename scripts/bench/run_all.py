@@ -33,6 +33,7 @@ BENCHMARKS = [
     "shim",  # MCP through the shim against a direct WebSocket call
     "openai_endpoint",  # /v1/chat/completions through the daemon against the provider directly
     "toolsets",  # tools/list payload per profile
+    "vendor_files",  # chat with a PDF: uploaded, or its text from the upload cache
 ]
 
 

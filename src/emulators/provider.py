@@ -20,10 +20,15 @@ Behaviour is scripted from tests, in order of precedence:
   :mod:`exai.emulators.prompt_cache`), which report cached prompt tokens in
   each vendor's usage field.
 
+Moonshot's files API is emulated too (:mod:`exai.emulators.files`): uploads
+for ``file-extract``, counted in :attr:`EmulatorServer.uploads`, and the text
+"extracted" from them by a fixed rule.
+
 Every request is recorded (``GET /_emulator/requests``, :attr:`EmulatorServer.requests`)
-with its body, headers and the times it arrived and was answered, so tests can
-assert what was sent and whether requests overlapped. What the emulated model
-replies is described in :mod:`exai.emulators.replies`.
+with its body, headers, the images it carried (``images``) and the times it
+arrived and was answered, so tests can assert what was sent and whether
+requests overlapped. What the emulated model replies is described in
+:mod:`exai.emulators.replies`.
 
 Run by hand: ``python -m exai.emulators.provider --port 8090 --latency-ms 500``.
 """
@@ -46,6 +51,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from exai.emulators.files import EmulatedFiles, file_routes, image_parts
 from exai.emulators.prompt_cache import PromptCache
 from exai.emulators.replies import compose_reply, message_text, prompt_tokens
 from exai.emulators.serving import ServedApp, serve_in_thread
@@ -127,6 +133,7 @@ class EmulatorState:
         self._script: list[Scripted] = []
         self._requests: list[dict[str, Any]] = []
         self.prompt_cache = PromptCache()
+        self.files = EmulatedFiles()
 
     def script(self, items: Iterable[Scripted | dict[str, Any]]) -> None:
         parsed = [i if isinstance(i, Scripted) else Scripted.parse(i) for i in items]
@@ -156,6 +163,7 @@ class EmulatorState:
             self._requests.clear()
             self.config = EmulatorConfig(**self._initial)
         self.prompt_cache.clear()
+        self.files.reset()
 
 
 def _marker(body: dict[str, Any]) -> Scripted | None:
@@ -184,6 +192,7 @@ def build_app(state: EmulatorState) -> Starlette:
         entry = state.record({
             "vendor": vendor, "path": request.url.path, "headers": dict(request.headers),
             "body": body, "received_at": received, "answered_at": None,
+            "images": image_parts(list(body.get("messages") or [])),
         })  # fmt: skip
         try:
             plan = state.next_scripted(vendor) or _marker(body) or Scripted()
@@ -243,6 +252,13 @@ def build_app(state: EmulatorState) -> Starlette:
                 for m in state.config.models]  # fmt: skip
         return JSONResponse({"object": "list", "data": data})
 
+    def authorized(request: Request) -> Response | None:
+        token = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if state.config.api_key is None or token == state.config.api_key:
+            return None
+        status, payload = error_body("kimi", "auth")
+        return JSONResponse(payload, status_code=status)
+
     async def control_script(request: Request) -> Response:
         raw = await request.json()
         items = raw.get("responses", raw) if isinstance(raw, dict) else raw
@@ -270,6 +286,7 @@ def build_app(state: EmulatorState) -> Starlette:
         Route(f"{KIMI_PREFIX}/chat/completions", kimi_chat, methods=["POST"]),
         Route(f"{KIMI_PREFIX}/models", models, methods=["GET"]),
         Route(f"{GLM_PREFIX}/chat/completions", glm_chat, methods=["POST"]),
+        *file_routes(state.files, KIMI_PREFIX, authorized),
         Route("/_emulator/script", control_script, methods=["POST"]),
         Route("/_emulator/config", control_config, methods=["POST"]),
         Route("/_emulator/requests", control_requests, methods=["GET"]),
@@ -338,6 +355,11 @@ class EmulatorServer:
     @property
     def requests(self) -> list[dict[str, Any]]:
         return self.state.requests()
+
+    @property
+    def uploads(self) -> list[dict[str, Any]]:
+        """Every file uploaded to the emulated files API, oldest first."""
+        return self.state.files.uploads
 
     def requests_for(self, vendor: Vendor) -> list[dict[str, Any]]:
         return [r for r in self.state.requests() if r["vendor"] == vendor]

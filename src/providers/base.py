@@ -21,6 +21,7 @@ __all__ = [
     "ChatRequest",
     "ChatResponse",
     "Delta",
+    "ExtractedFile",
     "Provider",
     "Usage",
 ]
@@ -95,6 +96,15 @@ class Delta:
     response: ChatResponse | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ExtractedFile:
+    """A document the vendor turned into text: the upload's id, and the text as the
+    vendor says to put it in a prompt (Moonshot: a system message of its own)."""
+
+    file_id: str
+    content: str
+
+
 class Provider(ABC):
     """One model backend. Instances are shared by all calls; keep no per-call state."""
 
@@ -115,8 +125,15 @@ class Provider(ABC):
     def stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
         """Yield deltas as they arrive; the last one is ``Delta("done", response=...)``."""
 
+    # The largest document the vendor's file extraction takes; 0: it extracts none.
+    max_extract_bytes: int = 0
+
     async def list_models(self) -> list[str]:
         return []
+
+    async def extract_file(self, data: bytes, filename: str) -> ExtractedFile:
+        """Upload a document for text extraction; only for ``max_extract_bytes > 0``."""
+        raise NotImplementedError(f"{self.name} does not extract text from files")
 
     async def aclose(self) -> None:
         return None

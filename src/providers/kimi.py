@@ -9,6 +9,11 @@ with Moonshot's differences:
 - A reply cut by the output limit is continued with Moonshot's partial mode: the
   text so far goes back as a trailing assistant message marked ``partial`` and
   the model carries on from its last character.
+- Documents (PDF, Office) are read through Moonshot's file extraction: the file
+  is uploaded with ``purpose="file-extract"``, its text fetched from
+  ``/files/{id}/content`` and sent as a system message, as Moonshot documents.
+  The upload is deleted once its text is fetched: the text is what the chat
+  request carries, and an account holds at most 1,000 files.
 - Errors carry a ``type`` (``exceeded_current_quota_error`` is a 429 that no
   amount of waiting fixes, for example).
 """
@@ -17,6 +22,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from exai.logs import get_logger
+from exai.providers.base import ExtractedFile
 from exai.providers.error_mapping import ErrorKind, VendorFailure
 from exai.providers.openai_compat import OpenAICompatibleProvider
 from exai.providers.retry import RetryPolicy
@@ -31,6 +38,9 @@ WEB_SEARCH_TOOL: dict[str, Any] = {
     "type": "builtin_function",
     "function": {"name": "$web_search"},
 }
+
+# Moonshot's upload purpose for text extraction, which the SDK's literals do not list.
+_FILE_EXTRACT: Any = "file-extract"
 
 _KIND_BY_TYPE: dict[str, ErrorKind] = {
     "exceeded_current_quota_error": "balance",
@@ -48,6 +58,7 @@ class KimiProvider(OpenAICompatibleProvider):
     label = "Kimi"
     setup_hint = "set KIMI_API_KEY (or MOONSHOT_API_KEY) to a Moonshot API key"
     stream_usage_option = False  # Moonshot reports usage in the last choice anyway
+    max_extract_bytes = 100 * 1024 * 1024  # Moonshot's limit for one uploaded file
 
     def __init__(
         self,
@@ -70,6 +81,24 @@ class KimiProvider(OpenAICompatibleProvider):
     async def list_models(self) -> list[str]:
         # The catalogue describes Kimi's models; Moonshot's list adds nothing usable.
         return []
+
+    async def extract_file(self, data: bytes, filename: str) -> ExtractedFile:
+        client = self.client
+
+        async def upload() -> Any:
+            return await client.files.create(file=(filename, data), purpose=_FILE_EXTRACT)
+
+        created, _ = await self.retry.run(lambda: self._guarded(upload))
+        content, _ = await self.retry.run(
+            lambda: self._guarded(lambda: client.files.content(created.id))
+        )
+        try:
+            await self._guarded(lambda: client.files.delete(created.id))
+        except Exception as exc:  # the text is already here; a stray upload costs nothing
+            get_logger("exai.providers").warning(
+                "kimi_file_delete_failed", file_id=created.id, error=str(exc)
+            )
+        return ExtractedFile(file_id=created.id, content=content.text)
 
     def _tools(self, request: ChatRequest) -> list[dict[str, Any]]:
         return [WEB_SEARCH_TOOL] if request.web_search else []

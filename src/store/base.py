@@ -34,6 +34,7 @@ __all__ = [
     "StoredMessage",
     "Thread",
     "ThreadContext",
+    "VendorUpload",
 ]
 
 
@@ -165,6 +166,23 @@ class Artifact:
     offset: int
     size: int  # of the whole artifact, in characters
     meta: dict[str, Any]
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class VendorUpload:
+    """A document a vendor extracted for one principal, found again by its content hash.
+
+    ``content`` is the text as the vendor returned it, sent in place of the file
+    whenever the principal names a file with the same bytes.
+    """
+
+    owner: str
+    provider: str
+    sha256: str
+    file_id: str
+    content: str
+    size: int
     created_at: float
 
 
@@ -332,6 +350,18 @@ class ConversationStore(ABC):
         limit: int | None = None,
     ) -> Artifact:
         """The artifact's characters ``[offset, offset + limit)``."""
+
+    @abstractmethod
+    async def get_upload(self, owner: str, provider: str, sha256: str) -> VendorUpload | None:
+        """The upload ``owner`` made of these bytes to ``provider``, or None.
+
+        Only the owner's own uploads are found: the bytes are the principal's.
+        """
+
+    @abstractmethod
+    async def put_upload(self, upload: VendorUpload) -> VendorUpload:
+        """Keep ``upload``; when its key already holds one (a concurrent call
+        uploaded the same file), the one kept first is returned and kept."""
 
     @abstractmethod
     async def aclose(self) -> None: ...

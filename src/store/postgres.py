@@ -122,6 +122,24 @@ MIGRATIONS: list[tuple[int, str]] = [
         DROP INDEX {s}.messages_request;
         """,
     ),
+    (
+        # Documents a vendor extracted, by (owner, provider, content hash): a file
+        # is uploaded once per principal, and its text is sent again from here.
+        # Keyed by owner so that no principal reuses another's upload.
+        4,
+        """
+        CREATE TABLE {s}.vendor_uploads (
+            owner text NOT NULL,
+            provider text NOT NULL,
+            sha256 text NOT NULL,
+            file_id text NOT NULL,
+            content text NOT NULL,
+            size bigint NOT NULL,
+            created_at double precision NOT NULL,
+            PRIMARY KEY (owner, provider, sha256)
+        );
+        """,
+    ),
 ]
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")

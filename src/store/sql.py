@@ -39,6 +39,7 @@ from exai.store.base import (
     StoreLimits,
     Thread,
     ThreadContext,
+    VendorUpload,
 )
 from exai.store.executor import Dialect, Executor
 from exai.store.lineage import ancestry_depth, check_depth, check_fork_point, restore_rows
@@ -83,6 +84,14 @@ _THREAD_SELECT = f"SELECT {THREAD_COLUMNS} FROM {{p}}threads"
 _REQUEST = (
     "SELECT thread_id, fingerprint, first_seq, last_seq FROM {p}request_turns"
     " WHERE owner = ? AND session_id = ? AND request_id = ?"
+)
+_UPLOAD = (
+    "SELECT owner, provider, sha256, file_id, content, size, created_at FROM {p}vendor_uploads"
+    " WHERE owner = ? AND provider = ? AND sha256 = ?"
+)
+_PUT_UPLOAD = (
+    "INSERT INTO {p}vendor_uploads (owner, provider, sha256, file_id, content, size, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 _CLAIM_REQUEST = (
     "INSERT INTO {p}request_turns"
@@ -564,3 +573,22 @@ class SqlStore(ConversationStore):
             )
         return Artifact(id=row[0], thread_id=row[1], content=row[2], offset=offset,
                         size=row[3], meta=loads(row[4]), created_at=row[5])  # fmt: skip
+
+    # --- vendor uploads -----------------------------------------------------
+
+    async def get_upload(self, owner: str, provider: str, sha256: str) -> VendorUpload | None:
+        sql = self._q(_UPLOAD)
+        row = await self._read(lambda db: db.fetchrow(sql, owner, provider, sha256))
+        return None if row is None else VendorUpload(*row)
+
+    async def put_upload(self, upload: VendorUpload) -> VendorUpload:
+        async def body(tx: Executor) -> Sequence[Any] | None:
+            await tx.execute(
+                self._q(_PUT_UPLOAD), upload.owner, upload.provider, upload.sha256,
+                upload.file_id, upload.content, upload.size, upload.created_at,
+            )  # fmt: skip
+            return await tx.fetchrow(self._q(_UPLOAD), upload.owner, upload.provider,
+                                     upload.sha256)  # fmt: skip
+
+        row = await self._write(body)
+        return upload if row is None else VendorUpload(*row)

@@ -129,6 +129,24 @@ MIGRATIONS: list[tuple[int, str]] = [
         DROP INDEX messages_request;
         """,
     ),
+    (
+        # Documents a vendor extracted, by (owner, provider, content hash): a file
+        # is uploaded once per principal, and its text is sent again from here.
+        # Keyed by owner so that no principal reuses another's upload.
+        4,
+        """
+        CREATE TABLE vendor_uploads (
+            owner TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            file_id TEXT NOT NULL,
+            content TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (owner, provider, sha256)
+        ) WITHOUT ROWID;
+        """,
+    ),
 ]
 
 _BUSY_TIMEOUT_S = 10.0

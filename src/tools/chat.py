@@ -35,7 +35,11 @@ class ChatInput(ToolInput):
     continuation_id: str | None = Field(
         default=None, pattern=UUID_PATTERN, description=CONTINUE_CONVERSATION
     )
-    files: list[str] = Field(default_factory=list, description="Absolute file or folder paths.")
+    files: list[str] = Field(
+        default_factory=list,
+        description="Absolute file or folder paths; PDFs, Office files and images go to models "
+        "that read them.",
+    )
     temperature: float | None = Field(default=None, ge=0, le=2)
     thinking_mode: ThinkingMode = Field(default="auto", description="Model reasoning on/off.")
     use_websearch: bool = Field(default=False, description="Let the model search the web.")

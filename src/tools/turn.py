@@ -14,6 +14,10 @@ cache, is answered with the stored turn (``replayed: true``) before any provider
 is called, and a first turn retried finds the thread it started; the same key
 sent for a different call is ``REQUEST_ID_REUSED``.
 
+Documents and images among the files go to a model that can read them
+(:mod:`exai.tools.attachments`): the extracted text and image parts become
+messages of the turn, stored with it, so later turns replay them unchanged.
+
 A thread may keep a system prompt of its own, given when it starts
 (``keep_system_prompt``, from the OpenAI-compatible endpoint's system message):
 tools that hold a conversation rather than play a role (``use_thread_prompt``)
@@ -27,15 +31,16 @@ readable chunks), whole otherwise.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
-from exai.errors import InternalError, ValidationError_
+from exai.errors import ExaiError, InternalError, ValidationError_
 from exai.files import acheck_paths
 from exai.providers import ChatRequest, ChatResponse, ModelInfo, ModelNeeds, Usage
 from exai.store.base import StoredMessage, Thread
 from exai.store.history import AssembledMessages, ContextLimits, assemble_messages
 from exai.store.tokens import estimator_for
+from exai.tools.attachments import FilesFound, attach, read_attachments
 from exai.tools.base import ToolContext
 from exai.tools.chunker import StreamChunker
 
@@ -93,6 +98,9 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
                                      fingerprint=context.fingerprint)  # fmt: skip
         if done is not None:
             return _replayed(*done)
+    found = FilesFound()
+    if turn.files:
+        found = await read_attachments(list(turn.files), roots, context.settings.max_upload_bytes)
     thread_id = turn.continuation_id
     system_prompt = turn.system_prompt
     if thread_id is not None:
@@ -115,15 +123,20 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         sensitive=turn.sensitive,
         tool=context.tool,
     )
-    info: ModelInfo = providers.resolve(turn.model, needs)
+    info = _resolve(providers, turn.model, needs, images=found.has_images)
+    attachments = await attach(
+        found, info, providers.providers.get(info.provider), store, owner,
+        context.settings.max_upload_bytes,
+    )  # fmt: skip
+    new_input = attachments.new_input(turn.prompt)
     assembled = await assemble_messages(
         system_prompt=system_prompt,
-        new_input=turn.prompt,
+        new_input=new_input,
         limits=ContextLimits(info.context_window, info.max_output_tokens, family=info.provider),
         store=store,
         thread_id=thread_id,
         owner=owner,
-        files=list(turn.files),
+        files=found.text_paths,
         roots=roots,
         low_water=context.settings.history_low_water,
     )
@@ -139,7 +152,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
 
     text = response.text
     if turn.store_turn:
-        thread_id, text = await _store(context, turn, thread_id, response)
+        thread_id, text = await _store(context, turn, thread_id, response, new_input, found)
     metadata: dict[str, Any] = {
         "model": response.model,
         "provider": response.provider,
@@ -154,9 +167,26 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         metadata["turns_dropped"] = assembled.turns_dropped
     if assembled.files_included:
         metadata["files_included"] = assembled.files_included
-    if assembled.files_skipped:
-        metadata["files_skipped"] = [{"path": p, "reason": r} for p, r in assembled.files_skipped]
+    if attachments.attached:
+        metadata["files_attached"] = attachments.attached
+    skipped = [*attachments.skipped, *assembled.files_skipped]
+    if skipped:
+        metadata["files_skipped"] = [{"path": p, "reason": r} for p, r in skipped]
     return TurnResult(text, response, info, thread_id, assembled, metadata)
+
+
+def _resolve(providers: Any, model: str | None, needs: ModelNeeds, *, images: bool) -> ModelInfo:
+    """The model for the call; with images among the files, one that reads them
+    when the choice allows it (``auto``), else the model asked for, which then
+    gets the images skipped with the reason."""
+    if images:
+        try:
+            chosen: ModelInfo = providers.resolve(model, replace(needs, images=True))
+            return chosen
+        except ExaiError:
+            pass
+    info: ModelInfo = providers.resolve(model, needs)
+    return info
 
 
 async def ask_model(context: ToolContext, request: ChatRequest, info: ModelInfo) -> ChatResponse:
@@ -189,7 +219,12 @@ async def _streamed(
 
 
 async def _store(
-    context: ToolContext, turn: TurnRequest, thread_id: str | None, response: ChatResponse
+    context: ToolContext,
+    turn: TurnRequest,
+    thread_id: str | None,
+    response: ChatResponse,
+    sent: list[dict[str, Any]],
+    found: FilesFound,
 ) -> tuple[str, str]:
     """Append the turn; return the thread and the answer as stored.
 
@@ -199,7 +234,6 @@ async def _store(
     """
     store = context.services.store
     owner = context.principal.name
-    user = {"role": "user", "content": turn.prompt}
     produced = response.messages or [{"role": "assistant", "content": response.text}]
     stored_as: dict[str, Any] = {
         "request_id": context.request_id,
@@ -208,18 +242,20 @@ async def _store(
         "model": response.model,
         "provider": response.provider,
         "usage": response.usage.as_dict(),
-        "files": list(turn.files) or None,
+        # Only text files are read again on later turns; documents and images
+        # live in the turn's own messages (``sent``).
+        "files": found.text_paths or None,
     }
     if thread_id is None:
         first_line = turn.prompt.strip().splitlines()[0][:80] if turn.prompt.strip() else None
         thread, stored = await store.start_thread(
-            owner, [user, *produced], title=turn.title or first_line, **stored_as
+            owner, [*sent, *produced], title=turn.title or first_line, **stored_as
         )
         thread_id = thread.id
         if turn.keep_system_prompt is not None:
             await store.put_state(thread_id, _THREAD_PROMPT_KEY, {"text": turn.keep_system_prompt})
     else:
-        stored = await store.append(thread_id, owner, [user, *produced], **stored_as)
+        stored = await store.append(thread_id, owner, [*sent, *produced], **stored_as)
     audit = context.services.audit
     for message in stored:
         content = message.content or ""
@@ -246,7 +282,7 @@ def _replayed(thread: Thread, stored: list[StoredMessage]) -> TurnResult:
         model=last.model or "",
         provider=last.provider or "",
         usage=usage,
-        messages=[m.provider_message() for m in stored[1:]],
+        messages=[m.provider_message() for m in stored[_after_input(stored) :]],
     )
     metadata: dict[str, Any] = {
         "model": last.model,
@@ -256,3 +292,9 @@ def _replayed(thread: Thread, stored: list[StoredMessage]) -> TurnResult:
         "replayed": True,
     }
     return TurnResult(response.text, response, None, thread.id, None, metadata)
+
+
+def _after_input(stored: list[StoredMessage]) -> int:
+    """Where the model's messages of a stored turn start: after the user's message
+    (and the attachments stored before it)."""
+    return next((i + 1 for i, m in enumerate(stored) if m.role == "user"), 1)

@@ -17,11 +17,17 @@ from typing import Any
 import pytest
 
 from exai.emulators.postgres import TempPostgres
+from exai.store import postgres as _postgres
+from exai.store import sqlite as _sqlite
 from exai.store.base import ConversationStore, StoreLimits
 from exai.store.postgres import PostgresStore
 from exai.store.sqlite import SqliteStore
 
 StoreFactory = Callable[..., Awaitable[ConversationStore]]
+
+# The newest schema version; both backends number their migrations alike.
+LATEST_SCHEMA = _sqlite.MIGRATIONS[-1][0]
+assert _postgres.MIGRATIONS[-1][0] == LATEST_SCHEMA
 
 
 class FakeClock:

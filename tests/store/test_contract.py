@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from exai.errors import ConversationNotFoundError, ValidationError_
 from exai.store.base import ANY_OWNER, ConversationStore, StoreLimits
-from tests.store.conftest import FakeClock, StoreFactory
+from tests.store.conftest import LATEST_SCHEMA, FakeClock, StoreFactory
 
 TURN = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi there"}]
 
@@ -296,8 +296,8 @@ async def test_store_survives_restart_and_migrations_rerun(store_factory: StoreF
     await first.aclose()
     second, third = await asyncio.gather(store_factory(), store_factory())
     for reopened in (second, third):
-        assert await reopened.schema_version() == 2  # type: ignore[attr-defined]
-        assert await reopened.migrate() == 2  # type: ignore[attr-defined]
+        assert await reopened.schema_version() == LATEST_SCHEMA  # type: ignore[attr-defined]
+        assert await reopened.migrate() == LATEST_SCHEMA  # type: ignore[attr-defined]
         assert [m.content for m in await reopened.messages(thread.id, "alice")] == [
             "hello", "hi there"]  # fmt: skip
 

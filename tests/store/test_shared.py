@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.store.conftest import StoreFactory
+from tests.store.conftest import LATEST_SCHEMA, StoreFactory
 
 
 async def test_two_daemons_start_at_once_on_an_empty_database(
     store_factory: StoreFactory,
 ) -> None:
     first, second = await asyncio.gather(store_factory(), store_factory())
-    assert await first.schema_version() == await second.schema_version() == 2  # type: ignore[attr-defined]
+    assert await first.schema_version() == await second.schema_version() == LATEST_SCHEMA  # type: ignore[attr-defined]
 
 
 async def test_two_daemons_appending_to_one_thread_keep_one_order(
