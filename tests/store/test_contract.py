@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 from structlog.testing import capture_logs
 
+import exai.store.sqlite
 from exai.errors import ConversationNotFoundError, ValidationError_
 from exai.store.base import ANY_OWNER, ConversationStore, StoreLimits
 from tests.store.conftest import FakeClock, StoreFactory
@@ -296,8 +297,9 @@ async def test_store_survives_restart_and_migrations_rerun(store_factory: StoreF
     await first.aclose()
     second, third = await asyncio.gather(store_factory(), store_factory())
     for reopened in (second, third):
-        assert await reopened.schema_version() == 2  # type: ignore[attr-defined]
-        assert await reopened.migrate() == 2  # type: ignore[attr-defined]
+        latest = exai.store.sqlite.MIGRATIONS[-1][0]
+        assert await reopened.schema_version() == latest  # type: ignore[attr-defined]
+        assert await reopened.migrate() == latest  # type: ignore[attr-defined]
         assert [m.content for m in await reopened.messages(thread.id, "alice")] == [
             "hello", "hi there"]  # fmt: skip
 
