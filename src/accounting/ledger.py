@@ -97,7 +97,7 @@ class Ledger:
         """The principal's own budget (a JWT claim), else its setting, else ``*``'s."""
         own = getattr(principal, "budget", None)
         if own is not None:
-            return own  # type: ignore[no-any-return]
+            return own
         return self._budgets.get(principal.name) or self._budgets.get("*")
 
     async def admit(self, principal: Principal, estimate: Callable[[], Cost | None]) -> Reservation:
@@ -142,13 +142,13 @@ class Ledger:
             return
         nanos = to_nanos(cost.total)
         for period in ("day", "month"):
-            start, _ = period_window(period, charge.at)  # type: ignore[arg-type]
+            start, _ = period_window(period, charge.at)
             key = (principal, cost.currency, period, start)
             self._own[key] = self._own.get(key, 0) + nanos
 
     def spent(self, principal: str, currency: str, period: str, now: float | None = None) -> int:
         """Nanos this daemon has counted for the principal in the current period."""
-        start, _ = period_window(period, self._clock() if now is None else now)  # type: ignore[arg-type]
+        start, _ = period_window(period, self._clock() if now is None else now)
         key = (principal, currency, period, start)
         return self._own.get(key, 0) + self._others.get(key, (0, 0.0))[0]
 

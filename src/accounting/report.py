@@ -91,7 +91,7 @@ def report(lines: Iterable[UsageLine], group_by: str, since: float, until: float
         for i, value in enumerate(values):
             held[i] += value
     total_lines = [
-        UsageLine("total", currency, *values)  # type: ignore[arg-type]
+        UsageLine("total", currency, *values)
         for currency, values in sorted(totals.items(), key=lambda kv: kv[0] or "")
     ]
     return {

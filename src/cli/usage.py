@@ -48,7 +48,7 @@ def _run(args: argparse.Namespace) -> int:
 async def _report(since: float, until: float, group_by: str) -> dict[str, Any]:
     store = await open_store(load_settings())
     try:
-        lines = await store.usage_report(since, until, group_by)  # type: ignore[attr-defined]
+        lines = await store.usage_report(since, until, group_by)
     finally:
         await store.aclose()
     return report(lines, group_by, since, until)

@@ -35,9 +35,14 @@ def test_budgets_setting_parses_and_rejects_clearly() -> None:
     budgets = parse_budgets("alice=5 USD/day, *=100.50 eur/month")
     assert budgets == {"alice": Budget(Decimal(5), "USD", "day"),
                        "*": Budget(Decimal("100.50"), "EUR", "month")}  # fmt: skip
-    for bad, match in [("alice", "principal="), ("alice=5 USD", "5 USD/day"),
-                       ("alice=-1 USD/day", ">= 0"), ("alice=5 USD/week", "period"),
-                       ("alice=x USD/day", "not a number"), ("a=1 USD/day,a=2 USD/day", "twice")]:  # fmt: skip
+    for bad, match in [
+        ("alice", "principal="),
+        ("alice=5 USD", "5 USD/day"),
+        ("alice=-1 USD/day", ">= 0"),
+        ("alice=5 USD/week", "period"),
+        ("alice=x USD/day", "not a number"),
+        ("a=1 USD/day,a=2 USD/day", "twice"),
+    ]:
         with pytest.raises(ValueError, match=match):
             parse_budgets(bad)
 

@@ -60,8 +60,30 @@ async def test_concurrent_calls_cannot_all_take_the_last_of_a_budget(store) -> N
 
 async def test_spend_of_other_daemons_counts_and_the_refusal_says_when_it_resets(store) -> None:
     start, reset = period_window("day", NOW)
-    await store.record_costs([CostRow(start + 5, "other-daemon", "alice", "chat", "s", "r", None,
-                                      "k2", "kimi", 1, 0, 1, 0, "USD", 0, 0, 0, 950_000_000)])  # fmt: skip
+    await store.record_costs(
+        [
+            CostRow(
+                start + 5,
+                "other-daemon",
+                "alice",
+                "chat",
+                "s",
+                "r",
+                None,
+                "k2",
+                "kimi",
+                1,
+                0,
+                1,
+                0,
+                "USD",
+                0,
+                0,
+                0,
+                950_000_000,
+            )
+        ]
+    )
     ledger = ledger_for(store)
     with pytest.raises(BudgetExceededError) as refused:
         await ledger.admit(ALICE, lambda: usd("0.10"))

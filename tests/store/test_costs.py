@@ -38,7 +38,10 @@ async def test_usage_report_groups_and_sums_exactly(store_factory: StoreFactory)
         ("", "", 1), ("", "USD", 1), ("t1", "USD", 2)]  # fmt: skip
     by_day = await store.usage_report(T0, T0 + 2 * DAY, "day")  # type: ignore[attr-defined]
     assert sorted((x.key, x.currency or "", x.calls) for x in by_day) == [
-        (str(int(T0 // DAY)), "", 1), (str(int(T0 // DAY)), "USD", 2), (str(int(T0 // DAY) + 1), "USD", 1)]  # fmt: skip
+        (str(int(T0 // DAY)), "", 1),
+        (str(int(T0 // DAY)), "USD", 2),
+        (str(int(T0 // DAY) + 1), "USD", 1),
+    ]
     with pytest.raises(ValidationError_, match="group usage by"):
         await store.usage_report(T0, T0 + DAY, "colour")  # type: ignore[attr-defined]
 
