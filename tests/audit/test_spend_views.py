@@ -57,12 +57,19 @@ async def test_views_chart_spend_per_day_principal_tool_and_model(pg) -> None:
     ])  # fmt: skip
     await sink.close()
     try:
-        per_principal = {(r["principal"], r["currency"]): (r["model_calls"], r["cost"])
-                         for r in await conn.fetch("SELECT * FROM audit_spend_per_principal_daily")}  # fmt: skip
-        assert per_principal == {("alice", "USD"): (3, Decimal("0.875")),
-                                 ("alice", "CNY"): (1, Decimal(3)), ("bob", None): (1, None)}  # fmt: skip
-        per_tool = {(r["tool"], r["currency"]): r["tool_calls"]
-                    for r in await conn.fetch("SELECT * FROM audit_spend_per_tool_daily")}  # fmt: skip
+        per_principal = {
+            (r["principal"], r["currency"]): (r["model_calls"], r["cost"])
+            for r in await conn.fetch("SELECT * FROM audit_spend_per_principal_daily")
+        }
+        assert per_principal == {
+            ("alice", "USD"): (3, Decimal("0.875")),
+            ("alice", "CNY"): (1, Decimal(3)),
+            ("bob", None): (1, None),
+        }
+        per_tool = {
+            (r["tool"], r["currency"]): r["tool_calls"]
+            for r in await conn.fetch("SELECT * FROM audit_spend_per_tool_daily")
+        }
         assert per_tool == {("chat", "USD"): 1, ("consensus", "USD"): 1, ("consensus", "CNY"): 1,
                             ("chat", None): 1}  # fmt: skip
         k2 = await conn.fetchrow(
