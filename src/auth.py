@@ -2,8 +2,10 @@
 
 Static tokens are compared in constant time (``hmac.compare_digest``) against
 every configured token, so the time taken does not reveal which prefix matched.
-A JWT needs ``sub``, ``exp`` and may carry ``nbf`` and ``scopes`` (a list of tool
-names, or ``"*"``); scopes restrict which tools the principal may call.
+A JWT needs ``sub``, ``exp`` and may carry ``nbf``, ``scopes`` (a list of tool
+names, or ``"*"``; scopes restrict which tools the principal may call) and
+``exai_budget`` (``{amount, currency, period}``: what the principal may spend
+per UTC day or month, see :mod:`exai.accounting.budgets`).
 
 A correctly signed JWT is still refused (``UnauthorizedError``, so 4003) when a
 claim has the wrong type: ``sub`` a non-empty string, ``exp``, ``nbf`` and
@@ -23,6 +25,7 @@ from typing import Any
 
 import jwt
 
+from exai.accounting.budgets import Budget, parse_budget
 from exai.errors import UnauthorizedError
 
 __all__ = ["Authenticator", "Principal", "issue_token"]
@@ -35,6 +38,7 @@ class Principal:
     name: str
     scopes: frozenset[str] | None = None  # None: every tool
     method: str = "token"
+    budget: Budget | None = None  # from the token; None: EXAI_BUDGETS decides
 
     def may_call(self, tool: str) -> bool:
         return self.scopes is None or "*" in self.scopes or tool in self.scopes
@@ -125,14 +129,27 @@ def _principal_from_claims(claims: dict[str, Any]) -> Principal:
     ):
         raise UnauthorizedError("invalid token: scopes must be a list of tool names")
     scope_set = frozenset(scopes) if scopes is not None else None
-    return Principal(sub, scopes=scope_set, method="jwt")
+    budget = None
+    if "exai_budget" in claims:
+        try:
+            budget = parse_budget(claims["exai_budget"], "exai_budget")
+        except ValueError as exc:
+            raise UnauthorizedError(f"invalid token: {exc}") from None
+    return Principal(sub, scopes=scope_set, method="jwt", budget=budget)
 
 
 def issue_token(
-    secret: str, sub: str, scopes: Iterable[str] | None = None, ttl_s: float = 3600.0
+    secret: str,
+    sub: str,
+    scopes: Iterable[str] | None = None,
+    ttl_s: float = 3600.0,
+    budget: Budget | None = None,
 ) -> str:
     now = int(time.time())
     claims: dict[str, object] = {"sub": sub, "iat": now, "nbf": now, "exp": now + int(ttl_s)}
     if scopes is not None:
         claims["scopes"] = list(scopes)
+    if budget is not None:
+        claims["exai_budget"] = {"amount": str(budget.amount), "currency": budget.currency,
+                                 "period": budget.period}  # fmt: skip
     return jwt.encode(claims, secret, algorithm="HS256")

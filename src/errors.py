@@ -18,6 +18,7 @@ from exai.protocol import ErrorCode, ErrorInfo
 from exai.redact import mask_url_credentials
 
 __all__ = [
+    "BudgetExceededError",
     "CancelledError",
     "ContextTooLongError",
     "ConversationNotFoundError",
@@ -127,6 +128,15 @@ class RequestIdReusedError(ExaiError):
             "call (another tool or other arguments); send a new call with a new request_id",
             details={"request_id": request_id},
         )
+
+
+class BudgetExceededError(ExaiError):
+    """The principal's spending budget for the period is used up; nothing was sent.
+
+    ``retry_after_s`` is the time until the budget resets.
+    """
+
+    code = ErrorCode.BUDGET_EXCEEDED
 
 
 class InternalError(ExaiError):

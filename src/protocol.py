@@ -74,6 +74,7 @@ class ErrorCode(StrEnum):
     CONVERSATION_NOT_FOUND = "CONVERSATION_NOT_FOUND"
     FORBIDDEN = "FORBIDDEN"
     REQUEST_ID_REUSED = "REQUEST_ID_REUSED"
+    BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
 
@@ -225,6 +226,9 @@ class ResultMetadata(_Frame):
     provider: str | None = None
     continuation_id: str | None = None
     usage: dict[str, Any] | None = None
+    # {currency, input, cached_input, output, total} in currency units; None when
+    # no model was called or the model has no price.
+    cost: dict[str, Any] | None = None
     latency_ms: float = 0.0
     replayed: bool = False
 

@@ -94,6 +94,12 @@ class Settings(BaseSettings):
         None, "HS256 secret; JWTs with sub, exp (nbf, scopes optional) are accepted as tokens."
     )
     jwt_leeway_s: float = _daemon(30.0, "Clock skew allowed when checking exp and nbf.", ge=0)
+    budgets: str = _daemon(
+        "", "Spending budgets per principal and UTC day or month, e.g. "
+        "alice=5 USD/day,*=100 USD/month (* is every principal without its own; a JWT's "
+        "exai_budget claim {amount, currency, period} wins). Over budget, calls are refused "
+        "with BUDGET_EXCEEDED before any provider request. Empty: no budgets.",
+    )  # fmt: skip
     data_dir: Path = Field(
         default_factory=_default_data_dir,
         description="Where the SQLite files live (conversations, audit outbox). "
@@ -299,6 +305,14 @@ class Settings(BaseSettings):
     def _split_commas(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("budgets")
+    @classmethod
+    def _budgets_valid(cls, value: str) -> str:
+        from exai.accounting.budgets import parse_budgets
+
+        parse_budgets(value)
         return value
 
     @field_validator("allowed_roots")

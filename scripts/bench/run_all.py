@@ -34,6 +34,7 @@ BENCHMARKS = [
     "openai_endpoint",  # /v1/chat/completions through the daemon against the provider directly
     "toolsets",  # tools/list payload per profile
     "vendor_files",  # chat with a PDF: uploaded, or its text from the upload cache
+    "usage_report",  # exai usage over 100,000 cost rows against a COUNT(*) of the table
 ]
 
 

@@ -21,6 +21,7 @@ COMMANDS = [
     "exai.cli.call",  # call
     "exai.cli.conversations",  # conversations ...
     "exai.cli.audit",  # audit ...
+    "exai.cli.usage",  # usage
     "exai.cli.shim",  # shim
     "exai.cli.baseline",  # baseline
 ]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 
+from exai.accounting.ledger import charge_fields
 from exai.audit import args_digest
 from exai.daemon.replay import call_fingerprint
 from exai.errors import (
@@ -217,6 +218,7 @@ class Dispatcher:
                        principal=session.principal.name, **_digest(frame.arguments))  # fmt: skip
         result: ToolResult | None = None
         error: ExaiError | None = None
+        context: ToolContext | None = None
         try:
             if call.cancel_reason is not None:  # cancelled before this task first ran
                 raise asyncio.CancelledError
@@ -278,11 +280,19 @@ class Dispatcher:
                       latency_ms=round(latency_ms, 2))  # fmt: skip
         status = "ok" if error is None else error.code.value
         self.metrics.call_finished(tool.name, status, latency_ms / 1000)
+        charges = context.charges if context is not None else []
+        ledger = self.services.ledger
+        if charges and ledger is not None:  # every model call, whatever the call's outcome
+            thread = result.metadata.get("continuation_id") if result is not None else None
+            ledger.record(charges, principal=session.principal.name, tool=tool.name,
+                          session_id=session.id, request_id=rid,
+                          thread_id=thread if isinstance(thread, str) else None)  # fmt: skip
         if not isinstance(audit, NullAudit):
             audit.emit("call_finished", session_id=session.id, request_id=rid, tool=tool.name,
                        principal=session.principal.name, duration_ms=round(latency_ms, 3),
                        status="ok" if error is None else "error",
-                       error_code=None if error is None else error.code.value)  # fmt: skip
+                       error_code=None if error is None else error.code.value,
+                       **charge_fields(charges))  # fmt: skip
         call.finished = True
         session.calls.pop(rid, None)
         self.running.discard(call)

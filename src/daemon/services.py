@@ -3,13 +3,17 @@
 Kept apart from the server so tests can build a daemon around services of their
 choosing, and so the order of start-up and shutdown is written down once: the
 audit trail first (everything else reports to it), then the conversation store,
-then the providers; closing runs in reverse, so the audit trail hears about
-everything that happened before it flushes to its outbox.
+then the ledger that keeps cost rows in it, then the providers; closing runs in
+reverse, so the ledger writes its last rows while the store is open, and the
+audit trail hears about everything that happened before it flushes to its outbox.
 """
 
 from __future__ import annotations
 
+from exai.accounting.budgets import parse_budgets
+from exai.accounting.ledger import Ledger
 from exai.audit import AuditTrail
+from exai.audit.trail import default_instance_id
 from exai.logs import get_logger
 from exai.providers import ProviderRegistry
 from exai.settings import Settings
@@ -28,13 +32,17 @@ async def build_services(settings: Settings) -> Services:
         audit = AuditTrail(settings)
         await audit.start()
     store = await open_store(settings)
+    instance_id = getattr(audit, "instance_id", None) or default_instance_id()
+    ledger = Ledger(store, parse_budgets(settings.budgets), instance_id=instance_id)
+    ledger.start()
     providers = ProviderRegistry.from_settings(settings, emit=audit.emit)
     await providers.refresh_models()
-    return Services(settings=settings, audit=audit, providers=providers, store=store)
+    return Services(settings=settings, audit=audit, providers=providers, store=store,
+                    ledger=ledger)  # fmt: skip
 
 
 async def close_services(services: Services) -> None:
-    for name in ("providers", "store"):
+    for name in ("providers", "ledger", "store"):
         resource = getattr(services, name, None)
         if resource is not None:
             try:

@@ -32,6 +32,8 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
+    # Prompt tokens the vendor billed at its cached price; part of prompt_tokens.
+    cached_prompt_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -41,12 +43,14 @@ class Usage:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.reasoning_tokens += other.reasoning_tokens
+        self.cached_prompt_tokens += other.cached_prompt_tokens
 
     def as_dict(self) -> dict[str, int]:
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "reasoning_tokens": self.reasoning_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
             "total_tokens": self.total_tokens,
         }
 

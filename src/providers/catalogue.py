@@ -5,6 +5,10 @@ change more often than the code, so they live in ``models.toml`` beside this
 module, and an operator can override or extend them with their own file
 (``EXAI_MODELS_FILE``) without a release. Both are validated on load; a mistake
 stops start-up with a :class:`CatalogueError` naming the file, model and field.
+
+Prices are data too: a model's ``price`` sub-table (see
+:class:`~exai.providers.pricing.Price`) gives its rates per million tokens. A
+user file's ``price`` table changes only the rates it names, like any other field.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from exai.providers.base import ChatRequest
+from exai.providers.pricing import Price
 
 __all__ = ["Catalogue", "CatalogueError", "ModelInfo", "ProviderDefaults", "load_catalogue"]
 
@@ -46,6 +51,7 @@ class ModelInfo(BaseModel):
     default_temperature: float | None = None
     aliases: tuple[str, ...] = ()
     auto_rank: int | None = None
+    price: Price | None = None  # None: unpriced, and its calls report no cost
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelInfo:
@@ -74,6 +80,7 @@ class ModelInfo(BaseModel):
             "web_search": self.web_search,
             "images": self.images,
             "aliases": list(self.aliases),
+            "price": self.price.describe() if self.price is not None else None,
         }
 
     def fit(self, request: ChatRequest) -> ChatRequest:
@@ -205,7 +212,11 @@ def _merge(base: dict[str, Any], user: dict[str, Any], origin: str) -> dict[str,
     models = {name: dict(entry) for name, entry in base["models"].items()}
     origins = dict(base["_origin"])
     for name, entry in user["models"].items():
-        models[name] = {**models.get(name, {}), **entry}
+        merged = {**models.get(name, {}), **entry}
+        base_price, user_price = models.get(name, {}).get("price"), entry.get("price")
+        if isinstance(base_price, dict) and isinstance(user_price, dict):
+            merged["price"] = {**base_price, **user_price}
+        models[name] = merged
         origins[name] = origin
     defaults = {name: dict(entry) for name, entry in base["provider_defaults"].items()}
     for name, entry in user["provider_defaults"].items():

@@ -29,6 +29,7 @@ from exai.logs import get_logger
 from exai.providers.base import ChatRequest, ChatResponse, Delta, Provider
 from exai.providers.catalogue import Catalogue, CatalogueError, ModelInfo, load_catalogue
 from exai.providers.plugins import load_plugins
+from exai.providers.pricing import call_cost
 from exai.providers.routing import (
     ModelNeeds,
     RoutingRule,
@@ -347,13 +348,18 @@ class ProviderRegistry:
             status, code = "ok", None
             retries = response.retries if response else 0
         usage = response.usage if response else None
+        cost = call_cost(info.price, usage) if usage is not None and info.price else None
         self._send_event(
             provider=info.provider,
             model=info.name,
             request_id=request.request_id,
             latency_ms=round((time.monotonic() - started) * 1000.0, 1),
             prompt_tokens=usage.prompt_tokens if usage else 0,
+            cached_prompt_tokens=usage.cached_prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
+            reasoning_tokens=usage.reasoning_tokens if usage else 0,
+            currency=cost.currency if cost else None,
+            cost=float(cost.total) if cost else None,
             retries=retries,
             status=status,
             error_code=code,

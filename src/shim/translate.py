@@ -47,6 +47,13 @@ class ResultEnvelope(BaseModel):
     error: SkipJsonSchema[None] | dict[str, Any] = Field(
         default=None, description="code, message, retryable, retry_after_s"
     )
+    # Absent rather than null when no priced model was called: clients check
+    # structuredContent against the schema, which says object.
+    cost: SkipJsonSchema[None] | dict[str, Any] = Field(
+        default=None,
+        description="What the call's model calls cost: currency, input, cached_input, output, "
+        "total (currency units; prices per the model catalogue)",
+    )
 
 
 def _terse(node: Any) -> Any:

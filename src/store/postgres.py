@@ -123,6 +123,37 @@ MIGRATIONS: list[tuple[int, str]] = [
         """,
     ),
     (
+        # One row per provider call, for spend per principal, tool, thread and model
+        # and for budgets (see exai.store.costs). No reference to threads: spend
+        # outlives the conversations it was spent on. Amounts are integer nanos.
+        3,
+        """
+        CREATE TABLE {s}.call_costs (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            at double precision NOT NULL,
+            instance_id text NOT NULL,
+            principal text NOT NULL,
+            tool text NOT NULL,
+            session_id text NOT NULL,
+            request_id text NOT NULL,
+            thread_id text,
+            model text NOT NULL,
+            provider text NOT NULL,
+            prompt_tokens bigint NOT NULL,
+            cached_prompt_tokens bigint NOT NULL,
+            completion_tokens bigint NOT NULL,
+            reasoning_tokens bigint NOT NULL,
+            currency text,
+            cost_input bigint NOT NULL,
+            cost_cached_input bigint NOT NULL,
+            cost_output bigint NOT NULL,
+            cost_total bigint NOT NULL
+        );
+        CREATE INDEX call_costs_at ON {s}.call_costs(at);
+        CREATE INDEX call_costs_principal ON {s}.call_costs(principal, currency, at);
+        """,
+    ),
+    (
         # Documents a vendor extracted, by (owner, provider, content hash): a file
         # is uploaded once per principal, and its text is sent again from here.
         # Keyed by owner so that no principal reuses another's upload.

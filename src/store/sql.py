@@ -41,6 +41,7 @@ from exai.store.base import (
     ThreadContext,
     VendorUpload,
 )
+from exai.store.costs import CostAccounts
 from exai.store.executor import Dialect, Executor
 from exai.store.lineage import ancestry_depth, check_depth, check_fork_point, restore_rows
 from exai.store.rows import (
@@ -121,8 +122,9 @@ class _KeyTaken(Exception):
     """A concurrent transaction claimed the request's key first; run again to find its turn."""
 
 
-class SqlStore(ConversationStore):
-    """Everything a conversation store does, over any :class:`Executor`."""
+class SqlStore(CostAccounts, ConversationStore):
+    """Everything a conversation store does, over any :class:`Executor`, and the
+    per-call cost rows kept beside the conversations (:class:`CostAccounts`)."""
 
     dialect: Dialect
 

@@ -130,6 +130,38 @@ MIGRATIONS: list[tuple[int, str]] = [
         """,
     ),
     (
+        # One row per provider call, for spend per principal, tool, thread and model
+        # and for budgets (see exai.store.costs). No reference to threads: spend
+        # outlives the conversations it was spent on. The report scans a period
+        # (call_costs_at); a budget sums one principal's period (call_costs_principal).
+        3,
+        """
+        CREATE TABLE call_costs (
+            id INTEGER PRIMARY KEY,
+            at REAL NOT NULL,
+            instance_id TEXT NOT NULL,
+            principal TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            request_id TEXT NOT NULL,
+            thread_id TEXT,
+            model TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            prompt_tokens INTEGER NOT NULL,
+            cached_prompt_tokens INTEGER NOT NULL,
+            completion_tokens INTEGER NOT NULL,
+            reasoning_tokens INTEGER NOT NULL,
+            currency TEXT,
+            cost_input INTEGER NOT NULL,
+            cost_cached_input INTEGER NOT NULL,
+            cost_output INTEGER NOT NULL,
+            cost_total INTEGER NOT NULL
+        );
+        CREATE INDEX call_costs_at ON call_costs(at);
+        CREATE INDEX call_costs_principal ON call_costs(principal, currency, at);
+        """,
+    ),
+    (
         # Documents a vendor extracted, by (owner, provider, content hash): a file
         # is uploaded once per principal, and its text is sent again from here.
         # Keyed by owner so that no principal reuses another's upload.

@@ -19,6 +19,7 @@ from exai.errors import OverCapacityError
 from exai.files.roots import effective_roots, is_loopback
 
 if TYPE_CHECKING:
+    from exai.accounting.ledger import Charge
     from exai.auth import Principal
     from exai.settings import Settings
 
@@ -52,6 +53,7 @@ class Services:
     limits: Any = None  # exai.daemon.limits.Limits (per-provider capacity)
     stats: Callable[[], dict[str, Any]] | None = None  # daemon snapshot for `status`
     registry: Any = None  # the ToolRegistry, for tools that describe the others
+    ledger: Any = None  # exai.accounting.ledger.Ledger (spend, budgets, cost rows)
 
 
 @dataclass(slots=True)
@@ -73,6 +75,9 @@ class ToolContext:
     # what tells a retry of this call from another call under the same id.
     fingerprint: str = ""
     client_roots: Sequence[str] = ()  # the calling IDE's workspace roots, if it declared any
+    # Every model call made by this call, with its usage and cost (see ask_model).
+    # A list shared by copies of the context, so a tool's parallel calls all land here.
+    charges: list[Charge] = field(default_factory=list)
 
     @property
     def roots(self) -> list[str]:

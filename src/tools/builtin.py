@@ -74,7 +74,7 @@ class ListModelsTool(Tool):
         lines = [
             f"{m['name']}  provider={m['provider']}  "
             f"configured={'yes' if m['configured'] else 'no'}  "
-            f"context={m.get('context_window', '?')}"
+            f"context={m.get('context_window', '?')}  price={_price(m.get('price'))}"
             for m in models
         ]
         return ToolResult("\n".join(lines), metadata={"models": models})
@@ -105,3 +105,11 @@ class EchoTool(Tool):
 
 
 TOOLS: list[Tool] = [VersionTool(), StatusTool(), ListModelsTool(), EchoTool()]
+
+
+def _price(price: dict[str, Any] | None) -> str:
+    """``in/cached/out CUR per 1M tokens``, or ``unpriced``."""
+    if not price:
+        return "unpriced"
+    rates = "/".join(f"{price[k]:g}" for k in ("input", "cached_input", "output"))
+    return f"{rates} {price['currency']} per 1M tokens (input/cached/output)"

@@ -25,7 +25,7 @@ from exai.errors import InternalError
 from exai.providers import ChatRequest, ModelNeeds
 from exai.store.tokens import estimator_for
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
-from exai.tools.turn import ThinkingMode, ask_model
+from exai.tools.turn import ThinkingMode, ask_model, response_cost
 
 __all__ = ["TOOLS", "CompletionInput", "CompletionTool", "Message"]
 
@@ -88,6 +88,9 @@ class CompletionTool(Tool):
             "model": response.model,
             "provider": response.provider,
             "usage": response.usage.as_dict(),
+            "cost": None
+            if (cost := response_cost(providers, response)) is None
+            else cost.as_dict(),
             "finish_reason": response.finish_reason or "stop",
         }
         if response.fallback_from:

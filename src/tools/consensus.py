@@ -32,9 +32,10 @@ from exai.errors import (
 )
 from exai.files import acheck_paths
 from exai.providers.base import Usage
+from exai.providers.pricing import Cost, Spend
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
 from exai.tools.chat import CONTINUE_CONVERSATION, UUID_PATTERN
-from exai.tools.turn import TurnRequest, run_turn
+from exai.tools.turn import TurnRequest, response_cost, run_turn
 
 __all__ = ["TOOLS", "ConsensusInput", "ConsensusTool", "Opinion", "StanceModel", "stance_prompt"]
 
@@ -97,6 +98,7 @@ class Opinion:
     error: ExaiError | None = None
     latency_ms: float = 0.0
     usage: Usage = field(default_factory=Usage)
+    cost: Cost | None = None
 
     @property
     def label(self) -> str:
@@ -107,7 +109,8 @@ class Opinion:
         out["ok"] = self.error is None
         out["latency_ms"] = round(self.latency_ms, 1)
         if self.error is None:
-            out.update(answered_by=self.model, provider=self.provider, usage=self.usage.as_dict())
+            out.update(answered_by=self.model, provider=self.provider, usage=self.usage.as_dict(),
+                       cost=None if self.cost is None else self.cost.as_dict())  # fmt: skip
         else:
             out["error"] = _error(self.error)
         return out
@@ -137,21 +140,26 @@ class ConsensusTool(Tool):
             raise _all_failed(opinions)
         model = arguments.synthesis_model or answered[0].model
         await context.progress(f"synthesizing with {model}", len(opinions), len(opinions) + 1)
-        usage = Usage()
+        usage, spend = Usage(), Spend()
         for opinion in answered:
             usage.add(opinion.usage)
+            spend.add(opinion.cost)
         metadata: dict[str, Any] = {"continuation_id": arguments.continuation_id}
         metadata["opinions"] = [o.describe() for o in opinions]
         try:
             turn = await run_turn(quiet, _synthesis_request(arguments, opinions, model))
         except ExaiError as exc:
             metadata.update(usage=usage.as_dict(), synthesis={"model": model, "error": _error(exc)})
+            metadata.update(spend.as_metadata())
             heading = f"failed: {exc.code.value}: {exc.message}"
             return ToolResult(_report(opinions, heading), metadata)
         response = turn.response
         usage.add(response.usage)
+        spend.add(response_cost(context.services.providers, response))
         metadata.update(turn.metadata)
         metadata["usage"] = usage.as_dict()
+        # Every model call summed, per currency (see Spend.as_metadata).
+        metadata.update(spend.as_metadata())
         metadata["synthesis"] = {"model": response.model, "provider": response.provider}
         return ToolResult(_report(opinions, f"by {response.model}\n{turn.text}"), metadata)
 
@@ -242,6 +250,7 @@ async def _ask(
         provider=response.provider,
         latency_ms=_since(started),
         usage=response.usage,
+        cost=response_cost(context.services.providers, response),
     )
 
 

@@ -24,8 +24,11 @@ tools that hold a conversation rather than play a role (``use_thread_prompt``)
 use it on every later turn in place of their own.
 
 :func:`ask_model` is the one way a tool calls a model: counted against the
-request's provider-call limit, streamed when the client asked (cut into
-readable chunks), whole otherwise.
+request's provider-call limit, admitted by the principal's budget before
+anything is sent (``BUDGET_EXCEEDED`` otherwise), streamed when the client asked
+(cut into readable chunks), whole otherwise, and charged: its usage and cost
+join the call's ``charges``, and the result's ``cost`` is its price applied to
+its usage (:func:`response_cost`).
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
+from exai.accounting.ledger import Charge
 from exai.errors import ExaiError, InternalError, ValidationError_
 from exai.files import acheck_paths
 from exai.providers import ChatRequest, ChatResponse, ModelInfo, ModelNeeds, Usage
+from exai.providers.pricing import Cost, call_cost
 from exai.store.base import StoredMessage, Thread
 from exai.store.history import AssembledMessages, ContextLimits, assemble_messages
 from exai.store.tokens import estimator_for
@@ -44,7 +49,14 @@ from exai.tools.attachments import FilesFound, attach, read_attachments
 from exai.tools.base import ToolContext
 from exai.tools.chunker import StreamChunker
 
-__all__ = ["ThinkingMode", "TurnRequest", "TurnResult", "ask_model", "run_turn"]
+__all__ = [
+    "ThinkingMode",
+    "TurnRequest",
+    "TurnResult",
+    "ask_model",
+    "response_cost",
+    "run_turn",
+]
 
 ThinkingMode = Literal["auto", "on", "off"]
 
@@ -97,7 +109,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         done = await store.find_turn(owner, context.request_id, session_id=context.session_id,
                                      fingerprint=context.fingerprint)  # fmt: skip
         if done is not None:
-            return _replayed(*done)
+            return _replayed(providers, *done)
     found = FilesFound()
     if turn.files:
         found = await read_attachments(list(turn.files), roots, context.settings.max_upload_bytes)
@@ -158,6 +170,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         "provider": response.provider,
         "continuation_id": thread_id,
         "usage": response.usage.as_dict(),
+        "cost": _as_dict(response_cost(providers, response)),
     }
     if response.fallback_from:
         metadata["fallback_from"] = response.fallback_from
@@ -190,13 +203,48 @@ def _resolve(providers: Any, model: str | None, needs: ModelNeeds, *, images: bo
 
 
 async def ask_model(context: ToolContext, request: ChatRequest, info: ModelInfo) -> ChatResponse:
-    """One model answer for a tool: counted, and streamed if the client asked."""
-    providers = context.services.providers
+    """One model answer for a tool: counted, within budget, streamed if asked, charged."""
+    services = context.services
+    providers, ledger = services.providers, services.ledger
     context.count_provider_call()
-    if context.stream_requested:
-        return await _streamed(context, providers, request, info)
-    response: ChatResponse = await providers.complete(request, info)
+    reservation = None
+    if ledger is not None:
+        reservation = await ledger.admit(context.principal, lambda: _estimate(request, info))
+    try:
+        if context.stream_requested:
+            response = await _streamed(context, providers, request, info)
+        else:
+            response = await providers.complete(request, info)
+    except BaseException:
+        if reservation is not None:
+            ledger.release(reservation)
+        raise
+    charge = Charge(response.model, response.provider, response.usage,
+                    response_cost(providers, response))  # fmt: skip
+    context.charges.append(charge)
+    if reservation is not None:
+        ledger.settle(context.principal.name, reservation, charge)
     return response
+
+
+def response_cost(providers: Any, response: ChatResponse) -> Cost | None:
+    """What the answer cost at the price of the model that gave it (None: no price)."""
+    info = providers.catalogue.get(response.model) if response.model else None
+    if info is None or info.price is None:
+        return None
+    return call_cost(info.price, response.usage)
+
+
+def _estimate(request: ChatRequest, info: ModelInfo) -> Cost | None:
+    """The prompt's cost if none of it were cached: what a budget holds for the call."""
+    if info.price is None:
+        return None
+    tokens = estimator_for(info.provider).messages(request.messages)
+    return call_cost(info.price, Usage(prompt_tokens=tokens))
+
+
+def _as_dict(cost: Cost | None) -> dict[str, Any] | None:
+    return None if cost is None else cost.as_dict()
 
 
 async def _streamed(
@@ -272,8 +320,9 @@ def _answer(stored: list[StoredMessage], default: str) -> str:
     return (answers[-1].content or "") if answers else default
 
 
-def _replayed(thread: Thread, stored: list[StoredMessage]) -> TurnResult:
-    """The result of a turn this request already stored, as it was stored."""
+def _replayed(providers: Any, thread: Thread, stored: list[StoredMessage]) -> TurnResult:
+    """The result of a turn this request already stored, as it was stored: its
+    ``cost`` is what the stored usage cost, though nothing is spent again."""
     last = stored[-1]
     counts = last.usage or {}
     usage = Usage(**{f.name: int(counts.get(f.name) or 0) for f in fields(Usage)})
@@ -289,6 +338,7 @@ def _replayed(thread: Thread, stored: list[StoredMessage]) -> TurnResult:
         "provider": last.provider,
         "continuation_id": thread.id,
         "usage": usage.as_dict(),
+        "cost": _as_dict(response_cost(providers, response)),
         "replayed": True,
     }
     return TurnResult(response.text, response, None, thread.id, None, metadata)

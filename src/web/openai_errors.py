@@ -53,6 +53,9 @@ ERRORS: dict[ErrorCode, ErrorShape] = {
     ErrorCode.CONVERSATION_NOT_FOUND: ErrorShape(404, "not_found_error", "thread_not_found",
                                                  param="metadata.exai_thread"),
     ErrorCode.RATE_LIMITED: ErrorShape(429, "rate_limit_error", "rate_limit_exceeded"),
+    # What OpenAI answers when an account's quota is spent; not retryable before
+    # the budget resets (Retry-After says when).
+    ErrorCode.BUDGET_EXCEEDED: ErrorShape(429, "insufficient_quota", "insufficient_quota"),
     ErrorCode.OVER_CAPACITY: ErrorShape(503, "server_overloaded", "over_capacity"),
     # A provider that refused for good (bad key, no balance) is a bad gateway; one
     # that is down or busy for now, unavailable.
