@@ -172,7 +172,7 @@ def test_a_completion_carries_the_answer_usage_and_exai_fields():
                              "completion_tokens_details": {"reasoning_tokens": 2}}  # fmt: skip
     assert body["exai"] == {"request_id": "r1", "tool": "chat", "continuation_id": CID,
                             "thread_started": True, "model": "kimi-k2-0905-preview",
-                            "provider": "kimi", "ignored": ["top_p"]}  # fmt: skip
+                            "provider": "kimi", "ignored": ["top_p"], "cost": None}  # fmt: skip
 
 
 def test_a_stream_with_usage_ends_with_a_usage_chunk_without_choices():
