@@ -15,7 +15,12 @@ Behaviour is scripted from tests, in order of precedence:
   callers that can only send prompts (benchmarks through the daemon);
 - the configuration (``POST /_emulator/config``): default latency, a delay
   between stream chunks, a prompt-token limit that triggers the vendor's
-  context-length error, an API key that every request must carry.
+  context-length error, an API key that every request must carry, whether the
+  prompt cache reports cached tokens.
+
+What the vendors refuse (retired ids, locked temperatures, a thinking request
+without its reasoning) is in :mod:`exai.emulators.vendor_rules`; prompt prefixes
+seen before are reported as cached tokens (:mod:`exai.emulators.prompt_cache`).
 
 Every request is recorded (``GET /_emulator/requests``, :attr:`EmulatorServer.requests`)
 with its body, headers and the times it arrived and was answered, so tests can
@@ -43,8 +48,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from exai.emulators.prompt_cache import PromptCache
 from exai.emulators.replies import compose_reply, message_text, prompt_tokens
 from exai.emulators.serving import ServedApp, serve_in_thread
+from exai.emulators.vendor_rules import refusal
 from exai.emulators.vendor_wire import (
     ERROR_KINDS,
     Vendor,
@@ -96,9 +103,10 @@ class EmulatorConfig:
     chunk_delay_ms: float = 0.0
     max_prompt_tokens: int | None = None  # longer prompts get the context-length error
     api_key: str | None = None  # when set, any other key gets the vendor's 401
+    prompt_cache: bool = True  # report prefixes seen before as cached prompt tokens
     models: list[str] = field(
-        default_factory=lambda: ["kimi-k2-0905-preview", "kimi-k2-turbo-preview",
-                                 "kimi-k2-thinking", "moonshot-v1-8k"]
+        default_factory=lambda: ["kimi-k2.6", "kimi-k2.5", "kimi-k2-thinking",
+                                 "moonshot-v1-8k"]
     )  # fmt: skip
 
     def update(self, raw: dict[str, Any]) -> None:
@@ -120,6 +128,7 @@ class EmulatorState:
         self._lock = threading.Lock()
         self._script: list[Scripted] = []
         self._requests: list[dict[str, Any]] = []
+        self.prompt_cache = PromptCache()
 
     def script(self, items: Iterable[Scripted | dict[str, Any]]) -> None:
         parsed = [i if isinstance(i, Scripted) else Scripted.parse(i) for i in items]
@@ -148,6 +157,7 @@ class EmulatorState:
             self._script.clear()
             self._requests.clear()
             self.config = EmulatorConfig(**self._initial)
+        self.prompt_cache.clear()
 
 
 def _marker(body: dict[str, Any]) -> Scripted | None:
@@ -188,16 +198,20 @@ def build_app(state: EmulatorState) -> Starlette:
         entry["answered_at"] = time.time()
 
         token = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-        kind = None
+        kind, detail = None, ""
+        refused = refusal(vendor, body)
         if config.api_key is not None and token != config.api_key:
             kind = "auth"
         elif plan.status >= 400:
             kind = plan.error or default_error_kind(plan.status)
+        elif refused is not None:
+            kind, detail = refused
         elif config.max_prompt_tokens is not None:
             if prompt_tokens(body.get("messages") or []) > config.max_prompt_tokens:
                 kind = "context_length"
         if kind is not None:
-            status, payload = error_body(vendor, kind, limit=config.max_prompt_tokens or 8192)
+            status, payload = error_body(vendor, kind, limit=config.max_prompt_tokens or 8192,
+                                         detail=detail)  # fmt: skip
             if plan.status >= 400:
                 status = plan.status
             headers = {}
@@ -212,6 +226,9 @@ def build_app(state: EmulatorState) -> Starlette:
             text=plan.text, reasoning=plan.reasoning, finish_reason=plan.finish_reason,
         )  # fmt: skip
         model = str(body.get("model", ""))
+        if config.prompt_cache:
+            key = (vendor, model, token)
+            reply.cached_tokens = state.prompt_cache.observe(key, body.get("messages") or [])
         if not body.get("stream"):
             return JSONResponse(completion_body(vendor, entry["seq"], model, reply))
         chunks = stream_chunks(vendor, entry["seq"], model, reply)
