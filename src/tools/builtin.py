@@ -59,8 +59,8 @@ class StatusTool(Tool):
 class ListModelsTool(Tool):
     name = "listmodels"
     description = (
-        "List the Kimi and GLM models exai can call, their aliases, and whether each "
-        "provider is configured."
+        "List the Kimi and GLM models exai can call, their aliases, prices per million "
+        "tokens, and whether each provider is configured."
     )
     Input = _NoInput
     profile = "lean"
@@ -74,10 +74,18 @@ class ListModelsTool(Tool):
         lines = [
             f"{m['name']}  provider={m['provider']}  "
             f"configured={'yes' if m['configured'] else 'no'}  "
-            f"context={m.get('context_window', '?')}"
+            f"context={m.get('context_window', '?')}  {_price_text(m.get('price'))}"
             for m in models
         ]
         return ToolResult("\n".join(lines), metadata={"models": models})
+
+
+def _price_text(price: dict[str, Any] | None) -> str:
+    """A model's price as ``listmodels`` prints it, per million tokens."""
+    if not price:
+        return "price=unpublished"
+    parts = [f"{key}={price[key]:g}" for key in ("input", "cached_input", "output") if key in price]
+    return f"price_per_1M_{price.get('currency', '?')}: " + " ".join(parts)
 
 
 class EchoInput(ToolInput):
