@@ -87,7 +87,7 @@ class CompletionTool(Tool):
         metadata: dict[str, Any] = {
             "model": response.model,
             "provider": response.provider,
-            "usage": response.usage.as_dict(),
+            **response.usage.metadata(),
             "finish_reason": response.finish_reason or "stop",
         }
         if response.fallback_from:

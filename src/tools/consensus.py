@@ -145,13 +145,13 @@ class ConsensusTool(Tool):
         try:
             turn = await run_turn(quiet, _synthesis_request(arguments, opinions, model))
         except ExaiError as exc:
-            metadata.update(usage=usage.as_dict(), synthesis={"model": model, "error": _error(exc)})
+            metadata.update(usage.metadata(), synthesis={"model": model, "error": _error(exc)})
             heading = f"failed: {exc.code.value}: {exc.message}"
             return ToolResult(_report(opinions, heading), metadata)
         response = turn.response
         usage.add(response.usage)
         metadata.update(turn.metadata)
-        metadata["usage"] = usage.as_dict()
+        metadata.update(usage.metadata())
         metadata["synthesis"] = {"model": response.model, "provider": response.provider}
         return ToolResult(_report(opinions, f"by {response.model}\n{turn.text}"), metadata)
 

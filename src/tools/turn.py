@@ -143,7 +143,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         "model": response.model,
         "provider": response.provider,
         "continuation_id": thread_id,
-        "usage": response.usage.as_dict(),
+        **response.usage.metadata(),
     }
     if response.fallback_from:
         metadata["fallback_from"] = response.fallback_from
@@ -251,7 +251,7 @@ def _replayed(thread: Thread, stored: list[StoredMessage]) -> TurnResult:
         "model": last.model,
         "provider": last.provider,
         "continuation_id": thread.id,
-        "usage": usage.as_dict(),
+        **usage.metadata(),
         "replayed": True,
     }
     return TurnResult(response.text, response, None, thread.id, None, metadata)
