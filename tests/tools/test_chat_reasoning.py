@@ -107,3 +107,24 @@ async def test_a_plain_thinking_turn_keeps_its_reasoning_out_of_the_next_request
     (plain,) = assistants(later)
     assert plain == {"role": "assistant", "content": one.outputs[0].text}
     assert two.metadata.model_extra["cache_hit"] is True
+
+
+async def test_listmodels_shows_current_models_with_prices_and_no_retired_ones(
+    chat_settings, client_factory
+) -> None:
+    async with running_daemon(chat_settings()) as daemon:
+        client = await client_factory(daemon)
+        listed = await client.call("listmodels", {})
+        retired = await client.call("chat", {"prompt": "hi", "model": "kimi-k2-0905-preview"})
+    models = {m["name"]: m for m in listed.metadata.model_extra["models"]}
+    assert {"kimi-k2.6", "kimi-k2-thinking", "glm-5.1", "glm-5", "glm-5-turbo", "glm-4.7",
+            "glm-4.7-flash", "glm-5v-turbo"} <= set(models)  # fmt: skip
+    assert "kimi-k2-0905-preview" not in models
+    assert models["glm-5"]["price"] == {"currency": "USD", "input": 1.0, "cached_input": 0.2,
+                                        "output": 3.2}  # fmt: skip
+    text = listed.outputs[0].text
+    assert "kimi-k2.6  provider=kimi  configured=yes  context=262144  price_per_1M_USD: " \
+           "input=0.95 cached_input=0.16 output=4" in text  # fmt: skip
+    assert "moonshot-v1-8k" in text and "price=unpublished" in text
+    assert retired.error is not None and retired.error.code == "VALIDATION_ERROR"
+    assert retired.error.message == "kimi-k2-0905-preview was retired by Moonshot; use kimi-k2.6"
