@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections import OrderedDict
 from typing import Any
 
 from exai.emulators.replies import message_text
@@ -23,8 +22,8 @@ from exai.emulators.vendor_wire import split_tokens
 
 __all__ = ["PromptCache", "prompt_units"]
 
-# Each (vendor, model, key) remembers this many prompts, newest kept.
-_PROMPTS_KEPT = 64
+# Each (vendor, model, key) remembers at most this many prefixes (units).
+_PREFIXES_KEPT = 2_000_000
 _CONTENT_KEYS = frozenset({"content"})
 
 
@@ -46,35 +45,39 @@ def prompt_units(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return units
 
 
-def _shared_tokens(a: list[tuple[str, str]], b: list[tuple[str, str]]) -> int:
-    tokens = 0
-    for left, right in zip(a, b, strict=False):
-        if left != right:
-            break
-        if left[0] == "t":
-            tokens += 1
-    return tokens
-
-
 class PromptCache:
-    """Prompts seen, per (vendor, model, API key); safe to share between threads."""
+    """Prefixes seen, per (vendor, model, API key); safe to share between threads.
+
+    Every prefix of every prompt seen is remembered as a chained hash, so finding
+    the longest one a new prompt shares costs one pass over that prompt, however
+    many prompts came before it.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._seen: dict[tuple[str, str, str], OrderedDict[int, list[tuple[str, str]]]] = {}
+        self._seen: dict[tuple[str, str, str], set[int]] = {}
 
     def observe(self, key: tuple[str, str, str], messages: list[dict[str, Any]]) -> int:
         """Remember this prompt; return how many of its tokens an earlier prompt
         under ``key`` already had as a prefix."""
-        units = prompt_units(messages)
+        chain: list[int] = []
+        tokens: list[int] = []
+        digest, count = 0, 0
+        for unit in prompt_units(messages):
+            digest = hash((digest, unit))
+            count += unit[0] == "t"
+            chain.append(digest)
+            tokens.append(count)
         with self._lock:
-            seen = self._seen.setdefault(key, OrderedDict())
-            cached = max((_shared_tokens(units, old) for old in seen.values()), default=0)
-            fingerprint = hash(tuple(units))
-            seen.pop(fingerprint, None)
-            seen[fingerprint] = units
-            while len(seen) > _PROMPTS_KEPT:
-                seen.popitem(last=False)
+            seen = self._seen.setdefault(key, set())
+            cached = 0
+            for digest, count in zip(chain, tokens, strict=True):
+                if digest not in seen:
+                    break
+                cached = count
+            if len(seen) + len(chain) > _PREFIXES_KEPT:
+                seen.clear()  # a crude eviction: the vendors' caches expire too
+            seen.update(chain)
         return cached
 
     def clear(self) -> None:

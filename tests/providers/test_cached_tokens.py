@@ -95,3 +95,17 @@ def test_usage_adds_and_reports_cache_hits() -> None:
                   "cached_prompt_tokens": 15, "total_tokens": 30},
         "cache_hit": True,
     }  # fmt: skip
+
+
+def test_the_emulated_cache_reports_the_longest_shared_prefix_in_tokens() -> None:
+    from exai.emulators.prompt_cache import PromptCache
+
+    cache, key = PromptCache(), ("kimi", "m", "k")
+    one = [{"role": "system", "content": "a b c"}, {"role": "user", "content": "d e"}]
+    assert cache.observe(key, one) == 0
+    assert cache.observe(key, one) == 5  # the same prompt again: all of it
+    longer = [*one[:1], {"role": "user", "content": "d e f"}]
+    assert cache.observe(key, longer) == 4  # "e" became "e " and so differs
+    other_role = [{"role": "user", "content": "a b c"}]
+    assert cache.observe(key, other_role) == 0  # a different message, from its start
+    assert cache.observe(("kimi", "m", "other key"), one) == 0
