@@ -53,7 +53,7 @@ async def run(
         FixtureProcess("supabase") as fixtures,
     ):
         common = {"KIMI_API_KEY": "sk-bench", "KIMI_BASE_URL": provider.urls["kimi"],
-                  "EXAI_DEFAULT_MODEL": "kimi-k2-0905-preview"}  # fmt: skip
+                  "EXAI_DEFAULT_MODEL": "kimi-k2.6"}  # fmt: skip
         audited = {**common, "EXAI_AUDIT_ENABLED": "true", "EXAI_AUDIT_SINK": "supabase",
                    "SUPABASE_URL": fixtures.urls["supabase"],
                    "SUPABASE_SERVICE_ROLE_KEY": _KEY}  # fmt: skip

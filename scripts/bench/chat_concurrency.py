@@ -35,7 +35,7 @@ from scripts.bench.common import daemon_process, free_port, wait_for_http
 
 __all__ = ["main"]
 
-MODELS = {"kimi": "kimi-k2-0905-preview", "glm": "glm-4.6"}
+MODELS = {"kimi": "kimi-k2.6", "glm": "glm-4.6"}
 
 
 # One chat call with the given prompt, however it travels; its error, or None.

@@ -34,7 +34,7 @@ from scripts.bench.common import daemon_process, free_port, summarize, wait_for_
 
 __all__ = ["main", "report", "run"]
 
-MODEL = "kimi-k2-0905-preview"
+MODEL = "kimi-k2.6"
 MESSAGES = [{"role": "user", "content": "How long is a piece of string? " * 4}]
 
 

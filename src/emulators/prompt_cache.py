@@ -1,79 +1,84 @@
-"""The emulated vendors' prompt caches: how many prompt tokens each bills as cached.
+"""The emulated vendors' prompt cache: what share of a prompt they have seen before.
 
-Part of the provider emulator (a test fixture). Moonshot and Z.ai both cache
-prompt prefixes on their own, with no request parameter: the tokens a request
-shares, from its first one, with a request the same model saw before are
-billed at the cached price and reported in the usage, Moonshot as
-``usage.cached_tokens`` and ``usage.prompt_tokens_details.cached_tokens``,
-Z.ai as ``usage.prompt_tokens_details.cached_tokens``.
-
-Here a request's cached tokens are those of the longest prefix it shares with
-one of the model's earlier requests: the messages that serialize identically,
-then, in the first message that differs, the leading tokens of its text when
-everything else about it (role, tool calls...) is the same. Tokens are the
-emulator's own (the words :func:`exai.emulators.replies.prompt_tokens` counts),
-so cached tokens never exceed prompt tokens. ``block_tokens`` rounds the count
-down to whole blocks, as a vendor matching in fixed-size chunks would.
+Part of the provider emulator (a test fixture). Moonshot and Z.ai cache prompt
+prefixes automatically and bill the part of a new prompt that matches a prefix
+they have seen (for the same model and account) at a lower price, reporting it as
+``usage.prompt_tokens_details.cached_tokens``. The emulator does the same in its
+own token units (:func:`exai.emulators.replies.prompt_tokens`): it keeps the
+prompts it has seen per (vendor, model, API key) and reports the longest prefix a
+new prompt shares with any of them. A prompt that differs in one byte early on
+therefore gets little or nothing from the cache, as with the real vendors.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
-from collections import deque
-from collections.abc import Sequence
 from typing import Any
 
 from exai.emulators.replies import message_text
 from exai.emulators.vendor_wire import split_tokens
 
-__all__ = ["PromptCache"]
+__all__ = ["PromptCache", "prompt_units"]
 
-# (the whole message, the message without its text, its tokens)
-_Entry = tuple[str, str, list[str]]
-
-
-def _entry(message: dict[str, Any]) -> _Entry:
-    whole = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-    shape = {k: v for k, v in message.items() if k != "content"}
-    shape_json = json.dumps(shape, ensure_ascii=False, separators=(",", ":"))
-    return whole, shape_json, split_tokens(message_text(message))
+# Each (vendor, model, key) remembers at most this many prefixes (units).
+_PREFIXES_KEPT = 2_000_000
+_CONTENT_KEYS = frozenset({"content"})
 
 
-def _shared(prompt: Sequence[_Entry], seen: Sequence[_Entry]) -> int:
-    tokens = 0
-    for mine, theirs in zip(prompt, seen, strict=False):
-        if mine[0] == theirs[0]:
-            tokens += len(mine[2])
-            continue
-        if mine[1] == theirs[1]:
-            for a, b in zip(mine[2], theirs[2], strict=False):
-                if a != b:
-                    break
-                tokens += 1
-        break
-    return tokens
+def prompt_units(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The prompt as comparable units: one marker per message (its role and every
+    field but the text, hashed) followed by its text tokens. Only text tokens
+    count as prompt tokens; a marker makes a change of role or of tool calls
+    end the shared prefix there."""
+    units: list[tuple[str, str]] = []
+    for message in messages:
+        rest = {k: v for k, v in message.items() if k not in _CONTENT_KEYS}
+        if not isinstance(message.get("content"), str | None):
+            rest["content"] = message.get("content")
+        digest = hashlib.sha256(
+            json.dumps(rest, sort_keys=True, ensure_ascii=False, default=str).encode()
+        ).hexdigest()
+        units.append(("m", digest))
+        units.extend(("t", token) for token in split_tokens(message_text(message)))
+    return units
 
 
 class PromptCache:
-    """The prompts each (vendor, model) has seen, newest ``capacity`` kept."""
+    """Prefixes seen, per (vendor, model, API key); safe to share between threads.
 
-    def __init__(self, capacity: int = 256) -> None:
-        self._capacity = capacity
+    Every prefix of every prompt seen is remembered as a chained hash, so finding
+    the longest one a new prompt shares costs one pass over that prompt, however
+    many prompts came before it.
+    """
+
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._seen: dict[tuple[str, str], deque[list[_Entry]]] = {}
+        self._seen: dict[tuple[str, str, str], set[int]] = {}
 
-    def lookup(
-        self, vendor: str, model: str, messages: Sequence[dict[str, Any]], block_tokens: int = 1
-    ) -> int:
-        """The cached tokens of this prompt; the prompt is remembered for later ones."""
-        prompt = [_entry(m) for m in messages if isinstance(m, dict)]
+    def observe(self, key: tuple[str, str, str], messages: list[dict[str, Any]]) -> int:
+        """Remember this prompt; return how many of its tokens an earlier prompt
+        under ``key`` already had as a prefix."""
+        chain: list[int] = []
+        tokens: list[int] = []
+        digest, count = 0, 0
+        for unit in prompt_units(messages):
+            digest = hash((digest, unit))
+            count += unit[0] == "t"
+            chain.append(digest)
+            tokens.append(count)
         with self._lock:
-            seen = self._seen.setdefault((vendor, model), deque(maxlen=self._capacity))
-            best = max((_shared(prompt, earlier) for earlier in seen), default=0)
-            seen.append(prompt)
-        block = max(1, block_tokens)
-        return best // block * block
+            seen = self._seen.setdefault(key, set())
+            cached = 0
+            for digest, count in zip(chain, tokens, strict=True):
+                if digest not in seen:
+                    break
+                cached = count
+            if len(seen) + len(chain) > _PREFIXES_KEPT:
+                seen.clear()  # a crude eviction: the vendors' caches expire too
+            seen.update(chain)
+        return cached
 
     def clear(self) -> None:
         with self._lock:

@@ -24,6 +24,9 @@ Moonshot's files API is emulated too (:mod:`exai.emulators.files`): uploads
 for ``file-extract``, counted in :attr:`EmulatorServer.uploads`, and the text
 "extracted" from them by a fixed rule.
 
+What the vendors refuse (retired ids, locked temperatures, a thinking request
+without its reasoning) is in :mod:`exai.emulators.vendor_rules`.
+
 Every request is recorded (``GET /_emulator/requests``, :attr:`EmulatorServer.requests`)
 with its body, headers, the images it carried (``images``) and the times it
 arrived and was answered, so tests can assert what was sent and whether
@@ -55,6 +58,7 @@ from exai.emulators.files import EmulatedFiles, file_routes, image_parts
 from exai.emulators.prompt_cache import PromptCache
 from exai.emulators.replies import compose_reply, message_text, prompt_tokens
 from exai.emulators.serving import ServedApp, serve_in_thread
+from exai.emulators.vendor_rules import refusal
 from exai.emulators.vendor_wire import (
     ERROR_KINDS,
     Vendor,
@@ -106,11 +110,10 @@ class EmulatorConfig:
     chunk_delay_ms: float = 0.0
     max_prompt_tokens: int | None = None  # longer prompts get the context-length error
     api_key: str | None = None  # when set, any other key gets the vendor's 401
-    prompt_cache: bool = True  # report prompt prefixes seen before as cached tokens
-    prompt_cache_block_tokens: int = 1  # cached tokens are counted in whole blocks
+    prompt_cache: bool = True  # report prefixes seen before as cached prompt tokens
     models: list[str] = field(
-        default_factory=lambda: ["kimi-k2-0905-preview", "kimi-k2-turbo-preview",
-                                 "kimi-k2-thinking", "moonshot-v1-8k"]
+        default_factory=lambda: ["kimi-k2.6", "kimi-k2.5", "kimi-k2-thinking",
+                                 "moonshot-v1-8k"]
     )  # fmt: skip
 
     def update(self, raw: dict[str, Any]) -> None:
@@ -205,16 +208,20 @@ def build_app(state: EmulatorState) -> Starlette:
         entry["answered_at"] = time.time()
 
         token = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-        kind = None
+        kind, detail = None, ""
+        refused = refusal(vendor, body)
         if config.api_key is not None and token != config.api_key:
             kind = "auth"
         elif plan.status >= 400:
             kind = plan.error or default_error_kind(plan.status)
+        elif refused is not None:
+            kind, detail = refused
         elif config.max_prompt_tokens is not None:
             if prompt_tokens(body.get("messages") or []) > config.max_prompt_tokens:
                 kind = "context_length"
         if kind is not None:
-            status, payload = error_body(vendor, kind, limit=config.max_prompt_tokens or 8192)
+            status, payload = error_body(vendor, kind, limit=config.max_prompt_tokens or 8192,
+                                         detail=detail)  # fmt: skip
             if plan.status >= 400:
                 status = plan.status
             headers = {}
@@ -230,9 +237,8 @@ def build_app(state: EmulatorState) -> Starlette:
         )  # fmt: skip
         model = str(body.get("model", ""))
         if config.prompt_cache:
-            reply.cached_tokens = state.prompt_cache.lookup(
-                vendor, model, body.get("messages") or [], config.prompt_cache_block_tokens
-            )
+            key = (vendor, model, token)
+            reply.cached_tokens = state.prompt_cache.observe(key, body.get("messages") or [])
         if not body.get("stream"):
             return JSONResponse(completion_body(vendor, entry["seq"], model, reply))
         chunks = stream_chunks(vendor, entry["seq"], model, reply)

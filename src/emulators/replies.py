@@ -8,7 +8,8 @@ history can read off what the model saw. The rest mimics vendor behaviour:
 - Kimi's ``$web_search``: while the request offers the built-in tool and no
   tool result follows the last user message, the reply is a tool call.
 - GLM's ``web_search`` tool: the reply carries search results.
-- Reasoning for Kimi thinking models and for GLM with thinking enabled.
+- Reasoning whenever the model thinks (:func:`exai.emulators.vendor_rules.thinks`),
+  also before a ``$web_search`` call.
 - ``max_tokens`` cuts the reply (one token per word) with ``finish_reason=length``;
   a continuation, either Moonshot's trailing ``partial`` assistant message or an
   assistant message followed by a user message asking to continue, gets the
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from exai.emulators.vendor_rules import thinks
 from exai.emulators.vendor_wire import Reply, Vendor, split_tokens
 
 __all__ = ["compose_reply", "message_text", "prompt_tokens"]
@@ -74,13 +76,6 @@ def _offers_glm_search(tools: list[dict[str, Any]]) -> bool:
     )
 
 
-def _thinks(vendor: Vendor, body: dict[str, Any]) -> bool:
-    if vendor == "kimi":
-        return "thinking" in str(body.get("model", ""))
-    thinking = body.get("thinking") or {}
-    return isinstance(thinking, dict) and thinking.get("type") == "enabled"
-
-
 def compose_reply(
     vendor: Vendor,
     body: dict[str, Any],
@@ -106,7 +101,9 @@ def compose_reply(
             "type": "builtin_function",
             "function": {"name": "$web_search", "arguments": json.dumps(arguments)},
         }
-        return Reply(tool_calls=[call], finish_reason="tool_calls", prompt_tokens=tokens_in)
+        planned = f"emulated reasoning: search the web for {last_user}"
+        return Reply(tool_calls=[call], finish_reason="tool_calls", prompt_tokens=tokens_in,
+                     reasoning=(reasoning or planned) if thinks(vendor, body) else "")  # fmt: skip
 
     conversation, given = _split_continuation(messages)
     turn = sum(1 for m in conversation if m.get("role") == "user")
@@ -124,8 +121,8 @@ def compose_reply(
         pieces, finish = pieces[:limit], "length"
 
     if reasoning is None:
-        thinks = _thinks(vendor, body) and not given
-        reasoning = f"emulated reasoning about: {asked}" if thinks else ""
+        thinking = thinks(vendor, body) and not given
+        reasoning = f"emulated reasoning about: {asked}" if thinking else ""
     search = []
     if vendor == "glm" and _offers_glm_search(tools):
         search = [{

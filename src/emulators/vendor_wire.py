@@ -44,6 +44,17 @@ _ERRORS: dict[str, tuple[int, dict[str, Any], dict[str, Any]]] = {
         {"message": "Invalid request: invalid parameters", "type": "invalid_request_error"},
         {"code": "1214", "message": "Invalid messages parameter. Please check the documentation"},
     ),
+    "invalid_request": (
+        400,
+        {"message": "Invalid request: {detail}", "type": "invalid_request_error"},
+        {"code": "1214", "message": "{detail}"},
+    ),
+    "not_found": (
+        404,
+        {"message": "Not found the model {detail} or Permission denied",
+         "type": "resource_not_found_error"},
+        {"code": "1211", "message": "Unknown Model, please check the model code."},
+    ),
     "auth": (
         401,
         {"message": "Invalid Authentication", "type": "invalid_authentication_error"},
@@ -94,11 +105,13 @@ def default_error_kind(status: int) -> str:
                                                   else "bad_request")  # fmt: skip
 
 
-def error_body(vendor: Vendor, kind: str, *, limit: int = 8192) -> tuple[int, dict[str, Any]]:
+def error_body(
+    vendor: Vendor, kind: str, *, limit: int = 8192, detail: str = ""
+) -> tuple[int, dict[str, Any]]:
     """``(status, body)`` of the vendor's error of this kind."""
     status, moonshot, zai = _ERRORS[kind]
     inner = dict(moonshot if vendor == "kimi" else zai)
-    inner["message"] = inner["message"].format(limit=limit)
+    inner["message"] = inner["message"].format(limit=limit, detail=detail)
     return status, {"error": inner}
 
 
@@ -111,8 +124,8 @@ class Reply:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     finish_reason: str = "stop"
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, a prefix the vendor had seen before
     web_search: list[dict[str, Any]] = field(default_factory=list)
-    cached_tokens: int = 0  # of prompt_tokens, billed at the cached price
 
     @property
     def text(self) -> str:

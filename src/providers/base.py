@@ -32,7 +32,8 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
-    # Prompt tokens the vendor billed at its cached price; part of prompt_tokens.
+    # Prompt tokens the vendor served from its prompt cache and bills at the cached
+    # price; they are part of ``prompt_tokens``, not in addition to them.
     cached_prompt_tokens: int = 0
 
     @property
@@ -44,6 +45,14 @@ class Usage:
         self.completion_tokens += other.completion_tokens
         self.reasoning_tokens += other.reasoning_tokens
         self.cached_prompt_tokens += other.cached_prompt_tokens
+
+    @property
+    def cache_hit(self) -> bool:
+        return self.cached_prompt_tokens > 0
+
+    def metadata(self) -> dict[str, Any]:
+        """The result metadata keys for this usage: ``usage`` and ``cache_hit``."""
+        return {"usage": self.as_dict(), "cache_hit": self.cache_hit}
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -62,6 +71,9 @@ class ChatRequest:
     temperature: float | None = None
     max_output_tokens: int | None = None
     thinking: bool | None = None  # None: the model's default
+    # Whether the model reasons on this call, as the catalogue knows it (None: not
+    # known). Decides which stored reasoning is sent back with the history.
+    thinks: bool | None = None
     web_search: bool = False
     request_id: str | None = None  # for logs and audit correlation
     # A reply cut by the output limit is continued until it is whole; off when the

@@ -25,9 +25,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from exai.providers.base import ChatRequest
 from exai.providers.pricing import Price
 
-__all__ = ["Catalogue", "CatalogueError", "ModelInfo", "ProviderDefaults", "load_catalogue"]
+__all__ = [
+    "Catalogue",
+    "CatalogueError",
+    "ModelInfo",
+    "ProviderDefaults",
+    "RetiredModel",
+    "load_catalogue",
+]
 
 ThinkingMode = Literal["none", "always", "switchable"]
+
+# Who retires a provider's models, as users know the vendor.
+_VENDOR_NAMES = {"kimi": "Moonshot", "glm": "Z.ai"}
 
 
 class CatalogueError(ValueError):
@@ -49,6 +59,7 @@ class ModelInfo(BaseModel):
     images: bool = False
     temperature: tuple[float, float] = (0.0, 1.0)
     default_temperature: float | None = None
+    fixed_temperature: bool = False
     aliases: tuple[str, ...] = ()
     auto_rank: int | None = None
     price: Price | None = None  # None: unpriced, and its calls report no cost
@@ -67,6 +78,14 @@ class ModelInfo(BaseModel):
     @property
     def supports_thinking(self) -> bool:
         return self.thinking != "none"
+
+    def thinks(self, requested: bool | None) -> bool:
+        """Whether a call with this thinking switch (None: the model's default)
+        reasons. Every switchable model in the catalogue thinks unless told not to
+        (or, like GLM-4.6, may decide to), so its reasoning is treated as present."""
+        if self.thinking == "switchable":
+            return requested is not False
+        return self.thinking == "always"
 
     def describe(self) -> dict[str, Any]:
         """What ``listmodels`` shows about the model."""
@@ -89,6 +108,8 @@ class ModelInfo(BaseModel):
         temperature = request.temperature
         if temperature is None:
             temperature = self.default_temperature
+        if self.fixed_temperature:
+            temperature = None
         if temperature is not None:
             low, high = self.temperature
             temperature = min(max(temperature, low), high)
@@ -101,8 +122,24 @@ class ModelInfo(BaseModel):
             temperature=temperature,
             max_output_tokens=max_out,
             thinking=request.thinking if self.thinking == "switchable" else None,
+            thinks=self.thinks(request.thinking),
             web_search=request.web_search and self.web_search,
         )
+
+
+class RetiredModel(BaseModel):
+    """A model its vendor has withdrawn, kept so that asking for it says what to use."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    provider: str
+    successor: str
+    aliases: tuple[str, ...] = ()
+
+    def message(self, asked: str) -> str:
+        vendor = _VENDOR_NAMES.get(self.provider, self.provider)
+        return f"{asked} was retired by {vendor}; use {self.successor}"
 
 
 class ProviderDefaults(BaseModel):
@@ -132,21 +169,38 @@ class Catalogue:
         self,
         models: Iterable[ModelInfo],
         provider_defaults: Mapping[str, ProviderDefaults] | None = None,
+        retired: Iterable[RetiredModel] = (),
     ) -> None:
         self._models: dict[str, ModelInfo] = {}
+        self._retired: dict[str, RetiredModel] = {}
         self._index: dict[str, str] = {}
         self._defaults = dict(provider_defaults or {})
         for info in models:
             self.add(info)
+        for gone in retired:
+            self.add_retired(gone)
+
+    def _claim(self, name: str, aliases: Iterable[str]) -> None:
+        for key in (name, *aliases):
+            owner = self._index.get(key.lower())
+            if owner is not None and owner != name:
+                raise CatalogueError(f"name {key!r} of model {name!r} is already {owner!r}")
+        for key in (name, *aliases):
+            self._index[key.lower()] = name
 
     def add(self, info: ModelInfo) -> None:
-        for key in (info.name, *info.aliases):
-            owner = self._index.get(key.lower())
-            if owner is not None and owner != info.name:
-                raise CatalogueError(f"name {key!r} of model {info.name!r} is already {owner!r}")
+        self._claim(info.name, info.aliases)
         self._models[info.name] = info
-        for key in (info.name, *info.aliases):
-            self._index[key.lower()] = info.name
+
+    def add_retired(self, gone: RetiredModel) -> None:
+        """Record a retired model; its successor must be a current model here."""
+        if gone.successor not in self._models:
+            raise CatalogueError(
+                f"retired model {gone.name!r} names successor {gone.successor!r}, which is "
+                "not a current model of the catalogue"
+            )
+        self._claim(gone.name, gone.aliases)
+        self._retired[gone.name] = gone
 
     def add_discovered(self, provider: str, model_ids: Iterable[str]) -> list[str]:
         """Add models a provider reported at run time; returns the names added.
@@ -165,7 +219,12 @@ class Catalogue:
 
     def get(self, name: str) -> ModelInfo | None:
         key = self._index.get(name.strip().lower())
-        return self._models[key] if key is not None else None
+        return self._models.get(key) if key is not None else None
+
+    def retired(self, name: str) -> RetiredModel | None:
+        """The retired model ``name`` (or one of its aliases) stands for, if any."""
+        key = self._index.get(name.strip().lower())
+        return self._retired.get(key) if key is not None else None
 
     def names(self) -> list[str]:
         return list(self._models)
@@ -231,14 +290,31 @@ def _build(data: dict[str, Any]) -> Catalogue:
             defaults[name] = ProviderDefaults(**entry)
         except ValidationError as exc:
             raise CatalogueError(f"provider_defaults.{name}: {_explain(exc)}") from None
-    models = []
+    models: list[ModelInfo] = []
+    retired: list[RetiredModel] = []
     for name, entry in data["models"].items():
+        entry = dict(entry)
+        gone = entry.pop("retired", False)
         try:
+            if not isinstance(gone, bool):
+                raise TypeError(f"retired must be true or false, not {gone!r}")
+            if gone:
+                retired.append(RetiredModel(name=name, provider=entry.get("provider", ""),
+                                            successor=entry.get("successor", ""),
+                                            aliases=entry.get("aliases", ())))  # fmt: skip
+                continue
+            entry.pop("successor", None)  # an override file brought a retired model back
             models.append(ModelInfo(**{"model_id": name, **entry, "name": name}))
         except (ValidationError, TypeError) as exc:
             detail = _explain(exc) if isinstance(exc, ValidationError) else str(exc)
             raise CatalogueError(f"{data['_origin'][name]}: model {name!r}: {detail}") from None
-    return Catalogue(models, defaults)
+    catalogue = Catalogue(models, defaults)
+    for gone_model in retired:
+        try:
+            catalogue.add_retired(gone_model)
+        except CatalogueError as exc:
+            raise CatalogueError(f"{data['_origin'][gone_model.name]}: {exc}") from None
+    return catalogue
 
 
 def _explain(exc: ValidationError) -> str:

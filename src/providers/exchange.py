@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 from exai.errors import ExaiError, ProviderError
 from exai.providers.base import ChatRequest, ChatResponse, Delta, Provider, Usage
+from exai.providers.reasoning import ReplayRule, replay_messages
 from exai.providers.retry import RetryPolicy
 from exai.providers.wire import Round, StreamAssembler, round_from_completion
 
@@ -87,6 +88,11 @@ class ChatCompletionsProvider(Provider):
     def _tools(self, request: ChatRequest) -> list[dict[str, Any]]:
         return []
 
+    def _replay_rule(self, request: ChatRequest) -> ReplayRule:
+        """What the vendor accepts of the history's stored reasoning and tool rounds
+        (see :mod:`exai.providers.reasoning`); by default, none of the reasoning."""
+        return ReplayRule()
+
     def _tool_result(self, call: dict[str, Any]) -> dict[str, Any]:
         raise ProviderError(
             f"{self.label} asked to call tool {call['function']['name']!r}, which exai did "
@@ -120,7 +126,8 @@ class ChatCompletionsProvider(Provider):
     ) -> AsyncGenerator[Delta, None]:
         started = time.monotonic()
         tools = self._tools(request)
-        base = list(request.messages)  # the prompt plus any tool round trips so far
+        # The prompt as this vendor accepts it, plus any tool round trips so far.
+        base = replay_messages(request.messages, self._replay_rule(request))
         produced: list[dict[str, Any]] = []
         text: list[str] = []
         reasoning: list[str] = []

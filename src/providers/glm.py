@@ -14,6 +14,8 @@ cancelled stream stops at its next chunk.
 ``ZhipuAiClient`` serves the mainland endpoint (open.bigmodel.cn) and
 ``ZaiClient`` the international one (api.z.ai); they share one API. GLM runs web
 search on its side (the ``web_search`` tool) and returns the pages it read.
+Its thinking interleaves with tool calls, so a thinking model gets its reasoning
+back on its tool-call messages (see :mod:`exai.providers.reasoning`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from exai.providers.error_mapping import (
     stream_error,
 )
 from exai.providers.exchange import ChatCompletionsProvider, pool_shards
+from exai.providers.reasoning import ReplayRule
 from exai.providers.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -151,6 +154,10 @@ class GLMProvider(ChatCompletionsProvider):
 
     def _tools(self, request: ChatRequest) -> list[dict[str, Any]]:
         return [WEB_SEARCH_TOOL] if request.web_search else []
+
+    def _replay_rule(self, request: ChatRequest) -> ReplayRule:
+        thinks = request.thinks if request.thinks is not None else request.thinking is True
+        return ReplayRule(tool_reasoning=thinks)
 
     def _create(self, kwargs: dict[str, Any], stream: bool) -> Any:
         """Runs in a pool thread. The SDK rewrites message contents in place, so it

@@ -14,6 +14,8 @@ with Moonshot's differences:
   ``/files/{id}/content`` and sent as a system message, as Moonshot documents.
   The upload is deleted once its text is fetched: the text is what the chat
   request carries, and an account holds at most 1,000 files.
+- A thinking model wants its ``reasoning_content`` back on its own tool-call
+  messages and refuses a history without it (see :mod:`exai.providers.reasoning`).
 - Errors carry a ``type`` (``exceeded_current_quota_error`` is a 429 that no
   amount of waiting fixes, for example).
 """
@@ -26,6 +28,7 @@ from exai.logs import get_logger
 from exai.providers.base import ExtractedFile
 from exai.providers.error_mapping import ErrorKind, VendorFailure
 from exai.providers.openai_compat import OpenAICompatibleProvider
+from exai.providers.reasoning import ReplayRule
 from exai.providers.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -102,6 +105,11 @@ class KimiProvider(OpenAICompatibleProvider):
 
     def _tools(self, request: ChatRequest) -> list[dict[str, Any]]:
         return [WEB_SEARCH_TOOL] if request.web_search else []
+
+    def _replay_rule(self, request: ChatRequest) -> ReplayRule:
+        thinks = request.thinks if request.thinks is not None else request.thinking is True
+        return ReplayRule(tool_reasoning=thinks, requires_tool_reasoning=thinks,
+                          builtin_tools=True)  # fmt: skip
 
     def _tool_result(self, call: dict[str, Any]) -> dict[str, Any]:
         if call["function"]["name"] != "$web_search":

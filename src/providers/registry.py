@@ -170,6 +170,12 @@ class ProviderRegistry:
             return self._auto(needs)
         info = self._catalogue.get(name)
         if info is None:
+            gone = self._catalogue.retired(name)
+            if gone is not None:
+                raise ValidationError_(
+                    gone.message(name),
+                    details={"retired_model": gone.name, "successor": gone.successor},
+                )
             known = self._catalogue.names()
             raise ValidationError_(
                 f'unknown model {name!r}; known models: {", ".join(known)} (or "auto")',

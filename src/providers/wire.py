@@ -45,13 +45,23 @@ def field_of(obj: Any, name: str, default: Any = None) -> Any:
 
 
 def usage_from(obj: Any) -> Usage | None:
+    """A vendor's ``usage`` object as :class:`Usage`.
+
+    Cached prompt tokens are where each vendor puts them: Z.ai and Moonshot's K2
+    models in ``prompt_tokens_details.cached_tokens`` (the OpenAI shape), Moonshot's
+    explicit context cache (moonshot-v1) at the top, as ``cached_tokens``.
+    """
     if obj is None:
         return None
     details = field_of(obj, "completion_tokens_details")
+    prompt_details = field_of(obj, "prompt_tokens_details")
+    prompt = int(field_of(obj, "prompt_tokens", 0))
+    cached = field_of(prompt_details, "cached_tokens") or field_of(obj, "cached_tokens", 0)
     return Usage(
-        prompt_tokens=int(field_of(obj, "prompt_tokens", 0)),
+        prompt_tokens=prompt,
         completion_tokens=int(field_of(obj, "completion_tokens", 0)),
         reasoning_tokens=int(field_of(details, "reasoning_tokens", 0)),
+        cached_prompt_tokens=min(int(cached), prompt) if prompt else int(cached),
     )
 
 

@@ -102,8 +102,9 @@ class StoredMessage:
     """One provider message as stored, with what produced it.
 
     ``seq`` orders messages within the thread (1, 2, ...); ``turn`` numbers the
-    append that stored it. ``reasoning`` is kept apart from ``content`` and never
-    replayed. ``extra`` holds any other keys of the provider message (``name``,
+    append that stored it. ``reasoning`` is kept apart from ``content``; only a
+    tool-call message's reasoning is loaded with the history, for the vendors that
+    want it back. ``extra`` holds any other keys of the provider message (``name``,
     list-valued ``content``...) so that the message round-trips whole. The
     append's ``files`` are recorded on its first message and its ``usage`` on its
     last.

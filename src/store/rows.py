@@ -137,24 +137,35 @@ def decode_message(row: Sequence[Any]) -> StoredMessage:
 
 def context_columns(family: str) -> str:
     """The columns :func:`context_message` reads, with the cost under ``family``."""
-    return f"turn, {TOKEN_COLUMNS[family]}, role, content, fields"
+    return f"turn, {TOKEN_COLUMNS[family]}, role, content, fields, reasoning"
 
 
 def context_message(row: Sequence[Any]) -> dict[str, Any]:
-    """The provider message of a row of :func:`context_columns`."""
+    """The provider message of a row of :func:`context_columns`: with the reasoning
+    of a tool-call message, which vendors may want back (exai.providers.reasoning
+    decides per call what is sent)."""
     message = {"role": row[2], "content": row[3]}
     if row[4] is not None:
         message.update(json.loads(row[4]))
+    if row[5] and message.get("tool_calls"):
+        message["reasoning_content"] = row[5]
     return message
 
 
 def message_row(message: StoredMessage, turn_chars_before: int) -> tuple[int, tuple[Any, ...]]:
-    """The size in characters of ``message`` and its row for ``MESSAGE_INSERT_COLUMNS``."""
+    """The size in characters of ``message`` and its row for ``MESSAGE_INSERT_COLUMNS``.
+
+    The size and token costs count what history assembly may send: a tool-call
+    message's reasoning included.
+    """
     provider = message.provider_message()
     fields = {k: v for k, v in provider.items() if k not in ("role", "content")}
     if not isinstance(provider["content"], str | None):
         fields["content"] = provider["content"]
-    chars = message_chars(provider)
+    sent = provider
+    if message.reasoning and message.tool_calls:
+        sent = {**provider, "reasoning_content": message.reasoning}
+    chars = message_chars(sent)
     row = (
         message.thread_id, message.seq, message.turn, message.role, message.content,
         message.request_id, message.created_at, dumps(fields) if fields else None,
@@ -162,7 +173,7 @@ def message_row(message: StoredMessage, turn_chars_before: int) -> tuple[int, tu
         None if message.usage is None else dumps(message.usage),
         None if message.files is None else dumps(message.files),
         chars, turn_chars_before,
-        *(estimator_for(family).message(provider) for family in FAMILIES),
+        *(estimator_for(family).message(sent) for family in FAMILIES),
     )  # fmt: skip
     return chars, row
 

@@ -143,7 +143,8 @@ class TokenEstimator:
 
 
 def message_text(message: Mapping[str, Any]) -> str:
-    """Every piece of text in ``message`` that the model reads, joined.
+    """Every piece of text in ``message`` that the model reads, joined (the
+    reasoning a tool-call message carries back to the vendor included).
 
     Image parts are priced by :meth:`TokenEstimator.message`, not by their URL.
     """
@@ -158,7 +159,7 @@ def message_text(message: Mapping[str, Any]) -> str:
     tool_calls = message.get("tool_calls")
     if tool_calls:
         pieces.append(json.dumps(tool_calls, ensure_ascii=False, separators=(",", ":")))
-    for key in ("tool_call_id", "name"):
+    for key in ("reasoning_content", "tool_call_id", "name"):
         value = message.get(key)
         if isinstance(value, str):
             pieces.append(value)

@@ -59,8 +59,8 @@ class StatusTool(Tool):
 class ListModelsTool(Tool):
     name = "listmodels"
     description = (
-        "List the Kimi and GLM models exai can call, their aliases, and whether each "
-        "provider is configured."
+        "List the Kimi and GLM models exai can call, their aliases, prices per million "
+        "tokens, and whether each provider is configured."
     )
     Input = _NoInput
     profile = "lean"

@@ -87,7 +87,7 @@ class CompletionTool(Tool):
         metadata: dict[str, Any] = {
             "model": response.model,
             "provider": response.provider,
-            "usage": response.usage.as_dict(),
+            **response.usage.metadata(),
             "cost": None
             if (cost := response_cost(providers, response)) is None
             else cost.as_dict(),

@@ -149,7 +149,7 @@ class ConsensusTool(Tool):
         try:
             turn = await run_turn(quiet, _synthesis_request(arguments, opinions, model))
         except ExaiError as exc:
-            metadata.update(usage=usage.as_dict(), synthesis={"model": model, "error": _error(exc)})
+            metadata.update(usage.metadata(), synthesis={"model": model, "error": _error(exc)})
             metadata.update(spend.as_metadata())
             heading = f"failed: {exc.code.value}: {exc.message}"
             return ToolResult(_report(opinions, heading), metadata)
@@ -157,7 +157,7 @@ class ConsensusTool(Tool):
         usage.add(response.usage)
         spend.add(response_cost(context.services.providers, response))
         metadata.update(turn.metadata)
-        metadata["usage"] = usage.as_dict()
+        metadata.update(usage.metadata())
         # Every model call summed, per currency (see Spend.as_metadata).
         metadata.update(spend.as_metadata())
         metadata["synthesis"] = {"model": response.model, "provider": response.provider}

@@ -169,7 +169,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         "model": response.model,
         "provider": response.provider,
         "continuation_id": thread_id,
-        "usage": response.usage.as_dict(),
+        **response.usage.metadata(),
         "cost": _as_dict(response_cost(providers, response)),
     }
     if response.fallback_from:
@@ -337,7 +337,7 @@ def _replayed(providers: Any, thread: Thread, stored: list[StoredMessage]) -> Tu
         "model": last.model,
         "provider": last.provider,
         "continuation_id": thread.id,
-        "usage": usage.as_dict(),
+        **usage.metadata(),
         "cost": _as_dict(response_cost(providers, response)),
         "replayed": True,
     }

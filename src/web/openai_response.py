@@ -33,7 +33,8 @@ def result_text(result: CallToolResult) -> str:
 
 
 def usage_body(usage: dict[str, Any] | None) -> dict[str, Any]:
-    """exai's usage (``prompt_tokens``, ``completion_tokens``, ``reasoning_tokens``)."""
+    """exai's usage (``prompt_tokens``, ``completion_tokens``, ``reasoning_tokens``,
+    ``cached_prompt_tokens``) in the OpenAI shape."""
     usage = usage or {}
     prompt = int(usage.get("prompt_tokens", 0))
     completion = int(usage.get("completion_tokens", 0))
@@ -41,6 +42,7 @@ def usage_body(usage: dict[str, Any] | None) -> dict[str, Any]:
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": int(usage.get("cached_prompt_tokens", 0))},
         "completion_tokens_details": {"reasoning_tokens": int(usage.get("reasoning_tokens", 0))},
     }
 

@@ -18,9 +18,10 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-KIMI_MODELS = ("kimi-k2-0905-preview", "kimi-k2-turbo-preview", "kimi-k2-thinking", "kimi-latest",
-               "moonshot-v1-8k", "moonshot-v1-32k", "moonshot-v1-128k")  # fmt: skip
-GLM_MODELS = ("glm-4.6", "glm-4.5", "glm-4.5-air", "glm-4.5-flash", "glm-4.5v")
+KIMI_MODELS = ("kimi-k2.6", "kimi-k2.5", "kimi-k2-thinking", "moonshot-v1-8k", "moonshot-v1-32k",
+               "moonshot-v1-128k")  # fmt: skip
+GLM_MODELS = ("glm-5.1", "glm-5", "glm-5-turbo", "glm-4.7", "glm-4.7-flash", "glm-5v-turbo",
+              "glm-4.6", "glm-4.5", "glm-4.5-air", "glm-4.5-flash", "glm-4.5v")  # fmt: skip
 
 
 def test_builtin_catalogue_covers_current_models() -> None:
@@ -34,8 +35,8 @@ def test_builtin_catalogue_covers_current_models() -> None:
 
 def test_aliases_resolve_case_insensitively() -> None:
     catalogue = load_catalogue()
-    assert catalogue.get("K2").name == "kimi-k2-0905-preview"
-    assert catalogue.get(" glm ").name == "glm-4.6"
+    assert catalogue.get("K2").name == "kimi-k2.6"
+    assert catalogue.get(" glm ").name == "glm-5.1"
     assert catalogue.get("nope") is None
 
 
@@ -112,5 +113,82 @@ def test_fit_sends_only_what_the_model_accepts() -> None:
     assert kimi.thinking is None  # always on: there is no switch to send
     glm = catalogue.get("glm-4.5v").fit(request)
     assert glm.thinking is True and glm.web_search is False
-    default = catalogue.get("kimi-k2").fit(ChatRequest(model="k", messages=[]))
-    assert default.temperature == 0.6 and default.max_output_tokens is None
+    assert kimi.thinks is True and glm.thinks is True
+    default = catalogue.get("moonshot-v1-8k").fit(ChatRequest(model="k", messages=[]))
+    assert default.temperature == 0.3 and default.max_output_tokens is None
+    assert default.thinks is False
+
+
+def test_a_model_with_a_fixed_temperature_is_sent_none() -> None:
+    catalogue = load_catalogue()
+    asked = ChatRequest(model="k", messages=[], temperature=0.2, thinking=False)
+    fitted = catalogue.get("kimi-k2.6").fit(asked)
+    assert fitted.temperature is None  # Moonshot fixes it and refuses any other
+    assert fitted.thinking is False and fitted.thinks is False
+    assert catalogue.get("kimi").fit(ChatRequest(model="k", messages=[])).thinks is True
+
+
+def test_current_models_carry_the_vendors_prices() -> None:
+    catalogue = load_catalogue()
+    assert catalogue.get("kimi-k2.6").price == {"currency": "USD", "input": 0.95,
+                                                "cached_input": 0.16, "output": 4.0}  # fmt: skip
+    assert catalogue.get("glm-5.1").describe()["price"]["cached_input"] == 0.26
+    assert catalogue.get("moonshot-v1-8k").price is None  # no confirmed price: no cost
+
+
+def test_the_reported_windows_hold() -> None:
+    catalogue = load_catalogue()
+    assert catalogue.get("kimi-k2.6").context_window == 262_144
+    assert catalogue.get("kimi-k2.6").thinking == "switchable"
+    for name in ("glm-4.7", "glm-5", "glm-5.1", "glm-5-turbo"):
+        info = catalogue.get(name)
+        assert (info.context_window, info.max_output_tokens, info.thinking) == (
+            200_000,
+            128_000,
+            "switchable",
+        )
+
+
+def test_retired_models_are_not_models_but_name_a_successor() -> None:
+    catalogue = load_catalogue()
+    assert catalogue.get("kimi-k2-0905-preview") is None
+    gone = catalogue.retired("kimi-k2-turbo")  # an alias of a retired model
+    assert gone is not None and gone.name == "kimi-k2-turbo-preview"
+    assert gone.message("kimi-k2-turbo") == "kimi-k2-turbo was retired by Moonshot; use kimi-k2.6"
+    assert "kimi-k2-0905-preview" not in catalogue.names()
+    assert catalogue.add_discovered("kimi", ["kimi-latest"]) == []  # never brought back
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('[models."kimi-latest"]\nsuccessor = "kimi-k2-0905-preview"\n', "not a current model"),
+        (
+            '[models."old"]\nprovider = "glm"\nretired = true\nsuccessor = "nope"\n',
+            "not a current model",
+        ),
+        (
+            '[models."old"]\nprovider = "glm"\nretired = "yes"\nsuccessor = "glm-5"\n',
+            "true or false",
+        ),
+        (
+            '[models."old"]\nprovider = "glm"\nretired = true\nsuccessor = "glm-5"\n'
+            'aliases = ["glm"]\n',
+            "already",
+        ),
+    ],
+)
+def test_a_bad_retirement_is_refused_on_load(tmp_path: Path, text: str, words: str) -> None:
+    with pytest.raises(CatalogueError, match=words):
+        load_catalogue(write(tmp_path, text))
+
+
+def test_an_override_can_bring_a_retired_model_back(tmp_path: Path) -> None:
+    path = write(tmp_path, """
+[models."kimi-k2-0905-preview"]
+retired = false
+context_window = 262144
+max_output_tokens = 32768
+""")  # fmt: skip
+    info = load_catalogue(path).get("kimi-k2-0905-preview")
+    assert info is not None and info.provider == "kimi" and info.context_window == 262144

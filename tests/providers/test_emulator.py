@@ -19,7 +19,7 @@ def chat(emulator: EmulatorServer, vendor: str, body: dict[str, Any]) -> httpx.R
 
 
 def hello(text: str = "hello", **extra: Any) -> dict[str, Any]:
-    return {"model": "kimi-k2-0905-preview", "messages": [{"role": "user", "content": text}],
+    return {"model": "kimi-k2.6", "messages": [{"role": "user", "content": text}],
             **extra}  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from .helpers import overlapping, user
 
 
 def request(text: str = "hello", **kw: object) -> ChatRequest:
-    return ChatRequest(model="kimi-k2-0905-preview", messages=user(text), **kw)
+    return ChatRequest(model="moonshot-v1-128k", messages=user(text), **kw)
 
 
 async def collect(kimi: KimiProvider, req: ChatRequest) -> list[Delta]:
@@ -30,7 +30,7 @@ async def test_reply_shows_what_the_model_saw(kimi: KimiProvider, emulator: Emul
         {"role": "assistant", "content": "one"},
         {"role": "user", "content": "second"},
     ]
-    response = await kimi.complete(ChatRequest(model="kimi-k2-0905-preview", messages=messages))
+    response = await kimi.complete(ChatRequest(model="kimi-k2.6", messages=messages))
 
     assert response.text == "emulated reply #2 to: second (saw 4 messages)"
     assert response.provider == "kimi" and response.finish_reason == "stop"

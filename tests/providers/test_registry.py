@@ -62,13 +62,13 @@ async def test_describe_models_says_which_are_configured(make_registry: Any) -> 
     registry = make_registry(kimi_api_key="sk")
     models = {m["name"]: m for m in registry.describe_models()}
 
-    assert models["kimi-k2-0905-preview"]["configured"] is True
+    assert models["kimi-k2.6"]["configured"] is True
     assert models["glm-4.6"]["configured"] is False
     assert set(models["glm-4.6"]) >= {"name", "provider", "configured", "context_window",
                                        "max_output_tokens", "thinking", "web_search", "images",
                                        "aliases"}  # fmt: skip
     assert models["kimi-k2-thinking"]["thinking"] is True
-    assert "k2" in models["kimi-k2-0905-preview"]["aliases"]
+    assert "k2" in models["kimi-k2.6"]["aliases"]
 
 
 async def test_status_per_provider(make_registry: Any, emulator: EmulatorServer) -> None:
@@ -91,7 +91,7 @@ async def test_unknown_model_names_the_known_ones(make_registry: Any) -> None:
     registry = make_registry(**BOTH)
     with pytest.raises(ValidationError_, match="unknown model 'gpt-9'") as caught:
         registry.resolve("gpt-9")
-    assert "glm-4.6" in caught.value.message and "kimi-k2-0905-preview" in caught.value.message
+    assert "glm-4.6" in caught.value.message and "kimi-k2.6" in caught.value.message
 
 
 async def test_model_of_an_unconfigured_provider_says_what_to_set(make_registry: Any) -> None:
@@ -102,9 +102,28 @@ async def test_model_of_an_unconfigured_provider_says_what_to_set(make_registry:
 
 
 async def test_aliases_and_the_default_model(make_registry: Any) -> None:
-    registry = make_registry(**BOTH, default_model="k2-turbo")
-    assert registry.resolve("GLM").name == "glm-4.6"
-    assert registry.resolve(None).name == "kimi-k2-turbo-preview"
+    registry = make_registry(**BOTH, default_model="k2-thinking")
+    assert registry.resolve("GLM").name == "glm-5.1"
+    assert registry.resolve("kimi").name == "kimi-k2.6"
+    assert registry.resolve("glm-flash").name == "glm-4.7-flash"
+    assert registry.resolve(None).name == "kimi-k2-thinking"
+
+
+@pytest.mark.parametrize(
+    ("asked", "successor"),
+    [("kimi-k2-0711-preview", "kimi-k2.6"), ("K2-Turbo", "kimi-k2.6"),
+     ("kimi-latest", "kimi-k2.6"), ("kimi-k2-thinking-turbo", "kimi-k2-thinking")],
+)  # fmt: skip
+async def test_a_retired_model_is_refused_with_its_successor(
+    make_registry: Any, asked: str, successor: str
+) -> None:
+    registry = make_registry(**BOTH)
+    with pytest.raises(ValidationError_) as caught:
+        registry.resolve(asked)
+    assert caught.value.message == f"{asked} was retired by Moonshot; use {successor}"
+    assert caught.value.details == {"retired_model": caught.value.details["retired_model"],
+                                    "successor": successor}  # fmt: skip
+    assert registry.resolve(successor).name == successor
 
 
 async def test_explicit_model_without_a_needed_capability(make_registry: Any) -> None:
@@ -116,13 +135,14 @@ async def test_explicit_model_without_a_needed_capability(make_registry: Any) ->
 @pytest.mark.parametrize(
     ("keys", "needs", "expected"),
     [
-        (BOTH, ModelNeeds(), "glm-4.6"),
-        ({"kimi_api_key": "sk"}, ModelNeeds(), "kimi-k2-turbo-preview"),
-        ({"kimi_api_key": "sk"}, ModelNeeds(thinking=True), "kimi-k2-thinking-turbo"),
-        (BOTH, ModelNeeds(min_context_tokens=250_000), "kimi-k2-turbo-preview"),
-        (BOTH, ModelNeeds(images=True), "kimi-latest"),
-        ({"glm_api_key": "g"}, ModelNeeds(images=True), "glm-4.5v"),
-        ({"glm_api_key": "g"}, ModelNeeds(web_search=True, thinking=True), "glm-4.6"),
+        (BOTH, ModelNeeds(), "kimi-k2.6"),
+        ({"glm_api_key": "g"}, ModelNeeds(), "glm-5.1"),
+        ({"kimi_api_key": "sk"}, ModelNeeds(thinking=True), "kimi-k2.6"),
+        (BOTH, ModelNeeds(min_context_tokens=250_000), "kimi-k2.6"),
+        ({"glm_api_key": "g"}, ModelNeeds(min_context_tokens=199_000), "glm-5.1"),
+        (BOTH, ModelNeeds(images=True), "kimi-k2.6"),
+        ({"glm_api_key": "g"}, ModelNeeds(images=True), "glm-5v-turbo"),
+        ({"glm_api_key": "g"}, ModelNeeds(web_search=True, thinking=True), "glm-5.1"),
     ],
 )
 async def test_auto_is_deterministic(
@@ -148,7 +168,7 @@ async def test_routing_rules_in_order(make_registry: Any, emulator: EmulatorServ
     rules = [
         {"when": {"sensitive": True}, "model": "llama3.1:8b"},
         {"when": {"tool": ["codereview", "precommit"]}, "model": "kimi-k2-thinking"},
-        {"when": {"min_context_tokens": 150_000}, "model": "kimi-k2-0905-preview"},
+        {"when": {"min_context_tokens": 150_000}, "model": "kimi-k2.6"},
     ]
     registry = make_registry(
         **BOTH,
@@ -162,10 +182,8 @@ async def test_routing_rules_in_order(make_registry: Any, emulator: EmulatorServ
         "llama3.1:8b"
     )
     assert registry.resolve("auto", ModelNeeds(tool="codereview")).name == "kimi-k2-thinking"
-    assert registry.resolve("auto", ModelNeeds(min_context_tokens=200_000)).name == (
-        "kimi-k2-0905-preview"
-    )
-    assert registry.resolve("auto", ModelNeeds(tool="chat")).name == "glm-4.6"
+    assert registry.resolve("auto", ModelNeeds(min_context_tokens=200_000)).name == ("kimi-k2.6")
+    assert registry.resolve("auto", ModelNeeds(tool="chat")).name == "kimi-k2.6"
 
     local = registry.resolve("auto", ModelNeeds(sensitive=True))
     response = await registry.complete(ask("private"), local)
@@ -208,11 +226,11 @@ async def test_complete_emits_one_provider_request(make_registry: Any, events: E
     registry = make_registry(**BOTH)
     response = await registry.complete(ask("audit me", request_id="r1"), registry.resolve("k2"))
 
-    assert response.model == "kimi-k2-0905-preview" and response.fallback_from is None
+    assert response.model == "kimi-k2.6" and response.fallback_from is None
     assert len(events) == 1
     kind, fields = events[0]
     assert kind == "provider_request"
-    assert fields["provider"] == "kimi" and fields["model"] == "kimi-k2-0905-preview"
+    assert fields["provider"] == "kimi" and fields["model"] == "kimi-k2.6"
     assert fields["status"] == "ok" and fields["error_code"] is None and fields["retries"] == 0
     assert fields["completion_tokens"] == response.usage.completion_tokens
     assert fields["latency_ms"] >= 0
@@ -240,7 +258,7 @@ async def test_fallback_when_rate_limited(
     response = await registry.complete(ask("fall"), registry.resolve("kimi-k2"))
 
     assert response.provider == "glm" and response.model == "glm-4.6"
-    assert response.fallback_from == "kimi-k2-0905-preview"
+    assert response.fallback_from == "kimi-k2.6"
     assert [(f["provider"], f["status"], f["error_code"]) for _, f in events] == [
         ("kimi", "error", "RATE_LIMITED"),
         ("glm", "ok", None),
@@ -260,7 +278,7 @@ async def test_no_fallback_for_errors_the_caller_must_fix(
 async def test_fallback_skips_models_of_the_failed_provider(
     make_registry: Any, emulator: EmulatorServer
 ) -> None:
-    registry = make_registry(**BOTH, fallback_models=["kimi-k2-turbo-preview", "glm-4.5-air"])
+    registry = make_registry(**BOTH, fallback_models=["kimi-k2-thinking", "glm-4.5-air"])
     emulator.script({"status": 503}, vendor="kimi")
     response = await registry.complete(ask(), registry.resolve("kimi-k2"))
 
@@ -277,7 +295,7 @@ async def test_when_every_model_fails_the_first_error_is_raised(
     with pytest.raises(RateLimitedError) as caught:
         await registry.complete(ask(), registry.resolve("kimi-k2"))
     attempts = caught.value.details["attempts"]
-    assert [a["model"] for a in attempts] == ["kimi-k2-0905-preview", "glm-4.6"]
+    assert [a["model"] for a in attempts] == ["kimi-k2.6", "glm-4.6"]
     assert caught.value.retry_after_s == 90
 
 
@@ -290,7 +308,7 @@ async def test_stream_falls_back_before_the_first_delta(
 
     done = deltas[-1].response
     assert done is not None and done.provider == "glm"
-    assert done.fallback_from == "kimi-k2-0905-preview"
+    assert done.fallback_from == "kimi-k2.6"
     assert "".join(d.text for d in deltas if d.kind == "text") == done.text
 
 

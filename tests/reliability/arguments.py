@@ -17,7 +17,7 @@ from typing import Any
 
 __all__ = ["PATH_FIELD", "minimal_arguments", "path_fields"]
 
-MODEL = "kimi-k2-0905-preview"
+MODEL = "kimi-k2.6"
 # Inputs that name files or directories: files, relevant_files, files_checked, path, ...
 PATH_FIELD = re.compile(r"(^|_)(files?|paths?|dir|directory|folder)(_|$)")
 

@@ -42,7 +42,7 @@ from tests.reliability.harness import DaemonProcess, provider_env, scaled
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(900)]
 
 SECTION = "attack_files"
-MODEL = "kimi-k2-0905-preview"
+MODEL = "kimi-k2.6"
 CLIENTS = 4
 INFOS = {
     t.name: t

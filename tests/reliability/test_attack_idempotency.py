@@ -50,7 +50,7 @@ pytestmark = [pytest.mark.reliability, pytest.mark.timeout(600)]
 
 SECTION = "idempotency"
 TOKEN = "idem-token-5c2e9a"
-MODEL = "kimi-k2-0905-preview"
+MODEL = "kimi-k2.6"
 JWT_SECRET = "idem-jwt-secret-8d1f4b7a2c9e0f3a6b5d8c1e4f7a0b3d"
 MIB = 1024 * 1024
 

@@ -40,7 +40,7 @@ from tests.reliability.harness import (
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(600)]
 
 TOKEN = "crash-token-4b1d0e"
-MODEL = "kimi-k2-0905-preview"
+MODEL = "kimi-k2.6"
 CONVERSATIONS = 50
 UNLUCKY = 5  # more conversations, whose last answer is stored but never read by the client
 

@@ -27,7 +27,7 @@ from tests.reliability.harness import DaemonProcess, provider_env, scaled
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(300)]
 
 TOKEN = "provider-storm-token-31"
-MODEL = "kimi-k2-0905-preview"
+MODEL = "kimi-k2.6"
 FALLBACK = "glm-4.6"
 RETRIES = 3
 MIN_BACKOFF_S = 0.5  # RetryPolicy.initial_backoff_s: the first wait after a 503

@@ -64,7 +64,7 @@ GLM_KEY = "glm-reliability-secret-L2n5b8T4"
 LIMIT = 64 * 1024
 HELLO_LIMIT = 16 * 1024  # EXAI_HELLO_MAX_BYTES
 HELLO_TIMEOUT_S = 2.0
-MODEL = "kimi-k2-0905-preview"
+MODEL = "kimi-k2.6"
 
 INFOS = {
     t.name: t

@@ -30,7 +30,7 @@ from tests.reliability.harness import DaemonProcess, provider_env, scaled, wait_
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(600)]
 
 TOKEN = "storm-token-c0ffee"
-MODEL = "kimi-k2-0905-preview"
+MODEL = "kimi-k2.6"
 CALL_S = 10.0  # how long a vanished client's call keeps running in the daemon
 CAPACITY = 1000  # EXAI_MAX_INFLIGHT, with no queue: one leaked slot means OVER_CAPACITY
 # Memory bounds, in MiB. Freed memory stays with the allocator for reuse, so RSS

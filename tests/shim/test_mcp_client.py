@@ -196,7 +196,7 @@ async def test_a_chat_in_flight_across_a_restart_is_stored_once(
     )  # fmt: skip
     arguments = {
         "prompt": "slow question [emulate:latency_ms=1500]",
-        "model": "kimi-k2-0905-preview",
+        "model": "kimi-k2.6",
     }
     async with mcp_session(shim_env(daemon), tmp_path) as mcp:
         call = asyncio.create_task(mcp.call_tool("chat", arguments))
@@ -207,7 +207,7 @@ async def test_a_chat_in_flight_across_a_restart_is_stored_once(
         assert not res.is_error, res.content
         cid = res.structured_content["continuation_id"]
         again = await mcp.call_tool("chat", {"prompt": "and then?", "continuation_id": cid,
-                                             "model": "kimi-k2-0905-preview"})  # fmt: skip
+                                             "model": "kimi-k2.6"})  # fmt: skip
         assert not again.is_error and "(saw 4 messages)" in again.content[0].text
     store = await SqliteStore.open(Path(daemon.env["EXAI_DATA_DIR"]) / "conversations.sqlite3")
     try:

@@ -308,3 +308,24 @@ async def test_operator_sees_every_owner(store: ConversationStore) -> None:
     assert {t.id for t in await store.list_threads(ANY_OWNER)} == {a.id, b.id}
     assert {t.id for t in await store.list_threads()} == {a.id, b.id}
     assert (await store.get_thread(b.id, ANY_OWNER)).owner == "bob"
+
+
+async def test_context_carries_the_reasoning_of_tool_calls_only(store: ConversationStore) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    turn = [
+        {"role": "user", "content": "look it up"},
+        {"role": "assistant", "content": "", "tool_calls": [call], "reasoning_content": "need f"},
+        {"role": "tool", "tool_call_id": "c1", "content": "found"},
+        {"role": "assistant", "content": "it is found", "reasoning_content": "done"},
+    ]
+    thread, stored = await store.start_thread("alice", turn, request_id="r1")
+    assert [m.reasoning for m in stored] == [None, "need f", None, "done"]
+    context = await store.load_context(thread.id, "alice")
+
+    assert context.messages[1]["reasoning_content"] == "need f"
+    assert "reasoning_content" not in context.messages[3]  # kept, but not sent again
+    # Its cost counts the reasoning that may be sent with it.
+    without = await store.start_thread("alice", [turn[0], {**turn[1], "reasoning_content": None},
+                                                 turn[2], turn[3]], request_id="r2")  # fmt: skip
+    plain = await store.load_context(without[0].id, "alice")
+    assert context.tokens[1] > plain.tokens[1] and context.tokens[3] == plain.tokens[3]

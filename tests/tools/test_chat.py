@@ -29,7 +29,7 @@ async def test_turn_n_sees_turn_n_minus_1(chat_settings, emulator, client_factor
     async with running_daemon(chat_settings()) as daemon:
         client = await client_factory(daemon)
         first = await client.call("chat", {"prompt": "remember the word PELICAN",
-                                           "model": "kimi-k2-0905-preview"})  # fmt: skip
+                                           "model": "kimi-k2.6"})  # fmt: skip
         assert first.error is None, first.error
         cid = first.metadata.continuation_id
         assert uuid.UUID(cid) and first.metadata.provider == "kimi"

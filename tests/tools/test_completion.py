@@ -33,7 +33,7 @@ async def test_the_messages_reach_the_provider_as_given_and_nothing_is_stored(
         client = await client_factory(daemon)
         res = await client.call("completion", {"messages": CONVERSATION, "model": "k2"})
         assert res.error is None, res.error
-        assert res.metadata.model == "kimi-k2-0905-preview" and res.metadata.provider == "kimi"
+        assert res.metadata.model == "kimi-k2.6" and res.metadata.provider == "kimi"
         assert res.metadata.finish_reason == "stop"
         assert res.metadata.continuation_id is None
         assert await daemon.services.store.list_threads() == []

@@ -10,7 +10,7 @@ from exai.protocol import ErrorCode
 from exai.tools.consensus import SYNTHESIS_PROMPT
 from tests.conftest import emulated_providers, make_settings, running_daemon
 
-KIMI, TURBO, GLM = "kimi-k2-0905-preview", "kimi-k2-turbo-preview", "glm-4.6"
+KIMI, TURBO, GLM = "kimi-k2.6", "kimi-k2-thinking", "glm-5.1"
 THREE = [{"model": KIMI, "stance": "for"}, {"model": GLM, "stance": "against"},
          {"model": TURBO, "stance": "neutral"}]  # fmt: skip
 

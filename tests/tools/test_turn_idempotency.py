@@ -20,7 +20,7 @@ from exai.protocol import ErrorCode
 from exai.settings import Settings
 from tests.conftest import emulated_providers, make_settings, running_daemon
 
-MODEL = "kimi-k2-0905-preview"
+MODEL = "kimi-k2.6"
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -17,7 +17,7 @@ from exai.daemon import Daemon
 from tests.conftest import emulated_providers, make_settings, running_daemon
 
 TOKENS = {"alice": "tok-alice-0123456789", "bob": "tok-bob-0123456789"}
-KIMI = "kimi-k2-0905-preview"
+KIMI = "kimi-k2.6"
 ASK = [{"role": "user", "content": "x"}]
 
 

@@ -155,23 +155,25 @@ def test_a_tool_validation_error_names_the_openai_field(field, param):
 
 
 def _result(**metadata) -> CallToolResult:
-    meta = ResultMetadata(tool="chat", model="kimi-k2-0905-preview", provider="kimi",
+    meta = ResultMetadata(tool="chat", model="kimi-k2.6", provider="kimi",
                           continuation_id=CID, **metadata)  # fmt: skip
     return CallToolResult(request_id="r1", outputs=[TextOutput(text="answer")], metadata=meta)
 
 
 def test_a_completion_carries_the_answer_usage_and_exai_fields():
     call = _call({"messages": [USER], "metadata": {"exai_thread": "new"}, "top_p": 1})
-    usage = {"prompt_tokens": 3, "completion_tokens": 4, "reasoning_tokens": 2}
+    usage = {"prompt_tokens": 3, "completion_tokens": 4, "reasoning_tokens": 2,
+             "cached_prompt_tokens": 1}  # fmt: skip
     body = completion_body(call, _result(usage=usage, reasoning="hmm"), "answer",
                            completion_id="chatcmpl-1", created=7)  # fmt: skip
     message = {"role": "assistant", "content": "answer", "refusal": None,
                "reasoning_content": "hmm"}  # fmt: skip
     assert body["choices"][0]["message"] == message
     assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7,
+                             "prompt_tokens_details": {"cached_tokens": 1},
                              "completion_tokens_details": {"reasoning_tokens": 2}}  # fmt: skip
     assert body["exai"] == {"request_id": "r1", "tool": "chat", "continuation_id": CID,
-                            "thread_started": True, "model": "kimi-k2-0905-preview",
+                            "thread_started": True, "model": "kimi-k2.6",
                             "provider": "kimi", "ignored": ["top_p"], "cost": None}  # fmt: skip
 
 
@@ -182,7 +184,7 @@ def test_a_stream_with_usage_ends_with_a_usage_chunk_without_choices():
     end, usage = writer.last(_result(usage={"prompt_tokens": 1, "completion_tokens": 1}))
     assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert text["choices"][0]["delta"] == {"content": "ans"} and text["usage"] is None
-    assert first["model"] == "k2" and end["model"] == "kimi-k2-0905-preview"
+    assert first["model"] == "k2" and end["model"] == "kimi-k2.6"
     assert end["choices"][0]["finish_reason"] == "stop" and "exai" in end
     assert usage["choices"] == [] and usage["usage"]["total_tokens"] == 2
 

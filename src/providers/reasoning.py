@@ -1,0 +1,86 @@
+"""Which stored reasoning goes back to a vendor with the history, and which must not.
+
+A thinking model's reasoning (``reasoning_content``) is stored with the assistant
+message that produced it. Sending it back is a per-vendor rule:
+
+- Moonshot keeps ``reasoning_content`` in context for multi-step tool use, and a
+  thinking Kimi model rejects a request whose assistant tool-call message lacks it
+  ("thinking is enabled but reasoning_content is missing in assistant tool call
+  message"), so with a thinking Kimi model it goes back on every tool-call
+  message, and a tool-call round stored without it (made by a model that did not
+  think) is left out of the request rather than failing it.
+- Z.ai interleaves thinking with tool calls and asks that the reasoning "be
+  explicitly preserved and returned together with the tool results"; it does not
+  reject a request without it. Reasoning of earlier plain answers is kept only in
+  Z.ai's "preserved thinking" mode (``clear_thinking: false``), which exai does not
+  use, so it is not sent.
+- A model that does not think, or an endpoint whose rules are unknown, gets no
+  reasoning at all, and a vendor that does not define Moonshot's built-in tools
+  (``builtin_function``, e.g. ``$web_search``) does not get those rounds either:
+  they carry a search id, and the answer that used the search follows them.
+
+The rule is a pure function of the messages and the target, so assembling the
+same thread for the same model twice gives the same bytes (a stable prompt prefix).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ReplayRule", "replay_messages"]
+
+_REASONING_KEYS = ("reasoning_content", "reasoning")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayRule:
+    """What a vendor accepts of stored reasoning and tool rounds on one call."""
+
+    tool_reasoning: bool = False  # send reasoning back with assistant tool-call messages
+    requires_tool_reasoning: bool = False  # a tool-call message without it is rejected
+    builtin_tools: bool = False  # the vendor defines Moonshot's ``builtin_function`` tools
+
+
+def _reasoning(message: dict[str, Any]) -> str:
+    for key in _REASONING_KEYS:
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _is_builtin(call: Any) -> bool:
+    return isinstance(call, dict) and call.get("type") == "builtin_function"
+
+
+def replay_messages(messages: Sequence[dict[str, Any]], rule: ReplayRule) -> list[dict[str, Any]]:
+    """``messages`` as ``rule``'s vendor accepts them; the input is not modified."""
+    out: list[dict[str, Any]] = []
+    dropped_calls: set[str] = set()
+    for message in messages:
+        role = message.get("role")
+        if role == "tool" and message.get("tool_call_id") in dropped_calls:
+            continue
+        if role != "assistant":
+            out.append(message)
+            continue
+        calls = message.get("tool_calls") or []
+        reasoning = _reasoning(message)
+        leave_out = bool(calls) and (
+            (not rule.builtin_tools and all(_is_builtin(c) for c in calls))
+            or (rule.requires_tool_reasoning and not reasoning)
+        )
+        if leave_out:
+            dropped_calls.update(str(c.get("id")) for c in calls if isinstance(c, dict))
+            continue
+        keep = bool(calls) and rule.tool_reasoning and bool(reasoning)
+        if keep and message.get("reasoning_content") == reasoning and "reasoning" not in message:
+            out.append(message)
+            continue
+        cleaned = {k: v for k, v in message.items() if k not in _REASONING_KEYS}
+        if keep:
+            cleaned["reasoning_content"] = reasoning
+        out.append(cleaned if len(cleaned) != len(message) or keep else message)
+    return out
