@@ -8,7 +8,8 @@ stops start-up with a :class:`CatalogueError` naming the file, model and field.
 
 Prices are data too: a model's ``price`` sub-table (see
 :class:`~exai.providers.pricing.Price`) gives its rates per million tokens. A
-user file's ``price`` table changes only the rates it names, like any other field.
+user file's ``price`` table changes only the rates it names, like any other field,
+unless it names another currency: then it replaces the shipped price whole.
 """
 
 from __future__ import annotations
@@ -273,7 +274,11 @@ def _merge(base: dict[str, Any], user: dict[str, Any], origin: str) -> dict[str,
     for name, entry in user["models"].items():
         merged = {**models.get(name, {}), **entry}
         base_price, user_price = models.get(name, {}).get("price"), entry.get("price")
-        if isinstance(base_price, dict) and isinstance(user_price, dict):
+        # Rates in one currency mean nothing in another: a price in a new currency
+        # replaces the shipped one whole.
+        if (isinstance(base_price, dict) and isinstance(user_price, dict)
+                and user_price.get("currency", base_price.get("currency"))
+                == base_price.get("currency")):  # fmt: skip
             merged["price"] = {**base_price, **user_price}
         models[name] = merged
         origins[name] = origin

@@ -130,8 +130,13 @@ def test_a_model_with_a_fixed_temperature_is_sent_none() -> None:
 
 def test_current_models_carry_the_vendors_prices() -> None:
     catalogue = load_catalogue()
-    assert catalogue.get("kimi-k2.6").price == {"currency": "USD", "input": 0.95,
-                                                "cached_input": 0.16, "output": 4.0}  # fmt: skip
+    assert catalogue.get("kimi-k2.6").price.describe() == {
+        "currency": "USD",
+        "input": 0.95,
+        "cached_input": 0.16,
+        "output": 4.0,
+        "per": "1M tokens",
+    }
     assert catalogue.get("glm-5.1").describe()["price"]["cached_input"] == 0.26
     assert catalogue.get("moonshot-v1-8k").price is None  # no confirmed price: no cost
 

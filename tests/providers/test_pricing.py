@@ -20,7 +20,7 @@ from exai.providers.pricing import (
 )
 
 PRICED = """
-[models."kimi-k2-0905-preview".price]
+[models."kimi-k2.5".price]
 currency = "USD"
 input = 0.60
 cached_input = 0.15
@@ -94,7 +94,7 @@ def test_costs_in_different_currencies_never_add() -> None:
 
 def test_a_models_file_gives_prices_and_listmodels_shows_them(tmp_path: Path) -> None:
     catalogue = load_catalogue(write(tmp_path, PRICED))
-    kimi = catalogue.get("kimi-k2-0905-preview")
+    kimi = catalogue.get("kimi-k2.5")
     assert kimi.price == Price(currency="USD", input="0.60", cached_input="0.15", output="2.50")
     assert catalogue.get("glm-4.6").price.cached_input == Decimal(2)
     assert kimi.describe()["price"] == {"currency": "USD", "input": 0.6, "cached_input": 0.15,
@@ -104,12 +104,12 @@ def test_a_models_file_gives_prices_and_listmodels_shows_them(tmp_path: Path) ->
 def test_a_user_price_changes_only_the_rates_it_names(tmp_path: Path) -> None:
     base = write(tmp_path, PRICED)
     builtin = tmp_path / "more.toml"
-    builtin.write_text('[models."kimi-k2-0905-preview".price]\noutput = 3.0\n')
+    builtin.write_text('[models."kimi-k2.5".price]\noutput = 3.0\n')
     # Two files cannot be stacked, so the override is checked through the merge itself.
     from exai.providers.catalogue import _merge, _parse
 
     merged = _merge(_parse(base.read_text(), "base"), _parse(builtin.read_text(), "user"), "user")
-    assert merged["models"]["kimi-k2-0905-preview"]["price"] == {
+    assert merged["models"]["kimi-k2.5"]["price"] == {
         "currency": "USD", "input": 0.60, "cached_input": 0.15, "output": 3.0}  # fmt: skip
 
 

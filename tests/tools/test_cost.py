@@ -21,7 +21,7 @@ from exai.store.costs import CostRow
 from exai.store.sqlite import SqliteStore
 from tests.conftest import emulated_providers, make_settings, running_daemon
 
-KIMI, TURBO, GLM = "kimi-k2-0905-preview", "kimi-k2-turbo-preview", "glm-4.6"
+KIMI, TURBO, GLM = "kimi-k2.5", "kimi-k2.6", "glm-4.6"
 PRICES = {
     KIMI: Price(currency="USD", input="0.60", cached_input="0.15", output="2.50"),
     TURBO: Price(currency="USD", input="1.15", cached_input="0.15", output="8.00"),
@@ -63,7 +63,7 @@ async def test_costs_are_in_results_and_add_up_per_thread_principal_and_tool(
         cid = first.metadata.continuation_id
         second = await client.call("chat", {"prompt": "two", "model": KIMI,
                                             "continuation_id": cid})  # fmt: skip
-        unpriced = await client.call("chat", {"prompt": "three", "model": "glm-4.5"})
+        unpriced = await client.call("chat", {"prompt": "three", "model": "glm-4.5-air"})
         version = await client.call("version", {})
     for res in (first, second):
         assert res.error is None and res.metadata.cost == expected(KIMI, res.metadata.usage)
