@@ -23,8 +23,11 @@ run: $(STAMP)
 clients: $(STAMP)
 	$(BIN)/python -m tests.clients.install
 
+# Two pytest workers (pytest-xdist); TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP) clients
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python -m scripts.bench.run_all

@@ -14,7 +14,7 @@ from tests.clients.claude_code import ClaudeCode
 from tests.clients.codex import Codex
 from tests.clients.daemon import daemon_env
 from tests.clients.install import claude_binary, codex_binary
-from tests.clients.long_calls import LongCalls
+from tests.clients.long_calls import LongCalls, makes_the_calls
 from tests.clients.scripted import TRANSCRIPTS
 from tests.shim.helpers import DaemonProcess
 
@@ -26,12 +26,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     their test last.
 
     The transcripts of an earlier run are removed first, so build/real-clients
-    shows this run's.
+    shows this run's. Under xdist, every worker orders the items the same way
+    (it must), and only the first one makes the calls and clears the transcripts.
     """
-    shutil.rmtree(TRANSCRIPTS, ignore_errors=True)
+    owner = makes_the_calls()
+    if owner:
+        shutil.rmtree(TRANSCRIPTS, ignore_errors=True)
     long = [item for item in items if "test_long_calls.py" in item.nodeid]
-    if long and not LONG_CALLS.runs and not config.option.collectonly:
-        LONG_CALLS.start()
+    if long and not config.option.collectonly:
+        if owner and not LONG_CALLS.runs:
+            LONG_CALLS.start()
         # Collected last, so the rest of the suite runs while the calls wait.
         items[:] = [item for item in items if item not in long] + long
 

@@ -5,13 +5,22 @@ started in the background as soon as pytest knows the test will run, and the
 rest of the suite runs meanwhile; the test itself only collects the answers.
 It has a provider emulator, a daemon and clients of its own, since the
 suite's are set up and torn down by other tests while it waits.
+
+Under pytest-xdist every worker collects the suite, but only the first one
+(``gw0``) makes the calls; it writes what the clients saw to a file named for
+the test run, and the test, on whichever worker it lands, reads it from there.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import tempfile
+import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict
 from pathlib import Path
 
 from exai.emulators.provider import EmulatorServer
@@ -19,10 +28,10 @@ from tests.clients.claude_code import ClaudeCode, docs_env
 from tests.clients.codex import Codex
 from tests.clients.daemon import daemon_env
 from tests.clients.install import claude_binary, codex_binary
-from tests.clients.scripted import Call, Observation, Script
+from tests.clients.scripted import TRANSCRIPTS, Call, Observation, Script
 from tests.shim.helpers import DaemonProcess
 
-__all__ = ["LATENCY_MS", "PROMPT", "LongCalls"]
+__all__ = ["LATENCY_MS", "PROMPT", "LongCalls", "makes_the_calls"]
 
 LATENCY_MS = 91_000
 PROMPT = f"Take your time. [emulate:latency_ms={LATENCY_MS}]"
@@ -40,6 +49,7 @@ class LongCalls:
         self._workdir: Path | None = None
 
     def start(self) -> None:
+        _shared_results().unlink(missing_ok=True)
         workdir = self._workdir = Path(tempfile.mkdtemp(prefix="exai-long-calls-"))
         emulator = EmulatorServer().start()
         daemon = DaemonProcess(workdir, **daemon_env(emulator)).start()
@@ -56,8 +66,21 @@ class LongCalls:
         )  # fmt: skip
         self.runs["codex"] = pool.submit(codex.run, projects["codex"], _slow_chat(),
                                          timeout_s=300)  # fmt: skip
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            threading.Thread(target=self._share, name="long-calls-share", daemon=True).start()
+
+    def _share(self) -> None:
+        """Write what the clients saw for the worker that runs the test."""
+        try:
+            seen = {name: [asdict(o) for o in run.result()] for name, run in self.runs.items()}
+            shared: dict[str, object] = {"run": _run_id(), "seen": seen}
+        except Exception as exc:  # the test, elsewhere, must fail with it, not time out
+            shared = {"run": _run_id(), "error": repr(exc)}
+        _shared_results().write_text(json.dumps(shared))
 
     def results(self) -> dict[str, list[Observation]]:
+        if not makes_the_calls():
+            return _read_shared(timeout_s=400)
         return {name: run.result(timeout=400) for name, run in self.runs.items()}
 
     def stop(self) -> None:
@@ -67,3 +90,32 @@ class LongCalls:
             part.stop()
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
+
+
+def makes_the_calls() -> bool:
+    """Whether this process makes the long calls: the only one, or xdist's first worker."""
+    return os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0"
+
+
+def _run_id() -> str:
+    return os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
+
+
+def _shared_results() -> Path:
+    return TRANSCRIPTS.parent / "long-calls.json"
+
+
+def _read_shared(timeout_s: float) -> dict[str, list[Observation]]:
+    """What the worker that made the calls saw, once it has written it down."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            data = json.loads(_shared_results().read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            data = None
+        if data is not None and data["run"] == _run_id():
+            if "error" in data:
+                raise AssertionError(f"the long calls failed: {data['error']}")
+            return {name: [Observation(**o) for o in seen] for name, seen in data["seen"].items()}
+        time.sleep(1)
+    raise TimeoutError("the worker making the long calls wrote no results")

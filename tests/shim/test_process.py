@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -77,7 +78,7 @@ def test_shim_exits_when_its_parent_dies(shared_daemon, tmp_path: Path):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         shim = psutil.Process(int(pid_file.read_text()))
-        time.sleep(1.5)  # let it start serving
+        _answers_initialize(stdin_w, stdout_r)  # serving, so its watchdog runs
         assert shim.is_running()
         parent.send_signal(signal.SIGKILL)
         parent.wait()
@@ -90,6 +91,17 @@ def test_shim_exits_when_its_parent_dies(shared_daemon, tmp_path: Path):
         os.close(stdout_r)
         if parent.poll() is None:
             parent.kill()
+
+
+def _answers_initialize(stdin_w: int, stdout_r: int, timeout_s: float = 30.0) -> None:
+    """Send an MCP initialize on the raw pipe and wait for the shim's answer."""
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                          "clientInfo": {"name": "test", "version": "0"}}}  # fmt: skip
+    os.write(stdin_w, (json.dumps(request) + "\n").encode())
+    ready, _, _ = select.select([stdout_r], [], [], timeout_s)
+    assert ready, "the shim did not answer initialize"
+    assert b'"id":1' in os.read(stdout_r, 65536).replace(b" ", b"")
 
 
 def _alive(process: psutil.Process) -> bool:
