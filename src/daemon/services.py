@@ -30,11 +30,17 @@ async def build_services(settings: Settings) -> Services:
     store = await open_store(settings)
     providers = ProviderRegistry.from_settings(settings, emit=audit.emit)
     await providers.refresh_models()
-    return Services(settings=settings, audit=audit, providers=providers, store=store)
+    memory = None
+    if settings.memory_enabled:
+        from exai.memory import open_memory
+
+        memory = await open_memory(settings, audit.emit)
+    return Services(settings=settings, audit=audit, providers=providers, store=store,
+                    memory=memory)  # fmt: skip
 
 
 async def close_services(services: Services) -> None:
-    for name in ("providers", "store"):
+    for name in ("providers", "memory", "store"):
         resource = getattr(services, name, None)
         if resource is not None:
             try:

@@ -38,6 +38,7 @@ __all__ = [
     "FileReader",
     "assemble_messages",
     "fit_turns",
+    "thread_system_prompt",
 ]
 
 _NOTE = (
@@ -91,6 +92,20 @@ def _input_messages(
     if not messages:
         raise ValidationError_("the new input holds no message")
     return messages
+
+
+def thread_system_prompt(system_prompt: str | None, memory_block: str | None) -> str | None:
+    """A thread's system prompt: the tool's own, then the thread's frozen memory block.
+
+    The block (see :mod:`exai.memory.block`) is fixed when the thread starts and
+    replayed as stored; the tool's prompt comes first so that threads of one
+    tool share the longest possible prefix.
+    """
+    if not memory_block:
+        return system_prompt
+    if not system_prompt:
+        return memory_block
+    return f"{system_prompt}\n\n{memory_block}"
 
 
 def fit_turns(context: ThreadContext, budget_tokens: int) -> tuple[list[dict[str, Any]], int, int]:
@@ -187,6 +202,7 @@ async def assemble_messages(
     files: Sequence[str] = (),
     roots: Sequence[str] = (),
     read_files: FileReader | None = None,
+    memory_block: str | None = None,
 ) -> AssembledMessages:
     """The provider message array for a call, continuing ``thread_id`` when given.
 
@@ -196,8 +212,11 @@ async def assemble_messages(
     :class:`~exai.errors.ContextTooLongError` when the system prompt and the new
     input alone leave no room for the reply, and
     :class:`~exai.errors.ConversationNotFoundError` for a thread the owner cannot use.
+    ``memory_block`` is the thread's frozen memory block, placed by
+    :func:`thread_system_prompt`.
     """
     estimator = estimator_for(limits.family)
+    system_prompt = thread_system_prompt(system_prompt, memory_block)
     head = [{"role": "system", "content": system_prompt}] if system_prompt else []
     tail = _input_messages(new_input)
     note_cost = estimator.message(

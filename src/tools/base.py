@@ -52,6 +52,7 @@ class Services:
     limits: Any = None  # exai.daemon.limits.Limits (per-provider capacity)
     stats: Callable[[], dict[str, Any]] | None = None  # daemon snapshot for `status`
     registry: Any = None  # the ToolRegistry, for tools that describe the others
+    memory: Any = None  # exai.memory.MemoryService, when EXAI_MEMORY_ENABLED
 
 
 @dataclass(slots=True)

@@ -14,6 +14,13 @@ cache, is answered with the stored turn (``replayed: true``) before any provider
 is called, and a first turn retried finds the thread it started; the same key
 sent for a different call is ``REQUEST_ID_REUSED``.
 
+On a new thread's first turn the caller's memories relevant to the prompt
+become a block added to the system prompt (see :mod:`exai.memory.block`); the
+block is stored with the thread (its state, ``memory_block``) and replayed as
+stored on every later turn, never rebuilt, so the prompt prefix stays the same
+bytes for the thread's life. ``use_memory=False`` or ``EXAI_MEMORY_INJECT=false``
+leave it out.
+
 A thread may keep a system prompt of its own, given when it starts
 (``keep_system_prompt``, from the OpenAI-compatible endpoint's system message):
 tools that hold a conversation rather than play a role (``use_thread_prompt``)
@@ -47,6 +54,8 @@ ThinkingMode = Literal["auto", "on", "off"]
 _AUDIT_CONTENT_CHARS = 4000
 # The thread state entry holding a thread's own system prompt.
 _THREAD_PROMPT_KEY = "system_prompt"
+# The thread state entry holding a thread's frozen memory block and its memory ids.
+_MEMORY_BLOCK_KEY = "memory_block"
 
 
 @dataclass(slots=True)
@@ -64,6 +73,7 @@ class TurnRequest:
     title: str | None = None
     keep_system_prompt: str | None = None  # a new thread's own, for its whole life
     use_thread_prompt: bool = False  # a thread's own system prompt replaces system_prompt
+    use_memory: bool = True  # a new thread gets the caller's relevant memories
 
 
 @dataclass(slots=True)
@@ -107,6 +117,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
                 system_prompt = kept["text"]
     elif turn.keep_system_prompt is not None:
         system_prompt = turn.keep_system_prompt
+    memory = await _memory_block(context, turn, thread_id)
 
     needs = ModelNeeds(
         web_search=turn.use_websearch,
@@ -125,6 +136,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         owner=owner,
         files=list(turn.files),
         roots=roots,
+        memory_block=memory["text"] if memory else None,
     )
     request = ChatRequest(
         model=info.model_id,
@@ -138,13 +150,19 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
 
     text = response.text
     if turn.store_turn:
+        new_thread = thread_id is None
         thread_id, text = await _store(context, turn, thread_id, response)
+        if new_thread and memory:
+            await store.put_state(thread_id, _MEMORY_BLOCK_KEY, memory)
+            context.services.memory.injected(owner, thread_id, memory["ids"], memory["tokens"])
     metadata: dict[str, Any] = {
         "model": response.model,
         "provider": response.provider,
         "continuation_id": thread_id,
         "usage": response.usage.as_dict(),
     }
+    if memory:
+        metadata["memory_ids"] = memory["ids"]
     if response.fallback_from:
         metadata["fallback_from"] = response.fallback_from
     if response.reasoning:
@@ -156,6 +174,34 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
     if assembled.files_skipped:
         metadata["files_skipped"] = [{"path": p, "reason": r} for p, r in assembled.files_skipped]
     return TurnResult(text, response, info, thread_id, assembled, metadata)
+
+
+async def _memory_block(
+    context: ToolContext, turn: TurnRequest, thread_id: str | None
+) -> dict[str, Any] | None:
+    """The thread's memory block: the one it stored, or for a new thread a new one.
+
+    Only a thread that is stored gets one, since a block not kept could not be
+    replayed. Failing to build it never fails the call: the thread then has none.
+    """
+    store, service = context.services.store, context.services.memory
+    if thread_id is not None:
+        kept: dict[str, Any] | None = await store.get_state(thread_id, _MEMORY_BLOCK_KEY)
+        return kept
+    if not (service is not None and turn.store_turn and turn.use_memory
+            and context.settings.memory_inject):  # fmt: skip
+        return None
+    try:
+        block = await service.block_for(
+            context.principal.name, turn.prompt, estimator_for("generic").text,
+            projects=list(context.client_roots) or None,
+        )  # fmt: skip
+    except Exception as exc:
+        context.log.warning("memory_injection_failed", error=str(exc))
+        return None
+    if block is None:
+        return None
+    return {"text": block.text, "ids": block.ids, "tokens": block.tokens}
 
 
 async def ask_model(context: ToolContext, request: ChatRequest, info: ModelInfo) -> ChatResponse:
