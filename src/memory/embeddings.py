@@ -93,7 +93,7 @@ class EmbeddingChain:
         self.batch_size = max(1, batch_size)
         self.cooldown_s = cooldown_s
         self._clock = clock
-        self._cool_until: dict[str, float] = {}
+        self._cool_until: dict[int, float] = {}  # by position: two may share a name
 
     @property
     def enabled(self) -> bool:
@@ -120,8 +120,8 @@ class EmbeddingChain:
             raise EmbeddingUnavailable("no embedding provider is configured")
         problems: list[str] = []
         now = self._clock()
-        for provider in self.providers:
-            until = self._cool_until.get(provider.name, 0.0)
+        for slot, provider in enumerate(self.providers):
+            until = self._cool_until.get(slot, 0.0)
             if until > now:
                 problems.append(f"{provider.name}: cooling down for {until - now:.0f}s")
                 continue
@@ -131,16 +131,16 @@ class EmbeddingChain:
                     raise ValueError(f"returned {len(vectors)} vectors for {len(texts)} texts")
             except EmbeddingRateLimited as exc:
                 wait = max(self.cooldown_s, exc.retry_after_s or 0.0)
-                self._cool_until[provider.name] = self._clock() + wait
+                self._cool_until[slot] = self._clock() + wait
                 problems.append(f"{provider.name}: rate limited")
                 log.warning("embedding_rate_limited", provider=provider.name, cooldown_s=wait)
                 continue
             except Exception as exc:
-                self._cool_until[provider.name] = self._clock() + self.cooldown_s
+                self._cool_until[slot] = self._clock() + self.cooldown_s
                 problems.append(f"{provider.name}: {type(exc).__name__}: {exc}")
                 log.warning("embedding_failed", provider=provider.name, error=str(exc))
                 continue
-            self._cool_until.pop(provider.name, None)
+            self._cool_until.pop(slot, None)
             return Embedded(provider.model, [normalize_vector(v) for v in vectors])
         raise EmbeddingUnavailable("; ".join(problems))
 
@@ -152,9 +152,9 @@ class EmbeddingChain:
                 {
                     "name": p.name,
                     "model": p.model,
-                    "cooling_down_s": round(max(0.0, self._cool_until.get(p.name, 0.0) - now), 1),
+                    "cooling_down_s": round(max(0.0, self._cool_until.get(i, 0.0) - now), 1),
                 }
-                for p in self.providers
+                for i, p in enumerate(self.providers)
             ],
         }
 
