@@ -44,7 +44,7 @@ def test_type_weights_and_recency_reorder_equal_relevance() -> None:
     hits = [ScoredId("f", 1.0), ScoredId("r", 1.0), ScoredId("old", 1.0)]
     # Equal RRF input is impossible (ranks differ), so give rules the worse ranks.
     ranked = fuse(hits, [], memories, RankingWeights(), NOW, 10)
-    assert [r.memory.id for r in ranked][0] == "r"  # rank 2 x 1.5 beats rank 1 x 1.0
+    assert ranked[0].memory.id == "r"  # rank 2 x 1.5 beats rank 1 x 1.0
     assert recency_factor(NOW, NOW, 90, 0.5) == 1.0
     assert recency_factor(NOW - 90 * DAY, NOW, 90, 0.5) == pytest.approx(0.75)
     assert recency_factor(NOW - 10_000 * DAY, NOW, 90, 0.5) == pytest.approx(0.5)
