@@ -40,6 +40,7 @@ EventKind = Literal[
     "memory_recalled",
     "memory_injected",
     "memory_forgotten",
+    "memory_extraction_failed",
 ]
 KINDS: Final[frozenset[str]] = frozenset(EventKind.__args__)  # type: ignore[attr-defined]
 

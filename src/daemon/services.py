@@ -35,6 +35,12 @@ async def build_services(settings: Settings) -> Services:
         from exai.memory import open_memory
 
         memory = await open_memory(settings, audit.emit)
+        if settings.memory_extraction_enabled:
+            from exai.memory.extraction import ExtractionWorker
+
+            memory.worker = ExtractionWorker(memory, providers, settings.memory_extraction_model,
+                                             settings.memory_extraction_max_attempts)  # fmt: skip
+            memory.worker.start()
     return Services(settings=settings, audit=audit, providers=providers, store=store,
                     memory=memory)  # fmt: skip
 

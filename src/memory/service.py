@@ -12,6 +12,7 @@ a vector and recall falls back to keywords: memory degrades, it does not stop.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -82,6 +83,29 @@ class MemoryService:
         self.config = config
         self._emit = emit or (lambda kind, **fields: None)
         self._clock = clock
+        self.worker: Any = None  # the ExtractionWorker, when extraction is on
+        self._pending: set[asyncio.Task[Any]] = set()
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        self._emit(kind, **fields)
+
+    def queue_extraction(
+        self, owner: str, text: str, thread_id: str | None, project: str | None
+    ) -> None:
+        """Queue a user message for the extraction worker, without waiting for the write."""
+        if self.worker is None:
+            return
+
+        async def enqueue() -> None:
+            try:
+                await self.store.enqueue_extraction(owner, text, thread_id, project)
+                self.worker.wake()
+            except Exception as exc:
+                log.warning("memory_extraction_enqueue_failed", error=str(exc))
+
+        task = asyncio.create_task(enqueue())
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
 
     async def _vector(self, text: str) -> tuple[str | None, list[float] | None]:
         if not self.chain.enabled:
@@ -218,5 +242,9 @@ class MemoryService:
         return {**self.store.status(), **self.chain.status()}
 
     async def aclose(self) -> None:
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+        if self.worker is not None:
+            await self.worker.stop()
         await self.chain.aclose()
         await self.store.aclose()

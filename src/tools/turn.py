@@ -155,6 +155,9 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         if new_thread and memory:
             await store.put_state(thread_id, _MEMORY_BLOCK_KEY, memory)
             context.services.memory.injected(owner, thread_id, memory["ids"], memory["tokens"])
+        if context.services.memory is not None:
+            project = context.client_roots[0] if context.client_roots else None
+            context.services.memory.queue_extraction(owner, turn.prompt, thread_id, project)
     metadata: dict[str, Any] = {
         "model": response.model,
         "provider": response.provider,
