@@ -32,6 +32,7 @@ BENCHMARKS = [
     "shim",  # MCP through the shim against a direct WebSocket call
     "openai_endpoint",  # /v1/chat/completions through the daemon against the provider directly
     "toolsets",  # tools/list payload per profile
+    "memory_recall",  # memory recall by size and backend, injection cost, recall@5
 ]
 
 

@@ -20,6 +20,7 @@ column (a search compares vectors of one model only).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import struct
 import time
@@ -66,26 +67,27 @@ MIGRATIONS: list[tuple[int, str]] = [
             embedding_model TEXT,
             dimension INTEGER,
             embedding BLOB,
+            owner_key TEXT NOT NULL,
             UNIQUE (owner, content_hash)
         );
         CREATE INDEX memories_owner_updated ON memories(owner, updated_at);
         CREATE VIRTUAL TABLE memories_fts USING fts5(
-            content, tags, content='memories', content_rowid='rowid',
+            content, tags, owner_key, content='memories', content_rowid='rowid',
             tokenize='porter unicode61'
         );
         CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
-            INSERT INTO memories_fts(rowid, content, tags)
-            VALUES (new.rowid, new.content, new.tags);
+            INSERT INTO memories_fts(rowid, content, tags, owner_key)
+            VALUES (new.rowid, new.content, new.tags, new.owner_key);
         END;
         CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
-            INSERT INTO memories_fts(memories_fts, rowid, content, tags)
-            VALUES ('delete', old.rowid, old.content, old.tags);
+            INSERT INTO memories_fts(memories_fts, rowid, content, tags, owner_key)
+            VALUES ('delete', old.rowid, old.content, old.tags, old.owner_key);
         END;
         CREATE TRIGGER memories_au AFTER UPDATE OF content, tags ON memories BEGIN
-            INSERT INTO memories_fts(memories_fts, rowid, content, tags)
-            VALUES ('delete', old.rowid, old.content, old.tags);
-            INSERT INTO memories_fts(rowid, content, tags)
-            VALUES (new.rowid, new.content, new.tags);
+            INSERT INTO memories_fts(memories_fts, rowid, content, tags, owner_key)
+            VALUES ('delete', old.rowid, old.content, old.tags, old.owner_key);
+            INSERT INTO memories_fts(rowid, content, tags, owner_key)
+            VALUES (new.rowid, new.content, new.tags, new.owner_key);
         END;
         CREATE TABLE memory_extraction_queue (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -151,6 +153,11 @@ def _connect(path: Path, load_vec: bool) -> tuple[Any, str | None]:
     for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
         conn.execute(f"PRAGMA {pragma}")
     return conn, no_vec
+
+
+def _owner_key(owner: str) -> str:
+    """The token that stands for an owner in the full-text index."""
+    return "o" + hashlib.sha256(owner.encode()).hexdigest()[:24]
 
 
 def _pack(vector: Sequence[float]) -> bytes:
@@ -290,13 +297,13 @@ class SqliteMemoryStore(MemoryStore):
         blob = _pack(vector) if vector is not None else None
         cur = db.execute(
             "INSERT INTO memories (id, owner, project, type, content, tags, content_hash, source,"
-            " created_at, updated_at, embedding_model, dimension, embedding)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " created_at, updated_at, embedding_model, dimension, embedding, owner_key)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (owner, content_hash) DO NOTHING",
             (str(uuid.uuid4()), memory.owner, memory.project, memory.type, memory.content,
              json.dumps(memory.tags), memory.content_hash, memory.source, now, now,
              model if vector is not None else None,
-             len(vector) if vector is not None else None, blob),
+             len(vector) if vector is not None else None, blob, _owner_key(memory.owner)),
         )  # fmt: skip
         if cur.rowcount <= 0:
             return False
@@ -433,12 +440,18 @@ class SqliteMemoryStore(MemoryStore):
     ) -> list[ScoredId]:  # fmt: skip
         if not terms:
             return []
-        match = " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
+        words = " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
+        match = f'owner_key : "{_owner_key(owner)}" AND ({words})'
         where, args = _filters(types, projects, "m.")
+        # The full-text index finds the owner's matches first (the owner's token is
+        # in the MATCH); left to itself the planner walks the owner's rows and
+        # queries the index once per row. The owner column weighs nothing in BM25.
+        inner_limit = "" if where else f" LIMIT {int(limit)}"
         sql = (
-            "SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts"
-            " JOIN memories m ON m.rowid = memories_fts.rowid"
-            f" WHERE memories_fts MATCH ? AND m.owner = ?{where} ORDER BY rank LIMIT ?"
+            "WITH hits AS MATERIALIZED (SELECT rowid, bm25(memories_fts, 1.0, 0.5, 0.0) AS rank"
+            f" FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank{inner_limit})"
+            " SELECT m.id, hits.rank FROM hits JOIN memories m ON m.rowid = hits.rowid"
+            f" WHERE m.owner = ?{where} ORDER BY hits.rank LIMIT ?"
         )
         rows = await self._run(lambda db: db.execute(sql, (match, owner, *args, limit)).fetchall())
         return [ScoredId(r[0], -float(r[1])) for r in rows]
