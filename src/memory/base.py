@@ -38,9 +38,7 @@ __all__ = [
     "ScoredId",
 ]
 
-MemoryType = Literal[
-    "fact", "preference", "rule", "decision", "reminder", "relationship", "context"
-]
+MemoryType = Literal["fact", "preference", "rule", "decision", "reminder", "relationship"]
 MEMORY_TYPES: Final[tuple[str, ...]] = MemoryType.__args__  # type: ignore[attr-defined]
 
 

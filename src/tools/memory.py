@@ -30,42 +30,38 @@ def _service(context: ToolContext) -> MemoryService:
 
 
 class RememberInput(ToolInput):
-    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS,
-                         description="One statement to remember.")  # fmt: skip
-    type: MemoryType = Field(default="fact", description="What kind of memory it is.")
+    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+    type: MemoryType = "fact"
     tags: list[str] = Field(default_factory=list, max_length=16)
-    project: str | None = Field(
-        default=None, description="Absolute project root it applies to; omit for everywhere."
-    )
+    project: str = Field(default="", description="Project root it applies to; omit: all.")
 
 
 class RememberTool(Tool):
     name = "remember"
     description = (
-        "Store a fact, preference, rule or decision so later exai conversations know it "
-        "(yours only; the same content is never stored twice)."
+        "Store a fact, preference, rule or decision that later exai conversations start with."
     )
     Input = RememberInput
 
     async def run(self, arguments: RememberInput, context: ToolContext) -> ToolResult:
         done = await _service(context).remember(
             context.principal.name, arguments.content, arguments.type, arguments.tags,
-            arguments.project,
+            arguments.project or None,
         )  # fmt: skip
         out = {"id": done.memory.id, "action": done.action, "type": done.memory.type}
         return ToolResult(json.dumps(out), metadata={"memory": out})
 
 
 class RecallInput(ToolInput):
-    query: str = Field(min_length=1, max_length=4000, description="What to look for.")
+    query: str = Field(min_length=1, max_length=4000)
     limit: int = Field(default=10, ge=1, le=50)
-    types: list[MemoryType] = Field(default_factory=list, description="Only these types.")
-    project: str | None = Field(default=None, description="Only global and this project's.")
+    types: list[MemoryType] = Field(default_factory=list)
+    project: str = ""
 
 
 class RecallTool(Tool):
     name = "recall"
-    description = "Search your long-term memories by keyword and meaning, most relevant first."
+    description = "Search your long-term memories, most relevant first."
     Input = RecallInput
 
     async def run(self, arguments: RecallInput, context: ToolContext) -> ToolResult:
@@ -83,12 +79,12 @@ class RecallTool(Tool):
 
 
 class ForgetInput(ToolInput):
-    id: str = Field(min_length=1, max_length=64, description="A memory id from recall.")
+    id: str = Field(min_length=1, max_length=64)
 
 
 class ForgetTool(Tool):
     name = "forget"
-    description = "Delete one of your long-term memories by id."
+    description = "Delete one of your memories by id."
     Input = ForgetInput
 
     async def run(self, arguments: ForgetInput, context: ToolContext) -> ToolResult:
