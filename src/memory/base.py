@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from exai.errors import ValidationError_
+from exai.memory.queue import ExtractionQueue
 from exai.store.base import ANY_OWNER, AnyOwner, Owner
 
 __all__ = [
     "ANY_OWNER",
     "MEMORY_TYPES",
     "AnyOwner",
-    "ExtractionJob",
     "Memory",
     "MemoryNotFoundError",
     "MemoryStore",
@@ -118,26 +118,16 @@ class ScoredId:
     score: float
 
 
-@dataclass(frozen=True, slots=True)
-class ExtractionJob:
-    """A user message waiting for the extraction worker."""
-
-    id: int
-    owner: str
-    text: str
-    thread_id: str | None
-    project: str | None
-    attempts: int
-
-
 class MemoryStore(ABC):
-    """Memories, their vectors, and the extraction queue.
+    """Memories and their vectors; ``extraction`` is the store's extraction queue.
 
     Every method taking an ``owner`` sees that principal's memories only;
     ``ANY_OWNER`` is for operator tooling (the command line). Filters: ``types``
     keeps those types; ``projects`` keeps memories with no project or with one
     of those projects (None: no project filter).
     """
+
+    extraction: ExtractionQueue
 
     @abstractmethod
     async def insert(
@@ -235,22 +225,6 @@ class MemoryStore(ABC):
         self, model: str | None, dimension: int | None, limit: int
     ) -> list[Memory]:
         """Memories whose vector is missing or from another model or dimension."""
-
-    @abstractmethod
-    async def enqueue_extraction(
-        self, owner: str, text: str, thread_id: str | None, project: str | None
-    ) -> int: ...
-
-    @abstractmethod
-    async def claim_extraction(self, lease_s: float) -> ExtractionJob | None:
-        """The oldest job not leased by a live worker, leased for ``lease_s`` seconds."""
-
-    @abstractmethod
-    async def finish_extraction(self, job_id: int, error: str | None, max_attempts: int) -> None:
-        """Done: removed. Failed: kept for another attempt until ``max_attempts``."""
-
-    @abstractmethod
-    async def pending_extractions(self) -> int: ...
 
     @abstractmethod
     def status(self) -> dict[str, Any]:

@@ -119,8 +119,8 @@ class ExtractionWorker:
         """Take and process one job; False when the queue had none ready."""
         from exai.providers import ChatRequest
 
-        store = self.service.store
-        job = await store.claim_extraction(_LEASE_S)
+        queue = self.service.store.extraction
+        job = await queue.claim(_LEASE_S)
         if job is None:
             return False
         try:
@@ -144,7 +144,7 @@ class ExtractionWorker:
                 "memory_extraction_failed", principal=job.owner, job_id=job.id,
                 thread_id=job.thread_id, attempts=job.attempts, error=error[:500],
             )  # fmt: skip
-            await store.finish_extraction(job.id, error, self.max_attempts)
+            await queue.finish(job.id, error, self.max_attempts)
             return True
-        await store.finish_extraction(job.id, None, self.max_attempts)
+        await queue.finish(job.id, None, self.max_attempts)
         return True

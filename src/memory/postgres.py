@@ -35,7 +35,6 @@ from exai.errors import ValidationError_
 from exai.logs import get_logger
 from exai.memory.base import (
     ANY_OWNER,
-    ExtractionJob,
     Memory,
     MemoryNotFoundError,
     MemoryStore,
@@ -43,52 +42,15 @@ from exai.memory.base import (
     Owner,
     ScoredId,
 )
+from exai.memory.queue import PostgresExtractionQueue
 from exai.memory.ranking import cosine
+from exai.memory.schema import POSTGRES_MIGRATIONS
 from exai.store.postgres import driver_options
 
-__all__ = ["MIGRATIONS", "PostgresMemoryStore"]
+__all__ = ["PostgresMemoryStore"]
 
 log = get_logger("exai.memory")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-
-MIGRATIONS: list[tuple[int, str]] = [
-    (
-        1,
-        """
-        CREATE TABLE {s}.memories (
-            id text PRIMARY KEY,
-            owner text NOT NULL,
-            project text,
-            type text NOT NULL,
-            content text NOT NULL,
-            tags jsonb NOT NULL,
-            content_hash text NOT NULL,
-            source text NOT NULL,
-            created_at double precision NOT NULL,
-            updated_at double precision NOT NULL,
-            embedding_model text,
-            dimension integer,
-            embedding_array real[],
-            tsv tsvector GENERATED ALWAYS AS
-                (to_tsvector('english', content || ' ' || tags::text)) STORED,
-            UNIQUE (owner, content_hash)
-        );
-        CREATE INDEX memories_owner_updated ON {s}.memories(owner, updated_at);
-        CREATE INDEX memories_tsv ON {s}.memories USING gin(tsv);
-        CREATE TABLE {s}.memory_extraction_queue (
-            id bigserial PRIMARY KEY,
-            owner text NOT NULL,
-            text text NOT NULL,
-            thread_id text,
-            project text,
-            attempts integer NOT NULL DEFAULT 0,
-            leased_until double precision NOT NULL DEFAULT 0,
-            last_error text,
-            created_at double precision NOT NULL
-        );
-        """,
-    ),
-]
 
 _COLUMNS = (
     "id, owner, content, type, tags, project, content_hash, source, created_at, updated_at,"
@@ -140,6 +102,7 @@ class PostgresMemoryStore(MemoryStore):
         self._no_vec = vector_reason
         self._clock = clock
         self._indexed: set[int] = set()
+        self.extraction = PostgresExtractionQueue(pool, schema, clock)
 
     @classmethod
     async def open(
@@ -180,7 +143,7 @@ class PostgresMemoryStore(MemoryStore):
             )
             done = int(await conn.fetchval(
                 f"SELECT COALESCE(MAX(version), 0) FROM {s}.memory_schema_version"))  # fmt: skip
-            for version, script in MIGRATIONS:
+            for version, script in POSTGRES_MIGRATIONS:
                 if version > done:
                     await conn.execute(script.replace("{s}", s))
                     await conn.execute(f"INSERT INTO {s}.memory_schema_version VALUES ($1, $2)",
@@ -423,46 +386,6 @@ class PostgresMemoryStore(MemoryStore):
                 model, dimension, limit,
             )  # fmt: skip
         return [_memory(r) for r in rows]
-
-    # --- extraction queue ---------------------------------------------------------
-
-    async def enqueue_extraction(
-        self, owner: str, text: str, thread_id: str | None, project: str | None
-    ) -> int:
-        async with self._pool.acquire() as conn:
-            return int(await conn.fetchval(
-                f"INSERT INTO {self.schema}.memory_extraction_queue"
-                " (owner, text, thread_id, project, created_at) VALUES ($1, $2, $3, $4, $5)"
-                " RETURNING id", owner, text, thread_id, project, self._clock()))  # fmt: skip
-
-    async def claim_extraction(self, lease_s: float) -> ExtractionJob | None:
-        now = self._clock()
-        async with self._pool.acquire() as conn:
-            row = await conn.fetchrow(
-                f"UPDATE {self.schema}.memory_extraction_queue SET leased_until = $2,"
-                " attempts = attempts + 1 WHERE id = (SELECT id FROM"
-                f" {self.schema}.memory_extraction_queue WHERE leased_until <= $1 ORDER BY id"
-                " LIMIT 1 FOR UPDATE SKIP LOCKED)"
-                " RETURNING id, owner, text, thread_id, project, attempts",
-                now, now + lease_s,
-            )  # fmt: skip
-        return ExtractionJob(*row) if row else None
-
-    async def finish_extraction(self, job_id: int, error: str | None, max_attempts: int) -> None:
-        q = f"{self.schema}.memory_extraction_queue"
-        async with self._pool.acquire() as conn:
-            if error is None:
-                await conn.execute(f"DELETE FROM {q} WHERE id = $1", job_id)
-                return
-            await conn.execute(f"DELETE FROM {q} WHERE id = $1 AND attempts >= $2",
-                               job_id, max_attempts)  # fmt: skip
-            await conn.execute(f"UPDATE {q} SET last_error = $2, leased_until = 0 WHERE id = $1",
-                               job_id, error[:2000])  # fmt: skip
-
-    async def pending_extractions(self) -> int:
-        async with self._pool.acquire() as conn:
-            return int(await conn.fetchval(
-                f"SELECT count(*) FROM {self.schema}.memory_extraction_queue"))  # fmt: skip
 
     def status(self) -> dict[str, Any]:
         out: dict[str, Any] = {"backend": "postgres", "keyword": "full-text (ts_rank_cd)"}

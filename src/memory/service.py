@@ -98,7 +98,7 @@ class MemoryService:
 
         async def enqueue() -> None:
             try:
-                await self.store.enqueue_extraction(owner, text, thread_id, project)
+                await self.store.extraction.enqueue(owner, text, thread_id, project)
                 self.worker.wake()
             except Exception as exc:
                 log.warning("memory_extraction_enqueue_failed", error=str(exc))

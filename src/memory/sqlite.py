@@ -33,7 +33,6 @@ from typing import Any, TypeVar
 from exai.logs import get_logger
 from exai.memory.base import (
     ANY_OWNER,
-    ExtractionJob,
     Memory,
     MemoryNotFoundError,
     MemoryStore,
@@ -41,68 +40,14 @@ from exai.memory.base import (
     Owner,
     ScoredId,
 )
+from exai.memory.queue import SqliteExtractionQueue
 from exai.memory.ranking import cosine
+from exai.memory.schema import SQLITE_MIGRATIONS, sqlite_statements
 
-__all__ = ["MIGRATIONS", "SqliteMemoryStore", "connect_sqlite"]
+__all__ = ["SqliteMemoryStore", "connect_sqlite"]
 
 T = TypeVar("T")
 log = get_logger("exai.memory")
-
-MIGRATIONS: list[tuple[int, str]] = [
-    (
-        1,
-        """
-        CREATE TABLE memories (
-            rowid INTEGER PRIMARY KEY,
-            id TEXT NOT NULL UNIQUE,
-            owner TEXT NOT NULL,
-            project TEXT,
-            type TEXT NOT NULL,
-            content TEXT NOT NULL,
-            tags TEXT NOT NULL,
-            content_hash TEXT NOT NULL,
-            source TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            embedding_model TEXT,
-            dimension INTEGER,
-            embedding BLOB,
-            owner_key TEXT NOT NULL,
-            UNIQUE (owner, content_hash)
-        );
-        CREATE INDEX memories_owner_updated ON memories(owner, updated_at);
-        CREATE VIRTUAL TABLE memories_fts USING fts5(
-            content, tags, owner_key, content='memories', content_rowid='rowid',
-            tokenize='porter unicode61'
-        );
-        CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
-            INSERT INTO memories_fts(rowid, content, tags, owner_key)
-            VALUES (new.rowid, new.content, new.tags, new.owner_key);
-        END;
-        CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
-            INSERT INTO memories_fts(memories_fts, rowid, content, tags, owner_key)
-            VALUES ('delete', old.rowid, old.content, old.tags, old.owner_key);
-        END;
-        CREATE TRIGGER memories_au AFTER UPDATE OF content, tags ON memories BEGIN
-            INSERT INTO memories_fts(memories_fts, rowid, content, tags, owner_key)
-            VALUES ('delete', old.rowid, old.content, old.tags, old.owner_key);
-            INSERT INTO memories_fts(rowid, content, tags, owner_key)
-            VALUES (new.rowid, new.content, new.tags, new.owner_key);
-        END;
-        CREATE TABLE memory_extraction_queue (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            owner TEXT NOT NULL,
-            text TEXT NOT NULL,
-            thread_id TEXT,
-            project TEXT,
-            attempts INTEGER NOT NULL DEFAULT 0,
-            leased_until REAL NOT NULL DEFAULT 0,
-            last_error TEXT,
-            created_at REAL NOT NULL
-        );
-        """,
-    ),
-]
 
 _COLUMNS = (
     "id, owner, content, type, tags, project, content_hash, source, created_at, updated_at,"
@@ -203,6 +148,7 @@ class SqliteMemoryStore(MemoryStore):
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="exai-memory")
         self._vec_dims: set[int] = set()
         self._closed = False
+        self.extraction = SqliteExtractionQueue(self._run, clock)
 
     @classmethod
     async def open(
@@ -245,9 +191,9 @@ class SqliteMemoryStore(MemoryStore):
         )
         current = db.execute("SELECT COALESCE(MAX(version), 0) FROM memory_schema_version")
         done = int(current.fetchone()[0])
-        for version, script in MIGRATIONS:
+        for version, script in SQLITE_MIGRATIONS:
             if version > done:
-                for statement in _statements(script):
+                for statement in sqlite_statements(script):
                     db.execute(statement)
                 db.execute(
                     "INSERT INTO memory_schema_version VALUES (?, ?)", (version, time.time())
@@ -504,60 +450,6 @@ class SqliteMemoryStore(MemoryStore):
             lambda db: [_memory(r) for r in db.execute(sql, (model, dimension, limit))]
         )
 
-    # --- extraction queue ---------------------------------------------------------
-
-    async def enqueue_extraction(
-        self, owner: str, text: str, thread_id: str | None, project: str | None
-    ) -> int:
-        sql = (
-            "INSERT INTO memory_extraction_queue (owner, text, thread_id, project, created_at)"
-            " VALUES (?, ?, ?, ?, ?)"
-        )
-        return await self._run(
-            lambda db: int(
-                db.execute(sql, (owner, text, thread_id, project, self._clock())).lastrowid
-            )
-        )
-
-    async def claim_extraction(self, lease_s: float) -> ExtractionJob | None:
-        def body(db: Any) -> ExtractionJob | None:
-            now = self._clock()
-            row = db.execute(
-                "SELECT id, owner, text, thread_id, project, attempts FROM memory_extraction_queue"
-                " WHERE leased_until <= ? ORDER BY id LIMIT 1",
-                (now,),
-            ).fetchone()
-            if row is None:
-                return None
-            db.execute(
-                "UPDATE memory_extraction_queue SET leased_until = ?, attempts = attempts + 1"
-                " WHERE id = ?",
-                (now + lease_s, row[0]),
-            )
-            return ExtractionJob(row[0], row[1], row[2], row[3], row[4], row[5] + 1)
-
-        return await self._run(body)
-
-    async def finish_extraction(self, job_id: int, error: str | None, max_attempts: int) -> None:
-        def body(db: Any) -> None:
-            if error is None:
-                db.execute("DELETE FROM memory_extraction_queue WHERE id = ?", (job_id,))
-                return
-            db.execute(
-                "DELETE FROM memory_extraction_queue WHERE id = ? AND attempts >= ?",
-                (job_id, max_attempts),
-            )
-            db.execute(
-                "UPDATE memory_extraction_queue SET last_error = ?, leased_until = 0 WHERE id = ?",
-                (error[:2000], job_id),
-            )
-
-        await self._run(body)
-
-    async def pending_extractions(self) -> int:
-        sql = "SELECT count(*) FROM memory_extraction_queue"
-        return await self._run(lambda db: int(db.execute(sql).fetchone()[0]))
-
     def status(self) -> dict[str, Any]:
         if self._no_vec is None:
             return {"backend": "sqlite", "keyword": "fts5-bm25", "vector_search": "sqlite-vec"}
@@ -580,23 +472,3 @@ class SqliteMemoryStore(MemoryStore):
             await asyncio.get_running_loop().run_in_executor(self._pool, close)
         finally:
             self._pool.shutdown(wait=False)
-
-
-def _statements(script: str) -> list[str]:
-    """Split a migration script into statements; a trigger body's ``;`` stays inside it."""
-    statements: list[str] = []
-    current: list[str] = []
-    in_trigger = False
-    for part in script.split(";"):
-        current.append(part)
-        text = ";".join(current).strip()
-        if text.upper().startswith("CREATE TRIGGER") and not text.upper().endswith("END"):
-            in_trigger = True
-            continue
-        in_trigger = False
-        if text:
-            statements.append(text)
-        current = []
-    if in_trigger:
-        raise ValueError("unterminated trigger in a memory migration")
-    return statements

@@ -127,15 +127,15 @@ async def test_insert_many_skips_duplicates(memory_store: MemoryStore) -> None:
 
 async def test_extraction_queue_survives_reopen_and_leases(memory_factory: MemoryFactory) -> None:
     store = await memory_factory()
-    job_id = await store.enqueue_extraction("alice", "I prefer pytest", "t1", None)
+    job_id = await store.extraction.enqueue("alice", "I prefer pytest", "t1", None)
     await store.aclose()
     store = await memory_factory()  # a restart
-    assert await store.pending_extractions() == 1
-    job = await store.claim_extraction(lease_s=60)
+    assert await store.extraction.pending() == 1
+    job = await store.extraction.claim(lease_s=60)
     assert job is not None and (job.id, job.owner, job.attempts) == (job_id, "alice", 1)
-    assert await store.claim_extraction(lease_s=60) is None  # leased
-    await store.finish_extraction(job.id, "model said no JSON", max_attempts=2)
-    again = await store.claim_extraction(lease_s=60)
+    assert await store.extraction.claim(lease_s=60) is None  # leased
+    await store.extraction.finish(job.id, "model said no JSON", max_attempts=2)
+    again = await store.extraction.claim(lease_s=60)
     assert again is not None and again.attempts == 2
-    await store.finish_extraction(again.id, "still no JSON", max_attempts=2)
-    assert await store.pending_extractions() == 0
+    await store.extraction.finish(again.id, "still no JSON", max_attempts=2)
+    assert await store.extraction.pending() == 0

@@ -60,7 +60,7 @@ async def test_worker_extracts_off_the_call_path_and_audits_failures(
             ("We use SQLite for the store", "decision")]  # fmt: skip
         asks = [r for r in emulator.requests if r["vendor"] == "glm"]
         assert len(asks) == 2 and asks[0]["body"]["messages"][1]["content"] == MESSAGE
-        assert await daemon.services.memory.store.pending_extractions() == 0
+        assert await daemon.services.memory.store.extraction.pending() == 0
     events = [json.loads(line) for line in audit_file.read_text().splitlines()]
     kinds = [e["kind"] for e in events]
     failed = [e for e in events if e["kind"] == "memory_extraction_failed"]
