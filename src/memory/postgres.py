@@ -103,6 +103,7 @@ class PostgresMemoryStore(MemoryStore):
         self._clock = clock
         self._indexed: set[int] = set()
         self.extraction = PostgresExtractionQueue(pool, schema, clock)
+        self._iterative = False  # pgvector's iterative index scan (0.8+) is there
 
     @classmethod
     async def open(
@@ -112,7 +113,7 @@ class PostgresMemoryStore(MemoryStore):
         if not _SCHEMA_NAME.match(schema):
             raise ValidationError_(f"{schema!r} is not a plain lower-case Postgres schema name")
         dsn, options = driver_options(url)
-        vector_schema, reason = await _vector_extension(dsn, pgvector)
+        vector_schema, reason, iterative = await _vector_extension(dsn, pgvector)
         path = f'"{schema}", "{vector_schema}", public' if vector_schema else f'"{schema}", public'
 
         async def init(conn: Any) -> None:
@@ -121,6 +122,7 @@ class PostgresMemoryStore(MemoryStore):
         pool = await asyncpg.create_pool(dsn, min_size=1, max_size=max_size, command_timeout=60,
                                          init=init, **options)  # fmt: skip
         store = cls(pool, schema, reason, clock)
+        store._iterative = iterative
         if reason:
             log.warning("pgvector unavailable: vectors are searched by a scan", reason=reason)
         try:
@@ -365,7 +367,8 @@ class PostgresMemoryStore(MemoryStore):
                 q = len(f.args) + 1
                 distance = f"(embedding::vector({d})) <=> ${q}::vector({d})"
                 async with conn.transaction():
-                    await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                    if self._iterative:
+                        await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                     rows = await conn.fetch(
                         f"SELECT id, {distance} AS distance FROM {self.schema}.memories"
                         f" WHERE {where} ORDER BY {distance} LIMIT ${q + 1}",
@@ -401,24 +404,25 @@ class PostgresMemoryStore(MemoryStore):
             await self._pool.close()
 
 
-async def _vector_extension(dsn: str, wanted: bool) -> tuple[str | None, str | None]:
-    """The schema the ``vector`` extension lives in, creating it if allowed, or why not."""
+async def _vector_extension(dsn: str, wanted: bool) -> tuple[str | None, str | None, bool]:
+    """Where the ``vector`` extension lives (created if allowed) or why it cannot be used,
+    and whether it has the iterative index scan (pgvector 0.8 and later)."""
     if not wanted:
-        return None, "turned off (EXAI_MEMORY_PGVECTOR=false)"
+        return None, "turned off (EXAI_MEMORY_PGVECTOR=false)", False
     conn = await asyncpg.connect(dsn)
     try:
+        failure = None
         try:
             await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         except asyncpg.PostgresError as exc:
-            found = await conn.fetchval(
-                "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
-            )
-            if found is None:
-                return None, f"CREATE EXTENSION vector failed: {exc}"
-            return str(found).strip('"'), None
-        found = await conn.fetchval(
-            "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
+            failure = f"CREATE EXTENSION vector failed: {exc}"
+        row = await conn.fetchrow(
+            "SELECT extnamespace::regnamespace::text, extversion FROM pg_extension"
+            " WHERE extname = 'vector'"
         )
-        return str(found).strip('"'), None
+        if row is None:
+            return None, failure or "the vector extension is missing", False
+        version = tuple(int(p) for p in re.findall(r"\d+", str(row[1]))[:2])
+        return str(row[0]).strip('"'), None, version >= (0, 8)
     finally:
         await conn.close()

@@ -139,3 +139,17 @@ async def test_extraction_queue_survives_reopen_and_leases(memory_factory: Memor
     assert again is not None and again.attempts == 2
     await store.extraction.finish(again.id, "still no JSON", max_attempts=2)
     assert await store.extraction.pending() == 0
+
+
+async def test_a_principal_with_few_memories_among_many_gets_all_of_theirs(
+    memory_store: MemoryStore,
+) -> None:
+    # An approximate index that filtered after its nearest-candidate search
+    # would come back short for the principal with few memories.
+    crowd = [
+        (new("bob", f"bob note {i} about deployment"), vec(f"bob note {i}")) for i in range(300)
+    ]
+    await memory_store.insert_many(crowd, MODEL)
+    mine = {await add(memory_store, "alice", f"alice fact {w}") for w in ("red", "green", "blue")}
+    hits = await memory_store.vector_search("alice", vec("bob note 7 about deployment"), MODEL, 10)
+    assert {h.id for h in hits} == mine
