@@ -350,11 +350,13 @@ class SqliteMemoryStore(MemoryStore):
     async def fetch(self, owner: str, ids: Sequence[str]) -> list[Memory]:
         if not ids:
             return []
+        # By id first: "+owner" keeps the planner off the owner index, which would
+        # read every one of the owner's rows to find a few.
         sql = (
-            f"SELECT {_COLUMNS} FROM memories WHERE owner = ?"
-            f" AND id IN ({','.join('?' * len(ids))})"
+            f"SELECT {_COLUMNS} FROM memories WHERE id IN ({','.join('?' * len(ids))})"
+            " AND +owner = ?"
         )
-        return await self._run(lambda db: [_memory(r) for r in db.execute(sql, (owner, *ids))])
+        return await self._run(lambda db: [_memory(r) for r in db.execute(sql, (*ids, owner))])
 
     async def list_memories(
         self, owner: Owner, *, types: Sequence[str] | None = None,
