@@ -185,7 +185,9 @@ async def _memory_block(
     """The thread's memory block: the one it stored, or for a new thread a new one.
 
     Only a thread that is stored gets one, since a block not kept could not be
-    replayed. Failing to build it never fails the call: the thread then has none.
+    replayed. Memories narrowed to a project go only to calls from that project
+    (the calling IDE's roots). Failing to build the block never fails the call:
+    the thread then has none.
     """
     store, service = context.services.store, context.services.memory
     if thread_id is not None:
@@ -197,7 +199,7 @@ async def _memory_block(
     try:
         block = await service.block_for(
             context.principal.name, turn.prompt, estimator_for("generic").text,
-            projects=list(context.client_roots) or None,
+            projects=list(context.client_roots),  # no roots: global memories only
         )  # fmt: skip
     except Exception as exc:
         context.log.warning("memory_injection_failed", error=str(exc))
