@@ -33,7 +33,7 @@ class RememberInput(ToolInput):
     content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
     type: MemoryType = "fact"
     tags: list[str] = Field(default_factory=list, max_length=16)
-    project: str = Field(default="", description="Project root it applies to; omit: all.")
+    project: str = ""  # the project root it applies to; empty: every project
 
 
 class RememberTool(Tool):
