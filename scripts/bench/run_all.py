@@ -35,6 +35,7 @@ BENCHMARKS = [
     "toolsets",  # tools/list payload per profile
     "vendor_files",  # chat with a PDF: uploaded, or its text from the upload cache
     "usage_report",  # exai usage over 100,000 cost rows against a COUNT(*) of the table
+    "memory_recall",  # memory recall by size and backend, injection cost, recall@5
 ]
 
 

@@ -36,6 +36,11 @@ EventKind = Literal[
     "provider_request",
     "conversation_turn",
     "auth_failed",
+    "memory_written",
+    "memory_recalled",
+    "memory_injected",
+    "memory_forgotten",
+    "memory_extraction_failed",
 ]
 KINDS: Final[frozenset[str]] = frozenset(EventKind.__args__)  # type: ignore[attr-defined]
 

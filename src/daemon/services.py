@@ -37,12 +37,23 @@ async def build_services(settings: Settings) -> Services:
     ledger.start()
     providers = ProviderRegistry.from_settings(settings, emit=audit.emit)
     await providers.refresh_models()
+    memory = None
+    if settings.memory_enabled:
+        from exai.memory import open_memory
+
+        memory = await open_memory(settings, audit.emit)
+        if settings.memory_extraction_enabled:
+            from exai.memory.extraction import ExtractionWorker
+
+            memory.worker = ExtractionWorker(memory, providers, settings.memory_extraction_model,
+                                             settings.memory_extraction_max_attempts)  # fmt: skip
+            memory.worker.start()
     return Services(settings=settings, audit=audit, providers=providers, store=store,
-                    ledger=ledger)  # fmt: skip
+                    memory=memory, ledger=ledger)  # fmt: skip
 
 
 async def close_services(services: Services) -> None:
-    for name in ("providers", "ledger", "store"):
+    for name in ("providers", "memory", "ledger", "store"):
         resource = getattr(services, name, None)
         if resource is not None:
             try:

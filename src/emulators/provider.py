@@ -4,7 +4,9 @@ A TEST FIXTURE, also used by the benchmarks and ``make baseline``; never part of
 the daemon. One HTTP server on 127.0.0.1 speaks both vendors' chat-completions
 wire formats (``/v1/chat/completions`` and ``/v1/models`` like Moonshot, which
 any OpenAI-compatible client can use too, and ``/api/paas/v4/chat/completions``
-like Z.ai), whole or as SSE streams, with the vendors' real error bodies.
+like Z.ai), whole or as SSE streams, with the vendors' real error bodies, and
+both embeddings endpoints (``/v1/embeddings``, ``/api/paas/v4/embeddings``) with
+the deterministic vectors of :mod:`exai.emulators.embeddings`.
 
 Behaviour is scripted from tests, in order of precedence:
 
@@ -54,6 +56,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from exai.emulators.embeddings import embeddings_body
 from exai.emulators.files import EmulatedFiles, file_routes, image_parts
 from exai.emulators.prompt_cache import PromptCache
 from exai.emulators.replies import compose_reply, message_text, prompt_tokens
@@ -109,6 +112,8 @@ class EmulatorConfig:
     latency_ms: float = 0.0
     chunk_delay_ms: float = 0.0
     max_prompt_tokens: int | None = None  # longer prompts get the context-length error
+    embeddings_status: int = 200  # e.g. 429: every embeddings request gets that error
+    embeddings_retry_after: float | None = None  # its Retry-After, seconds
     api_key: str | None = None  # when set, any other key gets the vendor's 401
     prompt_cache: bool = True  # report prefixes seen before as cached prompt tokens
     models: list[str] = field(
@@ -247,6 +252,32 @@ def build_app(state: EmulatorState) -> Starlette:
             media_type="text/event-stream",
         )
 
+    async def embeddings(request: Request, vendor: Vendor) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return JSONResponse({"error": {"message": "body is not JSON"}}, status_code=400)
+        state.record({
+            "vendor": vendor, "path": request.url.path, "headers": dict(request.headers),
+            "body": body, "received_at": time.time(), "answered_at": time.time(),
+        })  # fmt: skip
+        config = state.config
+        if config.embeddings_status >= 400:
+            kind = default_error_kind(config.embeddings_status)
+            _, payload = error_body(vendor, kind)
+            headers = {}
+            if config.embeddings_retry_after is not None:
+                headers["Retry-After"] = f"{config.embeddings_retry_after:g}"
+            return JSONResponse(payload, status_code=config.embeddings_status, headers=headers)
+        status, reply = embeddings_body(body)
+        return JSONResponse(reply, status_code=status)
+
+    async def kimi_embeddings(request: Request) -> Response:
+        return await embeddings(request, "kimi")
+
+    async def glm_embeddings(request: Request) -> Response:
+        return await embeddings(request, "glm")
+
     async def kimi_chat(request: Request) -> Response:
         return await chat(request, "kimi")
 
@@ -293,6 +324,8 @@ def build_app(state: EmulatorState) -> Starlette:
         Route(f"{KIMI_PREFIX}/models", models, methods=["GET"]),
         Route(f"{GLM_PREFIX}/chat/completions", glm_chat, methods=["POST"]),
         *file_routes(state.files, KIMI_PREFIX, authorized),
+        Route(f"{KIMI_PREFIX}/embeddings", kimi_embeddings, methods=["POST"]),
+        Route(f"{GLM_PREFIX}/embeddings", glm_embeddings, methods=["POST"]),
         Route("/_emulator/script", control_script, methods=["POST"]),
         Route("/_emulator/config", control_config, methods=["POST"]),
         Route("/_emulator/requests", control_requests, methods=["GET"]),

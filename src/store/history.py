@@ -51,6 +51,7 @@ __all__ = [
     "FileBundleLike",
     "FileReader",
     "assemble_messages",
+    "thread_system_prompt",
 ]
 
 # Names only what changes when turns are dropped, so it stays the same, byte for
@@ -118,6 +119,20 @@ def _input_messages(
     return messages
 
 
+def thread_system_prompt(system_prompt: str | None, memory_block: str | None) -> str | None:
+    """A thread's system prompt: the tool's own, then the thread's frozen memory block.
+
+    The block (see :mod:`exai.memory.block`) is fixed when the thread starts and
+    replayed as stored; the tool's prompt comes first so that threads of one
+    tool share the longest possible prefix.
+    """
+    if not memory_block:
+        return system_prompt
+    if not system_prompt:
+        return memory_block
+    return f"{system_prompt}\n\n{memory_block}"
+
+
 @dataclass(slots=True)
 class _FilesRead:
     blocks: list[str] = field(default_factory=list)
@@ -181,6 +196,7 @@ async def assemble_messages(
     roots: Sequence[str] = (),
     read_files: FileReader | None = None,
     low_water: float = DEFAULT_LOW_WATER,
+    memory_block: str | None = None,
 ) -> AssembledMessages:
     """The provider message array for a call, continuing ``thread_id`` when given.
 
@@ -193,8 +209,11 @@ async def assemble_messages(
     :class:`~exai.errors.ContextTooLongError` when the system prompt and the new
     input alone leave no room for the reply, and
     :class:`~exai.errors.ConversationNotFoundError` for a thread the owner cannot use.
+    ``memory_block`` is the thread's frozen memory block, placed by
+    :func:`thread_system_prompt`.
     """
     estimator = estimator_for(limits.family)
+    system_prompt = thread_system_prompt(system_prompt, memory_block)
     head = [{"role": "system", "content": system_prompt}] if system_prompt else []
     tail = _input_messages(new_input)
     note_cost = estimator.message({"role": "system", "content": _NOTE.format(dropped=10**9)})

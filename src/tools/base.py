@@ -54,6 +54,7 @@ class Services:
     stats: Callable[[], dict[str, Any]] | None = None  # daemon snapshot for `status`
     registry: Any = None  # the ToolRegistry, for tools that describe the others
     ledger: Any = None  # exai.accounting.ledger.Ledger (spend, budgets, cost rows)
+    memory: Any = None  # exai.memory.MemoryService, when EXAI_MEMORY_ENABLED
 
 
 @dataclass(slots=True)

@@ -50,6 +50,8 @@ class StatusTool(Tool):
         snapshot: dict[str, Any] = services.stats() if services.stats else {}
         if services.providers is not None:
             snapshot["providers"] = services.providers.status()
+        if services.memory is not None:
+            snapshot["memory"] = services.memory.status()
         # The snapshot quotes errors from other libraries (the audit sink's, a bridged
         # server's), which may name a URL with its credentials.
         text = mask_url_credentials(json.dumps(snapshot, default=str))

@@ -45,6 +45,7 @@ class ChatInput(ToolInput):
     use_websearch: bool = Field(default=False, description="Let the model search the web.")
     stream: bool = Field(default=False, description="Stream the answer as it is written.")
     sensitive: bool = Field(default=False, description="Route to models allowed sensitive data.")
+    use_memory: bool = True  # a new thread starts with the caller's relevant memories
     # The system prompt a new thread keeps in place of SYSTEM_PROMPT. Set by the
     # OpenAI-compatible endpoint from a request's system message; left out of the
     # schema because it is not something a model choosing arguments should change.
@@ -78,6 +79,7 @@ class ChatTool(Tool):
                 sensitive=arguments.sensitive,
                 keep_system_prompt=arguments.system_prompt,
                 use_thread_prompt=True,
+                use_memory=arguments.use_memory,
             ),
         )
         return ToolResult(result.text, metadata=result.metadata)

@@ -18,6 +18,13 @@ Documents and images among the files go to a model that can read them
 (:mod:`exai.tools.attachments`): the extracted text and image parts become
 messages of the turn, stored with it, so later turns replay them unchanged.
 
+On a new thread's first turn the caller's memories relevant to the prompt
+become a block added to the system prompt (see :mod:`exai.memory.block`); the
+block is stored with the thread (its state, ``memory_block``) and replayed as
+stored on every later turn, never rebuilt, so the prompt prefix stays the same
+bytes for the thread's life. ``use_memory=False`` or ``EXAI_MEMORY_INJECT=false``
+leave it out.
+
 A thread may keep a system prompt of its own, given when it starts
 (``keep_system_prompt``, from the OpenAI-compatible endpoint's system message):
 tools that hold a conversation rather than play a role (``use_thread_prompt``)
@@ -64,6 +71,8 @@ ThinkingMode = Literal["auto", "on", "off"]
 _AUDIT_CONTENT_CHARS = 4000
 # The thread state entry holding a thread's own system prompt.
 _THREAD_PROMPT_KEY = "system_prompt"
+# The thread state entry holding a thread's frozen memory block and its memory ids.
+_MEMORY_BLOCK_KEY = "memory_block"
 
 
 @dataclass(slots=True)
@@ -81,6 +90,7 @@ class TurnRequest:
     title: str | None = None
     keep_system_prompt: str | None = None  # a new thread's own, for its whole life
     use_thread_prompt: bool = False  # a thread's own system prompt replaces system_prompt
+    use_memory: bool = True  # a new thread gets the caller's relevant memories
 
 
 @dataclass(slots=True)
@@ -127,6 +137,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
                 system_prompt = kept["text"]
     elif turn.keep_system_prompt is not None:
         system_prompt = turn.keep_system_prompt
+    memory = await _memory_block(context, turn, thread_id)
 
     needs = ModelNeeds(
         web_search=turn.use_websearch,
@@ -151,6 +162,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         files=found.text_paths,
         roots=roots,
         low_water=context.settings.history_low_water,
+        memory_block=memory["text"] if memory else None,
     )
     request = ChatRequest(
         model=info.model_id,
@@ -164,7 +176,14 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
 
     text = response.text
     if turn.store_turn:
+        new_thread = thread_id is None
         thread_id, text = await _store(context, turn, thread_id, response, new_input, found)
+        if new_thread and memory:
+            await store.put_state(thread_id, _MEMORY_BLOCK_KEY, memory)
+            context.services.memory.injected(owner, thread_id, memory["ids"], memory["tokens"])
+        if context.services.memory is not None:
+            project = context.client_roots[0] if context.client_roots else None
+            context.services.memory.queue_extraction(owner, turn.prompt, thread_id, project)
     metadata: dict[str, Any] = {
         "model": response.model,
         "provider": response.provider,
@@ -172,6 +191,8 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         **response.usage.metadata(),
         "cost": _as_dict(response_cost(providers, response)),
     }
+    if memory:
+        metadata["memory_ids"] = memory["ids"]
     if response.fallback_from:
         metadata["fallback_from"] = response.fallback_from
     if response.reasoning:
@@ -200,6 +221,36 @@ def _resolve(providers: Any, model: str | None, needs: ModelNeeds, *, images: bo
             pass
     info: ModelInfo = providers.resolve(model, needs)
     return info
+
+
+async def _memory_block(
+    context: ToolContext, turn: TurnRequest, thread_id: str | None
+) -> dict[str, Any] | None:
+    """The thread's memory block: the one it stored, or for a new thread a new one.
+
+    Only a thread that is stored gets one, since a block not kept could not be
+    replayed. Memories narrowed to a project go only to calls from that project
+    (the calling IDE's roots). Failing to build the block never fails the call:
+    the thread then has none.
+    """
+    store, service = context.services.store, context.services.memory
+    if thread_id is not None:
+        kept: dict[str, Any] | None = await store.get_state(thread_id, _MEMORY_BLOCK_KEY)
+        return kept
+    if not (service is not None and turn.store_turn and turn.use_memory
+            and context.settings.memory_inject):  # fmt: skip
+        return None
+    try:
+        block = await service.block_for(
+            context.principal.name, turn.prompt, estimator_for("generic").text,
+            projects=list(context.client_roots),  # no roots: global memories only
+        )  # fmt: skip
+    except Exception as exc:
+        context.log.warning("memory_injection_failed", error=str(exc))
+        return None
+    if block is None:
+        return None
+    return {"text": block.text, "ids": block.ids, "tokens": block.tokens}
 
 
 async def ask_model(context: ToolContext, request: ChatRequest, info: ModelInfo) -> ChatResponse:

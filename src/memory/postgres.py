@@ -1,0 +1,428 @@
+"""The shared memory store: Postgres full-text search and pgvector with HNSW.
+
+The tables live in the conversation store's schema (``exai``) beside its own,
+with a migrations table of their own (``memory_schema_version``): memory has its
+own versions and never shares the conversation store's numbering.
+
+Vectors are kept twice: as ``real[]`` (always) and, when the ``vector``
+extension can be created, as a pgvector ``vector`` searched through one HNSW
+index per dimension (a partial index on ``embedding::vector(d)`` for rows of
+that dimension, since one HNSW index covers one dimension). Without pgvector
+(a plain Postgres such as Debian's 15), vectors are searched by reading the
+principal's ``real[]`` vectors and comparing them in Python: correct, slower,
+and said so in :meth:`PostgresMemoryStore.status`. When pgvector appears later,
+the next start copies the arrays into the vector column.
+
+HNSW returns its nearest candidates before other conditions filter them, so a
+search for one principal among many could come back short; pgvector's
+iterative scan (0.8 and later) keeps scanning until the filtered results are
+enough.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import asyncpg
+
+from exai.errors import ValidationError_
+from exai.logs import get_logger
+from exai.memory.base import (
+    ANY_OWNER,
+    Memory,
+    MemoryNotFoundError,
+    MemoryStore,
+    NewMemory,
+    Owner,
+    ScoredId,
+)
+from exai.memory.queue import PostgresExtractionQueue
+from exai.memory.ranking import cosine
+from exai.memory.schema import POSTGRES_MIGRATIONS
+from exai.store.postgres import driver_options
+
+__all__ = ["PostgresMemoryStore"]
+
+log = get_logger("exai.memory")
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+_COLUMNS = (
+    "id, owner, content, type, tags, project, content_hash, source, created_at, updated_at,"
+    " embedding_model, dimension"
+)
+
+
+def _memory(row: Sequence[Any]) -> Memory:
+    return Memory(
+        id=row[0], owner=row[1], content=row[2], type=row[3], tags=json.loads(row[4]),
+        project=row[5], content_hash=row[6], source=row[7], created_at=row[8],
+        updated_at=row[9], embedding_model=row[10], dimension=row[11],
+    )  # fmt: skip
+
+
+def _literal(vector: Sequence[float]) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+class _Filters:
+    """SQL conditions with numbered parameters, starting after the ones already used."""
+
+    def __init__(self, args: list[Any]) -> None:
+        self.args = args
+        self.sql = ""
+
+    def add(self, condition: str, *values: Any) -> None:
+        for value in values:
+            self.args.append(value)
+            condition = condition.replace("?", f"${len(self.args)}", 1)
+        self.sql += f" AND {condition}"
+
+    def types_projects(self, types: Sequence[str] | None, projects: Sequence[str] | None) -> None:
+        if types:
+            self.add("type = ANY(?::text[])", list(types))
+        if projects is not None:
+            self.add("(project IS NULL OR project = ANY(?::text[]))", list(projects))
+
+
+class PostgresMemoryStore(MemoryStore):
+    """Memories in a Postgres schema. Create with :meth:`open`."""
+
+    def __init__(
+        self, pool: asyncpg.Pool, schema: str, vector_reason: str | None,
+        clock: Callable[[], float],
+    ) -> None:  # fmt: skip
+        self._pool = pool
+        self.schema = schema
+        self._no_vec = vector_reason
+        self._clock = clock
+        self._indexed: set[int] = set()
+        self.extraction = PostgresExtractionQueue(pool, schema, clock)
+        self._iterative = False  # pgvector's iterative index scan (0.8+) is there
+
+    @classmethod
+    async def open(
+        cls, url: str, *, schema: str = "exai", clock: Callable[[], float] = time.time,
+        pgvector: bool = True, max_size: int = 10,
+    ) -> PostgresMemoryStore:  # fmt: skip
+        if not _SCHEMA_NAME.match(schema):
+            raise ValidationError_(f"{schema!r} is not a plain lower-case Postgres schema name")
+        dsn, options = driver_options(url)
+        vector_schema, reason, iterative = await _vector_extension(dsn, pgvector)
+        path = f'"{schema}", "{vector_schema}", public' if vector_schema else f'"{schema}", public'
+
+        async def init(conn: Any) -> None:
+            await conn.execute(f"SET search_path TO {path}")
+
+        pool = await asyncpg.create_pool(dsn, min_size=1, max_size=max_size, command_timeout=60,
+                                         init=init, **options)  # fmt: skip
+        store = cls(pool, schema, reason, clock)
+        store._iterative = iterative
+        if reason:
+            log.warning("pgvector unavailable: vectors are searched by a scan", reason=reason)
+        try:
+            await store._migrate()
+        except BaseException:
+            await store.aclose()
+            raise
+        return store
+
+    async def _migrate(self) -> None:
+        s = self.schema
+        key = int.from_bytes(hashlib.sha256(f"exai.memory:{s}".encode()).digest()[:8], "big",
+                             signed=True)  # fmt: skip
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", key)
+            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+            await conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {s}.memory_schema_version"
+                " (version integer PRIMARY KEY, applied_at double precision NOT NULL)"
+            )
+            done = int(await conn.fetchval(
+                f"SELECT COALESCE(MAX(version), 0) FROM {s}.memory_schema_version"))  # fmt: skip
+            for version, script in POSTGRES_MIGRATIONS:
+                if version > done:
+                    await conn.execute(script.replace("{s}", s))
+                    await conn.execute(f"INSERT INTO {s}.memory_schema_version VALUES ($1, $2)",
+                                       version, time.time())  # fmt: skip
+            if self._no_vec is None:
+                await conn.execute(
+                    f"ALTER TABLE {s}.memories ADD COLUMN IF NOT EXISTS embedding vector"
+                )
+                await conn.execute(
+                    f"UPDATE {s}.memories SET embedding = embedding_array::vector"
+                    " WHERE embedding IS NULL AND embedding_array IS NOT NULL"
+                )
+                dims = await conn.fetch(
+                    f"SELECT DISTINCT dimension FROM {s}.memories WHERE dimension IS NOT NULL"
+                )
+                for row in dims:
+                    await self._index(conn, int(row[0]))
+
+    async def _index(self, conn: Any, dimension: int) -> None:
+        if dimension in self._indexed or self._no_vec is not None:
+            return
+        d = int(dimension)
+        await conn.execute(
+            f"CREATE INDEX IF NOT EXISTS memories_hnsw_{d} ON {self.schema}.memories"
+            f" USING hnsw ((embedding::vector({d})) vector_cosine_ops) WHERE dimension = {d}"
+        )
+        self._indexed.add(d)
+
+    # --- writes -------------------------------------------------------------------
+
+    def _vector_sql(self, first: int) -> tuple[str, str]:
+        """Column list and placeholders for a vector, its array and their model."""
+        if self._no_vec is None:
+            return (
+                "embedding_model, dimension, embedding_array, embedding",
+                f"${first}, ${first + 1}, ${first + 2}::real[], ${first + 3}::vector",
+            )
+        return (
+            "embedding_model, dimension, embedding_array",
+            f"${first}, ${first + 1}, ${first + 2}::real[]",
+        )
+
+    def _vector_args(self, vector: Sequence[float] | None, model: str | None) -> list[Any]:
+        if vector is None:
+            args: list[Any] = [None, None, None]
+        else:
+            args = [model, len(vector), [float(x) for x in vector]]
+        if self._no_vec is None:
+            args.append(_literal(vector) if vector is not None else None)
+        return args
+
+    def _insert_sql(self) -> str:
+        columns, marks = self._vector_sql(10)
+        return (
+            f"INSERT INTO {self.schema}.memories (id, owner, project, type, content, tags,"
+            f" content_hash, source, created_at, updated_at, {columns})"
+            f" VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $9, {marks})"
+            " ON CONFLICT (owner, content_hash) DO NOTHING"
+        )
+
+    def _insert_args(
+        self, memory: NewMemory, vector: Sequence[float] | None, model: str | None
+    ) -> list[Any]:
+        return [
+            str(uuid.uuid4()), memory.owner, memory.project, memory.type, memory.content,
+            json.dumps(memory.tags), memory.content_hash, memory.source, self._clock(),
+            *self._vector_args(vector, model),
+        ]  # fmt: skip
+
+    async def insert(
+        self, memory: NewMemory, vector: Sequence[float] | None, model: str | None
+    ) -> Memory:
+        async with self._pool.acquire() as conn, conn.transaction():
+            if vector is not None:
+                await self._index(conn, len(vector))
+            await conn.execute(self._insert_sql(), *self._insert_args(memory, vector, model))
+            row = await conn.fetchrow(
+                f"SELECT {_COLUMNS} FROM {self.schema}.memories"
+                " WHERE owner = $1 AND content_hash = $2",
+                memory.owner, memory.content_hash,
+            )  # fmt: skip
+        return _memory(row)
+
+    async def insert_many(
+        self, memories: Sequence[tuple[NewMemory, Sequence[float] | None]], model: str | None
+    ) -> int:
+        async with self._pool.acquire() as conn, conn.transaction():
+            for dim in {len(v) for _, v in memories if v is not None}:
+                await self._index(conn, dim)
+            before = int(await conn.fetchval(f"SELECT count(*) FROM {self.schema}.memories"))
+            await conn.executemany(
+                self._insert_sql(), [self._insert_args(m, v, model) for m, v in memories]
+            )
+            after = int(await conn.fetchval(f"SELECT count(*) FROM {self.schema}.memories"))
+        return after - before
+
+    async def update(
+        self, memory_id: str, owner: Owner, *, content: str, type: str, tags: Sequence[str],
+        content_hash: str, vector: Sequence[float] | None, model: str | None,
+    ) -> Memory:  # fmt: skip
+        await self.get(memory_id, owner)
+        columns, marks = self._vector_sql(7)
+        sql = (
+            f"UPDATE {self.schema}.memories SET (content, type, tags, content_hash, updated_at,"
+            f" {columns}) = ($2, $3, $4::jsonb, $5, $6, {marks}) WHERE id = $1"
+        )
+        async with self._pool.acquire() as conn, conn.transaction():
+            if vector is not None:
+                await self._index(conn, len(vector))
+            args = [memory_id, content, type, json.dumps(list(tags)), content_hash, self._clock()]
+            await conn.execute(sql, *args, *self._vector_args(vector, model))
+        return await self.get(memory_id, owner)
+
+    async def set_vector(
+        self, memory_id: str, vector: Sequence[float] | None, model: str | None
+    ) -> None:
+        columns, marks = self._vector_sql(2)
+        sql = f"UPDATE {self.schema}.memories SET ({columns}) = ({marks}) WHERE id = $1"
+        async with self._pool.acquire() as conn, conn.transaction():
+            if vector is not None:
+                await self._index(conn, len(vector))
+            status = await conn.execute(sql, memory_id, *self._vector_args(vector, model))
+        if status.endswith(" 0"):
+            raise MemoryNotFoundError(memory_id)
+
+    async def delete(self, memory_id: str, owner: Owner) -> Memory:
+        memory = await self.get(memory_id, owner)
+        async with self._pool.acquire() as conn:
+            await conn.execute(f"DELETE FROM {self.schema}.memories WHERE id = $1", memory_id)
+        return memory
+
+    # --- reads --------------------------------------------------------------------
+
+    async def get(self, memory_id: str, owner: Owner) -> Memory:
+        async with self._pool.acquire() as conn:
+            row = await conn.fetchrow(
+                f"SELECT {_COLUMNS} FROM {self.schema}.memories WHERE id = $1", memory_id
+            )
+        if row is None or (owner is not ANY_OWNER and row[1] != owner):
+            raise MemoryNotFoundError(memory_id)
+        return _memory(row)
+
+    async def find_hash(self, owner: str, content_hash: str) -> Memory | None:
+        async with self._pool.acquire() as conn:
+            row = await conn.fetchrow(
+                f"SELECT {_COLUMNS} FROM {self.schema}.memories"
+                " WHERE owner = $1 AND content_hash = $2",
+                owner, content_hash,
+            )  # fmt: skip
+        return _memory(row) if row else None
+
+    async def fetch(self, owner: str, ids: Sequence[str]) -> list[Memory]:
+        if not ids:
+            return []
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                f"SELECT {_COLUMNS} FROM {self.schema}.memories"
+                " WHERE owner = $1 AND id = ANY($2::text[])",
+                owner, list(ids),
+            )  # fmt: skip
+        return [_memory(r) for r in rows]
+
+    async def list_memories(
+        self, owner: Owner, *, types: Sequence[str] | None = None,
+        projects: Sequence[str] | None = None, limit: int = 100, offset: int = 0,
+    ) -> list[Memory]:  # fmt: skip
+        f = _Filters([])
+        if owner is not ANY_OWNER:
+            f.add("owner = ?", owner)
+        f.types_projects(types, projects)
+        n = len(f.args)
+        sql = (
+            f"SELECT {_COLUMNS} FROM {self.schema}.memories WHERE true{f.sql}"
+            f" ORDER BY updated_at DESC, id LIMIT ${n + 1} OFFSET ${n + 2}"
+        )
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(sql, *f.args, limit, offset)
+        return [_memory(r) for r in rows]
+
+    async def count(self, owner: Owner) -> int:
+        async with self._pool.acquire() as conn:
+            if owner is ANY_OWNER:
+                return int(await conn.fetchval(f"SELECT count(*) FROM {self.schema}.memories"))
+            sql = f"SELECT count(*) FROM {self.schema}.memories WHERE owner = $1"
+            return int(await conn.fetchval(sql, owner))
+
+    async def keyword_search(
+        self, owner: str, terms: Sequence[str], limit: int, *,
+        types: Sequence[str] | None = None, projects: Sequence[str] | None = None,
+    ) -> list[ScoredId]:  # fmt: skip
+        if not terms:
+            return []
+        f = _Filters([owner, " | ".join(terms)])
+        f.types_projects(types, projects)
+        sql = (
+            f"SELECT id, ts_rank_cd(tsv, q) AS r FROM {self.schema}.memories,"
+            " to_tsquery('english', $2) q"
+            f" WHERE owner = $1 AND tsv @@ q{f.sql} ORDER BY r DESC, id LIMIT ${len(f.args) + 1}"
+        )
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(sql, *f.args, limit)
+        return [ScoredId(r[0], float(r[1])) for r in rows]
+
+    async def vector_search(
+        self, owner: str, vector: Sequence[float], model: str, limit: int, *,
+        types: Sequence[str] | None = None, projects: Sequence[str] | None = None,
+    ) -> list[ScoredId]:  # fmt: skip
+        d = len(vector)
+        f = _Filters([owner, model, d])
+        f.types_projects(types, projects)
+        where = f"owner = $1 AND embedding_model = $2 AND dimension = $3{f.sql}"
+        async with self._pool.acquire() as conn:
+            if self._no_vec is not None:
+                rows = await conn.fetch(
+                    f"SELECT id, embedding_array FROM {self.schema}.memories WHERE {where}", *f.args
+                )
+                scored = [ScoredId(r[0], cosine(vector, r[1])) for r in rows]
+            else:
+                q = len(f.args) + 1
+                distance = f"(embedding::vector({d})) <=> ${q}::vector({d})"
+                async with conn.transaction():
+                    if self._iterative:
+                        await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                    rows = await conn.fetch(
+                        f"SELECT id, {distance} AS distance FROM {self.schema}.memories"
+                        f" WHERE {where} ORDER BY {distance} LIMIT ${q + 1}",
+                        *f.args, _literal(vector), limit,
+                    )  # fmt: skip
+                scored = [ScoredId(r[0], 1.0 - float(r[1])) for r in rows]
+        scored.sort(key=lambda s: (-s.score, s.id))
+        return scored[:limit]
+
+    async def stale_vectors(
+        self, model: str | None, dimension: int | None, limit: int
+    ) -> list[Memory]:
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                f"SELECT {_COLUMNS} FROM {self.schema}.memories WHERE embedding_model IS NULL"
+                " OR embedding_model IS DISTINCT FROM $1 OR dimension IS DISTINCT FROM $2"
+                " ORDER BY created_at, id LIMIT $3",
+                model, dimension, limit,
+            )  # fmt: skip
+        return [_memory(r) for r in rows]
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"backend": "postgres", "keyword": "full-text (ts_rank_cd)"}
+        if self._no_vec is None:
+            out["vector_search"] = "pgvector-hnsw"
+        else:
+            out["vector_search"] = "scan"
+            out["vector_search_reason"] = self._no_vec
+        return out
+
+    async def aclose(self) -> None:
+        if not self._pool.is_closing():
+            await self._pool.close()
+
+
+async def _vector_extension(dsn: str, wanted: bool) -> tuple[str | None, str | None, bool]:
+    """Where the ``vector`` extension lives (created if allowed) or why it cannot be used,
+    and whether it has the iterative index scan (pgvector 0.8 and later)."""
+    if not wanted:
+        return None, "turned off (EXAI_MEMORY_PGVECTOR=false)", False
+    conn = await asyncpg.connect(dsn)
+    try:
+        failure = None
+        try:
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except asyncpg.PostgresError as exc:
+            failure = f"CREATE EXTENSION vector failed: {exc}"
+        row = await conn.fetchrow(
+            "SELECT extnamespace::regnamespace::text, extversion FROM pg_extension"
+            " WHERE extname = 'vector'"
+        )
+        if row is None:
+            return None, failure or "the vector extension is missing", False
+        version = tuple(int(p) for p in re.findall(r"\d+", str(row[1]))[:2])
+        return str(row[0]).strip('"'), None, version >= (0, 8)
+    finally:
+        await conn.close()

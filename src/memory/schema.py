@@ -1,0 +1,127 @@
+"""The memory tables and their migrations, for SQLite and for Postgres.
+
+Memory keeps its own versions, in its own table (``memory_schema_version``),
+apart from the conversation store's ``schema_version``: the two schemas evolve
+separately, and the conversation store's runner applies only numbers above the
+highest it has seen, so sharing its numbering would tie memory to every other
+change there. Postgres scripts name their schema ``{s}``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["POSTGRES_MIGRATIONS", "SQLITE_MIGRATIONS", "sqlite_statements"]
+
+SQLITE_MIGRATIONS: list[tuple[int, str]] = [
+    (
+        1,
+        """
+        CREATE TABLE memories (
+            rowid INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            owner TEXT NOT NULL,
+            project TEXT,
+            type TEXT NOT NULL,
+            content TEXT NOT NULL,
+            tags TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            source TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            embedding_model TEXT,
+            dimension INTEGER,
+            embedding BLOB,
+            owner_key TEXT NOT NULL,
+            UNIQUE (owner, content_hash)
+        );
+        CREATE INDEX memories_owner_updated ON memories(owner, updated_at);
+        CREATE VIRTUAL TABLE memories_fts USING fts5(
+            content, tags, owner_key, content='memories', content_rowid='rowid',
+            tokenize='porter unicode61'
+        );
+        CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+            INSERT INTO memories_fts(rowid, content, tags, owner_key)
+            VALUES (new.rowid, new.content, new.tags, new.owner_key);
+        END;
+        CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+            INSERT INTO memories_fts(memories_fts, rowid, content, tags, owner_key)
+            VALUES ('delete', old.rowid, old.content, old.tags, old.owner_key);
+        END;
+        CREATE TRIGGER memories_au AFTER UPDATE OF content, tags ON memories BEGIN
+            INSERT INTO memories_fts(memories_fts, rowid, content, tags, owner_key)
+            VALUES ('delete', old.rowid, old.content, old.tags, old.owner_key);
+            INSERT INTO memories_fts(rowid, content, tags, owner_key)
+            VALUES (new.rowid, new.content, new.tags, new.owner_key);
+        END;
+        CREATE TABLE memory_extraction_queue (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            owner TEXT NOT NULL,
+            text TEXT NOT NULL,
+            thread_id TEXT,
+            project TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            leased_until REAL NOT NULL DEFAULT 0,
+            last_error TEXT,
+            created_at REAL NOT NULL
+        );
+        """,
+    ),
+]
+
+POSTGRES_MIGRATIONS: list[tuple[int, str]] = [
+    (
+        1,
+        """
+        CREATE TABLE {s}.memories (
+            id text PRIMARY KEY,
+            owner text NOT NULL,
+            project text,
+            type text NOT NULL,
+            content text NOT NULL,
+            tags jsonb NOT NULL,
+            content_hash text NOT NULL,
+            source text NOT NULL,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            embedding_model text,
+            dimension integer,
+            embedding_array real[],
+            tsv tsvector GENERATED ALWAYS AS
+                (to_tsvector('english', content || ' ' || tags::text)) STORED,
+            UNIQUE (owner, content_hash)
+        );
+        CREATE INDEX memories_owner_updated ON {s}.memories(owner, updated_at);
+        CREATE INDEX memories_tsv ON {s}.memories USING gin(tsv);
+        CREATE TABLE {s}.memory_extraction_queue (
+            id bigserial PRIMARY KEY,
+            owner text NOT NULL,
+            text text NOT NULL,
+            thread_id text,
+            project text,
+            attempts integer NOT NULL DEFAULT 0,
+            leased_until double precision NOT NULL DEFAULT 0,
+            last_error text,
+            created_at double precision NOT NULL
+        );
+        """,
+    ),
+]
+
+
+def sqlite_statements(script: str) -> list[str]:
+    """Split a migration script into statements; a trigger body's ``;`` stays inside it."""
+    statements: list[str] = []
+    current: list[str] = []
+    in_trigger = False
+    for part in script.split(";"):
+        current.append(part)
+        text = ";".join(current).strip()
+        if text.upper().startswith("CREATE TRIGGER") and not text.upper().endswith("END"):
+            in_trigger = True
+            continue
+        in_trigger = False
+        if text:
+            statements.append(text)
+        current = []
+    if in_trigger:
+        raise ValueError("unterminated trigger in a memory migration")
+    return statements

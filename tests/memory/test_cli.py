@@ -1,0 +1,67 @@
+"""``exai memory``: add, list, show, rm, export/import round trip, reembed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from exai.cli.main import main
+
+
+@pytest.fixture
+def memory_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, provider_emulator) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EXAI_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("EXAI_AUDIT_ENABLED", "false")
+    monkeypatch.setenv("EXAI_MEMORY_URL", f"sqlite:///{tmp_path / 'one.sqlite3'}")
+    return tmp_path
+
+
+def _lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    return capsys.readouterr().out.splitlines()
+
+
+def test_add_list_show_export_import_rm(memory_env, capsys, monkeypatch, provider_emulator):
+    assert main(["memory", "add", "We chose SQLite", "--owner", "alice", "--type", "decision"]) == 0
+    assert main(["memory", "add", "we chose  sqlite", "--owner", "alice"]) == 0
+    assert main(["memory", "add", "Terse reviews", "--owner", "bob", "--tag", "style"]) == 0
+    first, dup, _ = _lines(capsys)
+    assert first.startswith("insert ") and dup == "duplicate " + first.split()[1]
+    memory_id = first.split()[1]
+
+    assert main(["memory", "list", "--owner", "alice", "--json"]) == 0
+    listed = [json.loads(line) for line in _lines(capsys)]
+    assert [(m["id"], m["type"], m["source"]) for m in listed] == [(memory_id, "decision", "cli")]
+    assert main(["memory", "show", memory_id]) == 0
+    assert json.loads(capsys.readouterr().out)["content"] == "We chose SQLite"
+
+    export = memory_env / "export.jsonl"
+    assert main(["memory", "export", "-o", str(export)]) == 0
+    assert len(export.read_text().splitlines()) == 2
+
+    # Into another store, with vectors from the emulator's OpenAI-compatible endpoint.
+    monkeypatch.setenv("EXAI_MEMORY_URL", f"sqlite:///{memory_env / 'two.sqlite3'}")
+    monkeypatch.setenv("EXAI_MEMORY_EMBEDDING_PROVIDERS", "openai_compat")
+    monkeypatch.setenv("EXAI_MEMORY_OPENAI_EMBEDDING_BASE_URL", provider_emulator.base_url_kimi)
+    assert main(["memory", "import", str(export)]) == 0
+    assert main(["memory", "import", str(export)]) == 0
+    assert _lines(capsys) == ["insert=2", "duplicate=2"]
+    assert main(["memory", "list", "--json"]) == 0
+    imported = [json.loads(line) for line in _lines(capsys)]
+    assert {(m["owner"], m["content"]) for m in imported} == {
+        ("alice", "We chose SQLite"), ("bob", "Terse reviews")}  # fmt: skip
+    assert {m["embedding_model"] for m in imported} == {"text-embedding-3-small"}
+
+    monkeypatch.setenv("EXAI_MEMORY_OPENAI_EMBEDDING_MODEL", "other-model")
+    assert main(["memory", "reembed"]) == 0
+    assert _lines(capsys) == ["re-embedded 2 memories with other-model"]
+    assert main(["memory", "reembed"]) == 0
+    assert _lines(capsys) == ["re-embedded 0 memories with other-model"]
+
+    assert main(["memory", "rm", imported[0]["id"]]) == 0
+    assert main(["memory", "rm", imported[0]["id"]]) == 1
+    assert "no memory" in capsys.readouterr().err
+    assert main(["memory", "list"]) == 0
+    assert len(_lines(capsys)) == 1
