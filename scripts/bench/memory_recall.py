@@ -51,7 +51,7 @@ MODEL = "emu-embed"
 OWNER = "bench"
 QUERIES = 200
 RECALL_SET = Path(__file__).resolve().parents[2] / "tests" / "memory" / "data" / "recall_set.json"
-KIMI = "kimi-k2-0905-preview"
+KIMI = "kimi-k2.5"
 TYPES = ("fact", "preference", "rule", "decision", "reminder", "relationship")
 
 
