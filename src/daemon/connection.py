@@ -205,7 +205,7 @@ class _Frames:
                 raise FrameError(f"frame exceeds max_frame_bytes ({limit} bytes)")
             frame = parse_client_frame(raw)
             if isinstance(frame, CallToolFrame):
-                self.daemon.dispatcher.submit(self.session, frame)
+                self.daemon.dispatcher.submit(self.session, frame, raw)
             else:
                 self._other(frame)
         except FrameError as exc:

@@ -19,7 +19,7 @@ import pydantic
 
 from exai.accounting.ledger import charge_fields
 from exai.audit import args_digest
-from exai.daemon.replay import call_fingerprint
+from exai.daemon.replay import KEEP_REQUEST_MAX_CHARS, call_fingerprint
 from exai.errors import (
     CancelledError,
     ExaiError,
@@ -82,26 +82,26 @@ class Dispatcher:
 
     # --- admission --------------------------------------------------------
 
-    def submit(self, session: Session, frame: CallToolFrame) -> None:
+    def submit(self, session: Session, frame: CallToolFrame, raw: str | None = None) -> None:
         """Admit a call and start its task, or answer it at once; never waits.
 
         Called for each ``call_tool`` as it arrives (see :mod:`exai.daemon.transport`).
         A ``request_id`` this session already used is a retry only if it asks for
         the same tool with the same arguments, and the principal may still call
         that tool: then it is attached to the running call or answered from the
-        replay cache. Anything else under a used id is refused.
+        replay cache. Anything else under a used id is refused. ``raw`` is the
+        frame's text, when there is one: kept instead of a fingerprint if it is small.
         """
         rid = frame.request_id
-        fingerprint = call_fingerprint(frame.name, frame.arguments)
         try:
             running = session.calls.get(rid)
             if running is not None:  # a retry of a call still running: attach to it
-                self._check_retry(session, frame, running.fingerprint, fingerprint)
+                self._check_retry(session, frame, running.fingerprint())
                 session.post(CallToolAck(request_id=rid, timeout_s=running.timeout_s))
                 return
             finished = session.replay(rid)
             if finished is not None:
-                self._check_retry(session, frame, finished.fingerprint, fingerprint)
+                self._check_retry(session, frame, finished.fingerprint)
                 session.post(_replayed(finished.result))
                 return
             tool, arguments = self._admit(session, frame)
@@ -113,19 +113,19 @@ class Dispatcher:
         timeout_s = min(frame.timeout_s or s.default_timeout_s, s.max_timeout_s)
         now = time.monotonic()
         call = Call(rid, tool.name, timeout_s, deadline=now + timeout_s, started=now,
-                    fingerprint=fingerprint, last_progress=now)  # fmt: skip
+                    asked=frame.name, arguments=frame.arguments,
+                    request=raw if raw is not None and len(raw) <= KEEP_REQUEST_MAX_CHARS
+                    else None, last_progress=now)  # fmt: skip
         session.calls[rid] = call
         self.running.add(call)
         call.task = asyncio.get_running_loop().create_task(
             self._run(session, call, tool, arguments, frame), name=f"call:{session.id}:{rid}"
         )
 
-    def _check_retry(
-        self, session: Session, frame: CallToolFrame, earlier: str, fingerprint: str
-    ) -> None:
+    def _check_retry(self, session: Session, frame: CallToolFrame, earlier: str) -> None:
         """Refuse a call under a used request_id unless it is that call, still allowed."""
         self._authorize(session, frame.name)
-        if fingerprint != earlier:
+        if call_fingerprint(frame.name, frame.arguments) != earlier:
             raise RequestIdReusedError(frame.request_id)
 
     def _refuse(self, session: Session, frame: CallToolFrame, exc: ExaiError) -> None:
@@ -298,7 +298,7 @@ class Dispatcher:
         self.running.discard(call)
         session.last_seen = now
         if call.ran:
-            session.remember(rid, call.fingerprint, data, now)
+            session.remember(call, data, now)
         await session.deliver(data)
 
     async def _queue_for(self, limiter: CapacityLimiter) -> None:
@@ -330,7 +330,7 @@ class Dispatcher:
         return ToolContext(
             request_id=rid,
             session_id=session.id,
-            fingerprint=call.fingerprint,
+            fingerprint_of=call.fingerprint,
             principal=session.principal,
             tool=tool,
             deadline=call.deadline,

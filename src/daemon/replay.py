@@ -7,7 +7,10 @@ that safe:
 
 * an answer is only ever given to the call that produced it. Each entry keeps
   the call's :func:`call_fingerprint` (its tool and arguments), and the same id
-  sent for a different call is refused, never answered with the earlier result;
+  sent for a different call is refused, never answered with the earlier result.
+  Most calls are never retried, so a call whose frame is small keeps the frame's
+  text instead (which exists already) and its fingerprint is derived from it
+  only when a call arrives under the same id;
 * the cache is bounded: entries age out after the replay window, each session
   keeps at most ``max_entries``, and all sessions together at most ``max_bytes``,
   the oldest entry going first whichever session holds it. A session that ends
@@ -28,13 +31,27 @@ from collections.abc import Callable, Mapping
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, NamedTuple
 
-__all__ = ["ENTRY_OVERHEAD_BYTES", "ReplayCache", "ReplayEntry", "call_fingerprint"]
+from exai.protocol import CallToolFrame, parse_client_frame
+
+__all__ = [
+    "ENTRY_OVERHEAD_BYTES",
+    "KEEP_REQUEST_MAX_CHARS",
+    "ReplayCache",
+    "ReplayEntry",
+    "call_fingerprint",
+    "frame_fingerprint",
+]
 
 # What an entry costs beyond its result's bytes: the request_id and fingerprint
 # strings, the bytes object's header, the tuples and the slots in two dicts
 # (about 440 bytes, measured with tracemalloc). Counting it keeps the byte bound
 # honest when the results are small and many.
 ENTRY_OVERHEAD_BYTES = 512
+
+# Frames up to this size are kept whole instead of fingerprinted when their call
+# finishes; a larger one is fingerprinted then, so the cache holds its digest,
+# not its text.
+KEEP_REQUEST_MAX_CHARS = 4096
 
 
 def _canonical_encoder() -> Callable[[Any], str]:
@@ -61,12 +78,27 @@ def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
     return hashlib.sha256(tool.encode() + b"\x00" + encoded).hexdigest()
 
 
+def frame_fingerprint(raw: str) -> str:
+    """The fingerprint of the ``call_tool`` frame whose text is ``raw``."""
+    frame = parse_client_frame(raw)
+    assert isinstance(frame, CallToolFrame)
+    return call_fingerprint(frame.name, frame.arguments)
+
+
 class ReplayEntry(NamedTuple):
     stored_at: float
-    fingerprint: str
+    fingerprint_known: str | None  # None: derived from ``request`` when asked for
+    request: str | None  # the call_tool frame as received, when it was small
     # The call_tool_res as it was sent: serialized once, and bytes give the
     # garbage collector nothing to walk however many results are kept.
     result: bytes
+
+    @property
+    def fingerprint(self) -> str:
+        if self.fingerprint_known is not None:
+            return self.fingerprint_known
+        assert self.request is not None
+        return frame_fingerprint(self.request)
 
 
 class ReplayCache:
@@ -87,16 +119,27 @@ class ReplayCache:
         return len(self._order)
 
     def put(
-        self, session_id: str, request_id: str, fingerprint: str, result: bytes, now: float
+        self,
+        session_id: str,
+        request_id: str,
+        fingerprint: str | None,
+        result: bytes,
+        now: float,
+        request: str | None = None,
     ) -> None:
-        """Keep ``result`` for replay; older entries make room when a bound is reached."""
+        """Keep ``result`` for replay; older entries make room when a bound is reached.
+
+        Give the call's ``fingerprint``, or None and the ``request`` frame's text.
+        """
         if (session_id, request_id) in self._order:  # run again after its result expired
             self._drop(session_id, request_id)
         entries = self._sessions.get(session_id)
         if entries is None:
             entries = self._sessions[session_id] = {}
-        entries[request_id] = ReplayEntry(now, fingerprint, result)
+        entries[request_id] = ReplayEntry(now, fingerprint, request, result)
         size = len(result) + ENTRY_OVERHEAD_BYTES
+        if request is not None:
+            size += len(request)
         self._order[(session_id, request_id)] = size
         self.bytes += size
         if len(entries) > self.max_entries:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from exai.auth import Principal
-from exai.daemon.replay import ReplayCache, ReplayEntry
+from exai.daemon.replay import ReplayCache, ReplayEntry, call_fingerprint
 from exai.errors import UnauthorizedError
 from exai.limits import CapacityLimiter
 
@@ -47,7 +47,12 @@ class Call:
     timeout_s: float
     deadline: float  # time.monotonic()
     started: float
-    fingerprint: str = ""  # of its tool and arguments; tells a retry from another call
+    # What the call asked for: its tool's name and arguments, and the frame's text
+    # when the frame was small (see exai.daemon.replay).
+    asked: str = ""
+    arguments: Any = None
+    request: str | None = None
+    fingerprint_known: str | None = None
     task: asyncio.Task[None] | None = None
     timer: asyncio.TimerHandle | None = None  # the deadline, armed after the first step
     last_progress: float = 0.0
@@ -56,6 +61,15 @@ class Call:
     ran: bool = False
     acked: bool = False
     finished: bool = False
+
+    def fingerprint(self) -> str:
+        """Of its tool and arguments: tells a retry from another call under its id.
+
+        Computed when first asked for; most calls never need it.
+        """
+        if self.fingerprint_known is None:
+            self.fingerprint_known = call_fingerprint(self.asked, self.arguments)
+        return self.fingerprint_known
 
 
 @dataclass(eq=False)
@@ -81,9 +95,11 @@ class Session:
         if send is not None:
             send.post(frame)
 
-    def remember(self, rid: str, fingerprint: str, result: bytes, now: float) -> None:
+    def remember(self, call: Call, result: bytes, now: float) -> None:
         """Keep ``result`` (the frame sent) for a retry of the same call."""
-        self.results.put(self.id, rid, fingerprint, result, now)
+        request = call.request if call.fingerprint_known is None else None
+        fingerprint = None if request is not None else call.fingerprint()
+        self.results.put(self.id, call.request_id, fingerprint, result, now, request)
 
     def replay(self, request_id: str) -> ReplayEntry | None:
         """What the call ``request_id`` of this session answered, if it is still kept."""

@@ -72,13 +72,18 @@ class ToolContext:
     progress_cb: Callable[[str, float | None, float | None], Awaitable[None]] | None = None
     stream_cb: Callable[[str], Awaitable[None]] | None = None
     provider_calls: int = 0  # model calls made so far by this call
-    # Of the call's tool and arguments: with (principal, session_id, request_id),
-    # what tells a retry of this call from another call under the same id.
-    fingerprint: str = ""
+    # Gives the digest of the call's tool and arguments: with (principal,
+    # session_id, request_id), what tells a retry of this call from another call
+    # under the same id. A function, as most calls never need it.
+    fingerprint_of: Callable[[], str] | None = None
     client_roots: Sequence[str] = ()  # the calling IDE's workspace roots, if it declared any
     # Every model call made by this call, with its usage and cost (see ask_model).
     # A list shared by copies of the context, so a tool's parallel calls all land here.
     charges: list[Charge] = field(default_factory=list)
+
+    @property
+    def fingerprint(self) -> str:
+        return self.fingerprint_of() if self.fingerprint_of is not None else ""
 
     @property
     def roots(self) -> list[str]:

@@ -85,3 +85,16 @@ def test_the_fingerprint_is_of_the_tool_and_the_arguments_whatever_their_order()
     canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     expected = hashlib.sha256(b"chat\x00" + canonical.encode()).hexdigest()
     assert call_fingerprint("chat", arguments) == expected
+
+
+def test_a_kept_frame_gives_the_fingerprint_of_its_call_and_counts_in_the_bytes():
+    raw = json.dumps({"op": "call_tool", "request_id": "r1", "name": "echo",
+                      "arguments": {"text": "hi", "delay_s": 0}})  # fmt: skip
+    cache = ReplayCache(window_s=60, max_entries=10, max_bytes=10**6)
+    cache.put("s1", "r1", None, b"result", now=0.0, request=raw)
+    entry = cache.get("s1", "r1", now=1.0)
+    assert entry is not None
+    # Key order does not matter: the fingerprint is of the call, not of the text.
+    assert entry.fingerprint == call_fingerprint("echo", {"delay_s": 0, "text": "hi"})
+    assert entry.fingerprint != call_fingerprint("echo", {"text": "hi"})
+    assert cache.bytes == len(b"result") + len(raw) + ENTRY_OVERHEAD_BYTES
