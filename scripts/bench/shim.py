@@ -6,7 +6,7 @@ ways: through ``exai shim`` by a minimal JSON-RPC client (one line out, one
 line in), whose cost is negligible, so the difference from the direct call is
 what the shim adds; through the shim by the official MCP SDK client over
 stdio; over HTTP to the daemon's own ``/mcp`` by a minimal client (one
-2026-07-28 POST per call on a kept-alive connection); and over HTTP by the
+2026-07-28 POST per call, as bytes on a kept-alive connection); and over HTTP by the
 official SDK client (2025-11-25, with a session). Calls are made in
 alternating blocks so drift in the machine's load affects every path alike.
 Targets: the shim adds at most 1 ms at p50; HTTP costs at most what the shim
@@ -27,8 +27,8 @@ import sys
 import tempfile
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
-import httpx
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -83,25 +83,46 @@ class _JsonRpcShim:
 
 
 class _JsonRpcHttp:
-    """The thinnest HTTP MCP client: one self-contained 2026-07-28 POST per call."""
+    """The thinnest HTTP MCP client: one self-contained 2026-07-28 POST per call, written
+    and read as bytes on one kept-alive connection, as the shim's client writes lines.
 
-    def __init__(self, client: httpx.AsyncClient, url: str) -> None:
-        self.client = client
-        self.url = url
-        self.headers = {
-            "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
-            "Mcp-Name": "echo", "Accept": "application/json, text/event-stream",
-        }  # fmt: skip
+    A general HTTP client (httpx) spends more per request than the daemon does on
+    it, which would measure the client rather than the face.
+    """
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
         meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                 "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip
         params = {"name": "echo", "arguments": {"text": TEXT}, "_meta": meta}
-        self.body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+        head = (f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+                "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: echo\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n")  # fmt: skip
+        self.request = head.encode() + body.encode()
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def __aenter__(self) -> _JsonRpcHttp:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.writer is not None:
+            self.writer.close()
 
     async def echo(self) -> float:
+        assert self.reader is not None and self.writer is not None
         start = time.perf_counter()
-        answer = await self.client.post(self.url, json=self.body, headers=self.headers)
+        self.writer.write(self.request)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))  # fmt: skip
+        body = await self.reader.readexactly(length)
         elapsed = time.perf_counter() - start
-        assert answer.json()["result"]["isError"] is False, answer.text
+        assert head.startswith(b"HTTP/1.1 200") and b'"isError":false' in body, head + body
         return elapsed
 
 
@@ -161,13 +182,12 @@ async def run(
             ExaiClient(f"ws://127.0.0.1:{port}", client_name="bench") as client,
             stdio_client(params) as (read, write),
             ClientSession(read, write) as session,
-            httpx.AsyncClient() as http_client,
+            _JsonRpcHttp(mcp_url) as http,
             streamable_http_client(mcp_url) as (http_read, http_write, *_),
             ClientSession(http_read, http_write) as http_session,
         ):
             await session.initialize()
             await http_session.initialize()
-            http = _JsonRpcHttp(http_client, mcp_url)
             for _ in range(warmup):
                 await _direct(client)
                 await shim.echo()

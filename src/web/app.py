@@ -26,7 +26,8 @@ from starlette.routing import Route
 from exai import __version__
 from exai.logs import get_logger
 from exai.web.guard import Guard
-from exai.web.mcp import session_manager
+from exai.web.mcp import MAX_BODY_BYTES, session_manager
+from exai.web.mcp_calls import McpEndpoint
 from exai.web.openai import routes as openai_routes
 from exai.web.openai_errors import error_body as openai_error_body
 
@@ -69,7 +70,7 @@ class WebFace:
         s = self.daemon.settings
         app = Starlette(routes=[
             Route("/health", self._health),
-            Route("/mcp", _AsgiEndpoint(self.mcp.handle_request),
+            Route("/mcp", _AsgiEndpoint(McpEndpoint(self.mcp, MAX_BODY_BYTES)),
                   methods=["GET", "POST", "DELETE"]),
             *openai_routes(self.daemon),
         ])  # fmt: skip
@@ -91,7 +92,7 @@ class WebFace:
         config = uvicorn.Config(
             self.build_app(), log_level="warning", lifespan="off", access_log=False,
             timeout_keep_alive=30, timeout_graceful_shutdown=5, server_header=False,
-            date_header=True,
+            date_header=True, http="httptools",
             headers=[("server", f"exai/{__version__}")],
         )  # fmt: skip
         ready = asyncio.Event()

@@ -31,7 +31,9 @@ from exai.web.local import LocalClient
 if TYPE_CHECKING:
     from exai.daemon.server import Daemon
 
-__all__ = ["HttpMcp", "session_manager"]
+__all__ = ["MAX_BODY_BYTES", "HttpMcp", "session_manager"]
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 class HttpMcp(Shim):
@@ -57,7 +59,7 @@ def session_manager(daemon: Daemon) -> StreamableHTTPSessionManager:
     # without this lookup it lists every tool on every call to find that one schema.
     server.get_tool_input_schema = _input_schema(daemon)
     # Host and Origin are checked by the Guard in front of every HTTP route.
-    return StreamableHTTPSessionManager(app=server, max_request_body_size=1024 * 1024 * 4)
+    return StreamableHTTPSessionManager(app=server, max_request_body_size=MAX_BODY_BYTES)
 
 
 def _input_schema(daemon: Daemon) -> Any:

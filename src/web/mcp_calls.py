@@ -1,0 +1,185 @@
+"""``/mcp`` in front of the SDK's session manager: a 2026-07-28 request that asked
+for no progress is answered as JSON unless it runs long.
+
+The SDK answers every 2026-07-28 POST the same way: a task group with the
+handler and a disconnect watcher, a memory stream for notifications, and a
+15-second window after which the response turns into an SSE stream with pings.
+It answers with plain JSON when the handler is done within the window, which is
+almost always, but the machinery costs about a third of an ``echo`` call's
+instructions over HTTP. A request without a progress token can receive no
+notifications, so here it is served by the SDK's JSON-response branch on an
+answer that may still become a stream:
+
+- the handler runs as one task, and the request's own task waits for it, for
+  the client to disconnect (which cancels the call, as in the SDK's stream
+  mode), and for the same 15-second window;
+- if the window passes first, the response starts as ``text/event-stream``
+  with a ping comment every 15 seconds, so no proxy's idle timeout cuts a long
+  call, and the JSON-RPC answer is sent as its one ``message`` event.
+
+Everything else (a progress token, the 2025-11-25 handshake era, GET and
+DELETE, anything malformed) goes to the session manager unchanged, as does the
+validation of the request itself: this module only chooses the branch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import MutableMapping
+from typing import Any
+
+from mcp.server._streamable_http_modern import handle_modern_request
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import RequestBodyLimitMiddleware
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+__all__ = ["STREAM_AFTER_S", "McpEndpoint"]
+
+# The SDK's own deferral window and ping interval (_streamable_http_modern).
+STREAM_AFTER_S = 15.0
+
+_VERSION_HEADER = MCP_PROTOCOL_VERSION_HEADER.lower().encode("ascii")
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"connection", b"keep-alive"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+class McpEndpoint:
+    """The ASGI app at ``/mcp``: the session manager, with the JSON branch chosen above."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager, max_body_bytes: int) -> None:
+        self.manager = manager
+        # The body is read here, so here too it is bounded as the manager bounds it.
+        self._modern_post = RequestBodyLimitMiddleware(self._post, max_body_bytes)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["method"] == "POST" and _modern(scope):
+            await self._modern_post(scope, receive, send)
+        else:
+            await self.manager.handle_request(scope, receive, send)
+
+    async def _post(self, scope: Any, receive: Any, send: Any) -> None:
+        manager = self.manager
+        body = await _body(receive)
+        replay = _Replay(body)
+        if _asks_for_progress(body):
+            await manager.handle_request(scope, replay, send)
+            return
+        await _answer(manager, scope, replay, receive, send)
+
+
+async def _answer(
+    manager: StreamableHTTPSessionManager, scope: Any, replay: _Replay, receive: Any, send: Any
+) -> None:
+    """Run the SDK's JSON branch; stream pings if it runs long; cancel it if the client goes."""
+    response = _Response(send)
+    handler = asyncio.ensure_future(handle_modern_request(
+        manager.app, manager.security_settings, True, manager._lifespan_state,
+        scope, replay, response.send,
+    ))  # fmt: skip
+    gone = asyncio.ensure_future(_disconnected(receive))
+    try:
+        while True:
+            done, _ = await asyncio.wait({handler, gone}, timeout=STREAM_AFTER_S,
+                                         return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            if handler in done:
+                handler.result()
+                return
+            if gone in done:
+                replay.disconnect()
+                handler.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await handler
+                return
+            await response.ping()
+    finally:
+        gone.cancel()
+        if not handler.done():
+            handler.cancel()
+
+
+class _Response:
+    """The SDK's ``send`` for a JSON answer, which becomes an SSE stream once pinged."""
+
+    def __init__(self, send: Any) -> None:
+        self._send = send
+        self.streaming = False
+        self._start: dict[str, Any] | None = None
+
+    async def ping(self) -> None:
+        if not self.streaming:
+            self.streaming = True
+            await self._send({"type": "http.response.start", "status": 200,
+                              "headers": _SSE_HEADERS})  # fmt: skip
+        await self._send({"type": "http.response.body", "body": b": ping\r\n\r\n",
+                          "more_body": True})  # fmt: skip
+
+    async def send(self, message: MutableMapping[str, Any]) -> None:
+        if not self.streaming:
+            await self._send(message)
+        elif message["type"] == "http.response.body":
+            # The JSON-RPC answer, after pings: one SSE message event, as the SDK sends it.
+            data = message.get("body", b"")
+            await self._send({"type": "http.response.body",
+                              "body": b"event: message\r\ndata: " + data + b"\r\n\r\n",
+                              "more_body": False})  # fmt: skip
+
+
+class _Replay:
+    """A ``receive`` that gives the body already read, then waits for the disconnect."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body: bytes | None = body
+        self._gone = asyncio.Event()
+
+    def disconnect(self) -> None:
+        self._gone.set()
+
+    async def __call__(self) -> dict[str, Any]:
+        if self._body is not None:
+            body, self._body = self._body, None
+            return {"type": "http.request", "body": body, "more_body": False}
+        await self._gone.wait()
+        return {"type": "http.disconnect"}
+
+
+def _modern(scope: Any) -> bool:
+    """A 2026-07-28-era request, by its MCP-Protocol-Version header (as the SDK routes)."""
+    version = next((v for k, v in scope["headers"] if k == _VERSION_HEADER), None)
+    return version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+async def _body(receive: Any) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # gone before the body was in
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+def _asks_for_progress(body: bytes) -> bool:
+    """Whether the request has a progress token; a body that is not a JSON-RPC request
+    counts as asking, so the SDK's own path answers it."""
+    try:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError):
+        return True
+    if not isinstance(decoded, dict) or not isinstance(decoded.get("params"), dict | None):
+        return True
+    return progress_token_from_params(decoded.get("params")) is not None
+
+
+async def _disconnected(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
