@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import socket
 import statistics
 import subprocess
@@ -20,7 +21,14 @@ from typing import Any
 
 from websockets.asyncio.client import connect
 
-__all__ = ["daemon_process", "free_port", "summarize", "wait_for_http", "wait_for_port"]
+__all__ = [
+    "daemon_process",
+    "free_port",
+    "prose",
+    "summarize",
+    "wait_for_http",
+    "wait_for_port",
+]
 
 
 def free_port() -> int:
@@ -102,3 +110,21 @@ def summarize(samples_s: list[float], wall_s: float | None = None) -> dict[str, 
     if wall_s is not None:
         out["calls_per_s"] = n / wall_s
     return out
+
+
+_WORDS = (
+    "the store keeps every turn of a conversation so that the model sees the whole "
+    "history again on each call while old turns drop out when the window is full "
+    "def assemble messages return tokens budget thread file reader provider"
+).split()
+
+
+def prose(rng: random.Random, chars: int) -> str:
+    """About ``chars`` characters of words from a small vocabulary, drawn by ``rng``."""
+    out: list[str] = []
+    size = 0
+    while size < chars:
+        word = rng.choice(_WORDS)
+        out.append(word)
+        size += len(word) + 1
+    return " ".join(out)

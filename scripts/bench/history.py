@@ -37,34 +37,20 @@ from exai.store.base import ConversationStore, StoredMessage, StoreLimits, Threa
 from exai.store.history import ContextLimits, assemble_messages
 from exai.store.postgres import PostgresStore
 from exai.store.sqlite import SqliteStore
+from scripts.bench.common import prose
 
 __all__ = ["main"]
 
 SIZES = (10, 100, 1_000, 10_000)
 KIMI_K2 = ContextLimits(context_window=262_144, max_output_tokens=16_384, family="kimi")
 UNBOUNDED = ContextLimits(context_window=10**9, max_output_tokens=16_384, family="kimi")
-WORDS = (
-    "the store keeps every turn of a conversation so that the model sees the whole "
-    "history again on each call while old turns drop out when the window is full "
-    "def assemble messages return tokens budget thread file reader provider"
-).split()
 LIMITS = StoreLimits(max_turns=20_000)
 OWNER = "bench"
 
 
-def _prose(rng: random.Random, chars: int) -> str:
-    out: list[str] = []
-    size = 0
-    while size < chars:
-        word = rng.choice(WORDS)
-        out.append(word)
-        size += len(word) + 1
-    return " ".join(out)
-
-
 def _turn(rng: random.Random, n: int) -> list[dict[str, Any]]:
-    return [{"role": "user", "content": f"question {n}: " + _prose(rng, 110)},
-            {"role": "assistant", "content": f"answer {n}: " + _prose(rng, 470)}]  # fmt: skip
+    return [{"role": "user", "content": f"question {n}: " + prose(rng, 110)},
+            {"role": "assistant", "content": f"answer {n}: " + prose(rng, 470)}]  # fmt: skip
 
 
 async def _seed(store: ConversationStore, turns: int, rng: random.Random) -> str:

@@ -41,6 +41,7 @@ from exai.store.history import AssembledMessages, ContextLimits, assemble_messag
 from exai.store.prefix import shares_prefix
 from exai.store.sqlite import SqliteStore
 from exai.tools.chat import SYSTEM_PROMPT
+from scripts.bench.common import prose
 
 __all__ = ["main"]
 
@@ -48,21 +49,6 @@ OWNER = "bench"
 SMALL = ContextLimits(context_window=8_192, max_output_tokens=1_024, family="kimi")
 FORCING = ContextLimits(context_window=6_000, max_output_tokens=1_000, family="kimi")
 KIMI_K2 = ContextLimits(context_window=262_144, max_output_tokens=16_384, family="kimi")
-WORDS = (
-    "the store keeps every turn of a conversation so that the model sees the whole "
-    "history again on each call while old turns drop out when the window is full "
-    "def assemble messages return tokens budget thread file reader provider"
-).split()
-
-
-def _prose(rng: random.Random, chars: int) -> str:
-    out: list[str] = []
-    size = 0
-    while size < chars:
-        word = rng.choice(WORDS)
-        out.append(word)
-        size += len(word) + 1
-    return " ".join(out)
 
 
 class _Conversation:
@@ -88,7 +74,7 @@ class _Conversation:
         if n % 25 == 1:
             self.source.write_text(f"def version():\n    return {n}\n")
         files = [str(self.source)] if n % 10 == 0 else []
-        prompt = f"question {n}: " + _prose(self.rng, 110)
+        prompt = f"question {n}: " + prose(self.rng, 110)
         assembled = await assemble_messages(
             system_prompt=SYSTEM_PROMPT, new_input=prompt, limits=self.limits,
             store=self.store, thread_id=self.thread_id, owner=OWNER, files=files,
@@ -109,7 +95,7 @@ async def _stability(root: Path, low_water: float, turns: int = 200) -> dict[str
         for n in range(1, turns + 1):
             prompt, files, assembled = await talk.ask(n)
             calls.append(assembled)
-            await talk.answer(n, prompt, files, f"answer {n}: " + _prose(talk.rng, 470))
+            await talk.answer(n, prompt, files, f"answer {n}: " + prose(talk.rng, 470))
     kept = [shares_prefix(a.messages, a.stable_messages, b.messages)
             for a, b in pairwise(calls)]  # fmt: skip
     full = next(i for i, c in enumerate(calls) if c.turns_dropped)
@@ -139,7 +125,7 @@ async def _cached_share(
         async with _Conversation(root, limits, low_water) as talk:
             for n in range(1, turns + 1):
                 prompt, files, assembled = await talk.ask(n)
-                text = f"answer {n}: " + _prose(talk.rng, 470)
+                text = f"answer {n}: " + prose(talk.rng, 470)
                 emulator.script({"text": text})
                 reply = await client.chat.completions.create(
                     model="kimi-k2.6",
