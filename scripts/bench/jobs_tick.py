@@ -58,7 +58,7 @@ async def _seed(store: SqlJobStore, total: int, due: int) -> list[str]:
     rows = [_job_row(n, n < due) for n in range(total)]
     sql = store.dialect.sql(f"INSERT INTO {{p}}jobs ({JOB_COLUMNS}) VALUES ({', '.join('?' * 23)})")
     for start in range(0, len(rows), 2000):
-        batch = rows[start:start + 2000]
+        batch = rows[start : start + 2000]
         await store._write(lambda tx, b=batch: tx.executemany(sql, b))  # type: ignore[misc]
     return [r[0] for r in rows[:due]]
 

@@ -131,7 +131,7 @@ class Run:
     created_at: float
 
     def public(self) -> dict[str, Any]:
-        out = {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        out = {name: getattr(self, name) for name in self.__slots__}
         if out["output"] and len(out["output"]) > 2000:
             out["output"] = out["output"][:2000] + "…"
         return out
@@ -245,8 +245,9 @@ class JobStore(ABC):
     # --- notifications ----------------------------------------------------------
 
     @abstractmethod
-    async def add_notification(self, job: Job, run_id: str | None,
-                               payload: dict[str, Any], now: float) -> Notification: ...  # fmt: skip
+    async def add_notification(
+        self, job: Job, run_id: str | None, payload: dict[str, Any], now: float
+    ) -> Notification: ...
 
     @abstractmethod
     async def due_notifications(self, worker: str, now: float, lease_s: float,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import secrets
 import time
 from collections.abc import Callable
@@ -108,10 +109,13 @@ class JobRunner:
             for claimed in await self.store.claim(self.worker, now, s.jobs_lease_s, room):
                 task = asyncio.create_task(self.execute(claimed), name=f"job:{claimed.run.id}")
                 self.running[claimed.run.id] = task
-                task.add_done_callback(lambda _t, rid=claimed.run.id: self.running.pop(rid, None))
+                task.add_done_callback(functools.partial(self._done, claimed.run.id))
                 started += 1
         await self.deliver_notifications()
         return started
+
+    def _done(self, run_id: str, _task: asyncio.Task[None]) -> None:
+        self.running.pop(run_id, None)
 
     # --- one run ------------------------------------------------------------
 
@@ -136,7 +140,9 @@ class JobRunner:
         except asyncio.CancelledError:
             if not call.cancelled():
                 raise
-            log.warning("job run stopped: lease lost or daemon stopping", run_id=run.id, job_id=job.id)
+            log.warning(
+                "job run stopped: lease lost or daemon stopping", run_id=run.id, job_id=job.id
+            )
             return
         finally:
             keeper.cancel()
@@ -164,8 +170,14 @@ class JobRunner:
             thread_id = result.metadata.continuation_id
             if thread_id is None:
                 thread_id = await self._append_to_thread(job, run.id, run.scheduled_for, text)
-            held = await self.store.finish(run.id, self.worker, status="succeeded", now=now,
-                                           output=text[:_MAX_OUTPUT], thread_id=thread_id)  # fmt: skip
+            held = await self.store.finish(
+                run.id,
+                self.worker,
+                status="succeeded",
+                now=now,
+                output=text[:_MAX_OUTPUT],
+                thread_id=thread_id,
+            )
             if held and thread_id and thread_id != job.thread_id:
                 await self.store.set_thread(job.id, thread_id, now)
             if held and job.notify:
@@ -203,8 +215,9 @@ class JobRunner:
                 return job.thread_id
             except ConversationNotFoundError:
                 log.warning("a job's thread is gone; starting a new one", job_id=job.id)
-        thread, _ = await conversations.start_thread(job.owner, messages,
-                                                     title=f"job {job.name}"[:200], **key)  # fmt: skip
+        thread, _ = await conversations.start_thread(
+            job.owner, messages, title=f"job {job.name}"[:200], **key
+        )
         thread_id: str = thread.id
         return thread_id
 

@@ -31,7 +31,14 @@ from cronsim import CronSim, CronSimError
 
 from exai.errors import ValidationError_
 
-__all__ = ["SCHEDULE_KINDS", "Schedule", "ScheduleKind", "next_fire", "parse_schedule", "split_when"]
+__all__ = [
+    "SCHEDULE_KINDS",
+    "Schedule",
+    "ScheduleKind",
+    "next_fire",
+    "parse_schedule",
+    "split_when",
+]
 
 ScheduleKind = Literal["cron", "once", "interval"]
 SCHEDULE_KINDS: Final[tuple[str, ...]] = ("cron", "once", "interval")

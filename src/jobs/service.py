@@ -58,8 +58,15 @@ class JobService:
     """The store plus the rules; ``registry`` and ``conversations`` may be None
     (the CLI, with no daemon), and then those checks are left to the run."""
 
-    def __init__(self, store: JobStore, settings: Settings, *, registry: Any = None,
-                 conversations: Any = None, clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+    def __init__(
+        self,
+        store: JobStore,
+        settings: Settings,
+        *,
+        registry: Any = None,
+        conversations: Any = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.store = store
         self.settings = settings
         self.registry = registry
@@ -123,8 +130,14 @@ class JobService:
         """Unpause (and re-enable a job disabled by failures); it fires next on schedule."""
         now = self.clock()
         job = await self.store.get_job(job_id, owner)
-        return await self.store.set_state(job_id, owner, paused=False, enabled=True,
-                                          next_run_at=next_fire(job.schedule, now), now=now)  # fmt: skip
+        return await self.store.set_state(
+            job_id,
+            owner,
+            paused=False,
+            enabled=True,
+            next_run_at=next_fire(job.schedule, now),
+            now=now,
+        )
 
     async def run_now(self, job_id: str, owner: Owner) -> Any:
         return await self.store.add_manual_run(job_id, owner, self.clock())
@@ -148,6 +161,8 @@ def _check_notify(notify: dict[str, Any] | None, *, webhook_ok: bool) -> dict[st
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValidationError_(f"notify.url must be an http(s) URL (got {url[:200]!r})")
     if kind == "webhook" and not webhook_ok:
-        raise ValidationError_("webhook notifications are signed: set EXAI_JOBS_WEBHOOK_SECRET "
-                               "on the daemon first", details={"reason": "no_webhook_secret"})  # fmt: skip
+        raise ValidationError_(
+            "webhook notifications are signed: set EXAI_JOBS_WEBHOOK_SECRET on the daemon first",
+            details={"reason": "no_webhook_secret"},
+        )
     return {"kind": kind, "url": url}

@@ -138,7 +138,9 @@ class SqlJobStore(JobStore):
             f"INSERT INTO {{p}}jobs ({JOB_COLUMNS}) VALUES ({', '.join('?' * 23)})"
             " ON CONFLICT (owner, idempotency_key) DO NOTHING"
         )
-        by_key = self._q(f"SELECT {JOB_COLUMNS} FROM {{p}}jobs WHERE owner = ? AND idempotency_key = ?")
+        by_key = self._q(
+            f"SELECT {JOB_COLUMNS} FROM {{p}}jobs WHERE owner = ? AND idempotency_key = ?"
+        )
 
         async def body(tx: Executor) -> tuple[Job, bool]:
             created = await tx.execute(insert, *row) > 0
@@ -300,8 +302,12 @@ class SqlJobStore(JobStore):
                 "UPDATE {p}job_runs SET status = 'running', attempt = attempt + 1,"
                 f" locked_by = ?, locked_until = ?, started_at = ? WHERE id IN ({marks})"),
                 worker, now + lease_s, now, *ids)  # fmt: skip
-            runs = [decode_run(r) for r in await tx.fetch(self._q(
-                f"SELECT {RUN_COLUMNS} FROM {{p}}job_runs WHERE id IN ({marks})"), *ids)]  # fmt: skip
+            runs = [
+                decode_run(r)
+                for r in await tx.fetch(
+                    self._q(f"SELECT {RUN_COLUMNS} FROM {{p}}job_runs WHERE id IN ({marks})"), *ids
+                )
+            ]
             job_ids = sorted({r.job_id for r in runs})
             jobs = {j.id: j for j in (decode_job(r) for r in await tx.fetch(self._q(
                 f"SELECT {JOB_COLUMNS} FROM {{p}}jobs WHERE id IN ({_marks(len(job_ids))})"),
@@ -333,8 +339,18 @@ class SqlJobStore(JobStore):
         )
 
         async def body(tx: Executor) -> bool:
-            held = await tx.execute(end, status, now if done else None, output, error_code,
-                                    error, thread_id, not_before or now, run_id, worker)  # fmt: skip
+            held = await tx.execute(
+                end,
+                status,
+                now if done else None,
+                output,
+                error_code,
+                error,
+                thread_id,
+                not_before or now,
+                run_id,
+                worker,
+            )
             if held and disable_job is not None:
                 await tx.execute(disable, False, disable_job, now, run_id)
             return bool(held)
@@ -361,9 +377,11 @@ class SqlJobStore(JobStore):
         sql = self._q(f"INSERT INTO {{p}}job_notifications ({NOTE_COLUMNS})"
                       f" VALUES ({', '.join('?' * 13)})")  # fmt: skip
 
+        target = job.notify
+
         async def body(tx: Executor) -> Notification:
-            await tx.execute(sql, note_id, job.id, run_id, job.owner, job.notify["kind"],  # type: ignore[index]
-                             job.notify["url"], _dumps(payload), "pending", 0, now, None, now,  # type: ignore[index]
+            await tx.execute(sql, note_id, job.id, run_id, job.owner, target["kind"],
+                             target["url"], _dumps(payload), "pending", 0, now, None, now,
                              None)  # fmt: skip
             return await self._note(tx, note_id)
 
@@ -371,7 +389,8 @@ class SqlJobStore(JobStore):
 
     async def _note(self, tx: Executor, note_id: str) -> Notification:
         row = await tx.fetchrow(
-            self._q(f"SELECT {NOTE_COLUMNS} FROM {{p}}job_notifications WHERE id = ?"), note_id)
+            self._q(f"SELECT {NOTE_COLUMNS} FROM {{p}}job_notifications WHERE id = ?"), note_id
+        )
         assert row is not None
         return decode_note(row)
 

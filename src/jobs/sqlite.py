@@ -67,13 +67,14 @@ class SqliteJobStore(SqlJobStore):
 
     @classmethod
     async def open(cls, path: str | Path) -> SqliteJobStore:
-        path = Path(path).expanduser()
+        path = Path(path)
         pool = ThreadPoolExecutor(1, thread_name_prefix="exai-jobs-sqlite")
         loop = asyncio.get_running_loop()
 
         def connect() -> sqlite3.Connection:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False,
+            where = path.expanduser()
+            where.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(where), isolation_level=None, check_same_thread=False,
                                    timeout=10.0)  # fmt: skip
             for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
                 conn.execute(f"PRAGMA {pragma}")

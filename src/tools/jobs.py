@@ -15,8 +15,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from exai.errors import InternalError
-from exai.jobs.service import JobService, JobSpec
 from exai.jobs.schedule import split_when
+from exai.jobs.service import JobService, JobSpec
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
 
 __all__ = ["TOOLS", "JobsTool", "ScheduleTool", "UnscheduleTool"]

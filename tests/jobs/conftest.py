@@ -100,7 +100,7 @@ async def receiver() -> AsyncIterator[Receiver]:
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="off")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
-    while not server.started:
+    while not server.started:  # noqa: ASYNC110 (uvicorn offers no event to wait on)
         await asyncio.sleep(0.01)
     app.port = server.servers[0].sockets[0].getsockname()[1]
     yield app

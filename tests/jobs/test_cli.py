@@ -27,8 +27,22 @@ def _out(capsys) -> str:
 
 
 def test_the_job_commands(jobs_env, capsys):
-    args = ["jobs", "add", "echo", "30 2 * * *", "--tz", "Europe/Berlin", "--args",
-            '{"text": "nightly"}', "--owner", "alice", "--name", "nightly", "--key", "k1"]  # fmt: skip
+    args = [
+        "jobs",
+        "add",
+        "echo",
+        "30 2 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--args",
+        '{"text": "nightly"}',
+        "--owner",
+        "alice",
+        "--name",
+        "nightly",
+        "--key",
+        "k1",
+    ]
     assert main(args) == 0
     created = _out(capsys)
     assert created.startswith("created job_")

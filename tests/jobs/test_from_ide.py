@@ -31,7 +31,9 @@ async def _sdk(url: str) -> AsyncIterator[ClientSession]:
         yield session
 
 
-async def test_scheduled_from_mcp_runs_on_time_and_the_thread_continues(tmp_path, provider_emulator):
+async def test_scheduled_from_mcp_runs_on_time_and_the_thread_continues(
+    tmp_path, provider_emulator
+):
     provider_emulator.reset()
     settings = make_settings(tmp_path, ws_token=TOKEN, **FAST,
                              **emulated_providers(provider_emulator))  # fmt: skip
@@ -39,7 +41,9 @@ async def test_scheduled_from_mcp_runs_on_time_and_the_thread_continues(tmp_path
         url = f"http://127.0.0.1:{daemon.web.port}/mcp"
         at = datetime.fromtimestamp(int(time.time()) + 2, UTC).isoformat()
         async with _sdk(url) as mcp:
-            assert {"schedule", "jobs", "unschedule"} <= {t.name for t in (await mcp.list_tools()).tools}
+            assert {"schedule", "jobs", "unschedule"} <= {
+                t.name for t in (await mcp.list_tools()).tools
+            }
             made = await mcp.call_tool("schedule", {
                 "tool": "chat", "when": at, "name": "nightly question",
                 "arguments": {"prompt": "jobs-ide: summarise the proposal", "model": "kimi-k2.6"},

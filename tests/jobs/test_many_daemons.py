@@ -29,7 +29,7 @@ class CountInput(ToolInput):
 
 
 class CountingTool(Tool):
-    """Test fixture: records (daemon, session) for each call; a run's session is ``job-<run id>``."""
+    """Test fixture: records (daemon, run id) of each call; a run's session is job-<run id>."""
 
     name = "count_run"
     description = "test fixture"
@@ -56,8 +56,14 @@ async def _fires_once(tmp_path, postgres_server, fires: int, jobs: int) -> None:
             daemons.append(await stack.enter_async_context(
                 running_daemon(settings, [CountingTool(f"d{i}", seen)])))  # fmt: skip
         service, store = daemons[0].services.jobs, daemons[0].services.jobs.store
-        made = [(await service.create(Principal("ops"), JobSpec(
-            "count_run", {}, "interval", "0.2", name=f"j{n}")))[0] for n in range(jobs)]  # fmt: skip
+        made = [
+            (
+                await service.create(
+                    Principal("ops"), JobSpec("count_run", {}, "interval", "0.2", name=f"j{n}")
+                )
+            )[0]
+            for n in range(jobs)
+        ]
 
         async def runs_so_far() -> int:
             total = 0

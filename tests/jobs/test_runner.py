@@ -29,7 +29,9 @@ def _token(sub: str, scopes: list[str]) -> str:
 async def test_a_scheduled_echo_runs_through_the_dispatcher_into_a_thread(tmp_path, client_factory):
     settings = make_settings(tmp_path, jwt_secret=SECRET, **FAST)
     async with running_daemon(settings) as daemon:
-        client = await client_factory(daemon, _token("alice", ["schedule", "jobs", "unschedule", "echo"]))
+        client = await client_factory(
+            daemon, _token("alice", ["schedule", "jobs", "unschedule", "echo"])
+        )
         res = await client.call("schedule", {"tool": "echo", "arguments": {"text": "wake up"},
                                              "when": "every 0.3", "name": "waker"})  # fmt: skip
         assert res.error is None, res.error
@@ -106,7 +108,9 @@ async def test_a_failing_tool_backs_off_then_disables_and_notifies(
             assert (run.status, run.attempt, run.error_code) == ("failed", 3, "PROVIDER_ERROR")
             stored = await service.store.get_job(job.id, "dave")
             assert not stored.enabled and "failed after 3 attempt(s)" in stored.disabled_reason
-        attempts = [r for r in provider_emulator.requests if "jobs-backoff" in json.dumps(r["body"])]
+        attempts = [
+            r for r in provider_emulator.requests if "jobs-backoff" in json.dumps(r["body"])
+        ]
         assert len(attempts) == 6  # two jobs, three attempts each, no more
 
         def _arrived(path: str) -> list:

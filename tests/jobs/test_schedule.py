@@ -8,7 +8,15 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from exai.errors import ValidationError_
-from exai.jobs.policy import FirePlan, GiveUp, Retry, after_failure, backoff_s, lease_expired, plan_fire
+from exai.jobs.policy import (
+    FirePlan,
+    GiveUp,
+    Retry,
+    after_failure,
+    backoff_s,
+    lease_expired,
+    plan_fire,
+)
 from exai.jobs.schedule import next_fire, parse_schedule, split_when
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -54,7 +62,9 @@ def test_hourly_cron_runs_in_both_copies_of_the_repeated_hour():
 
 def test_weekday_morning_cron_in_its_time_zone():
     s = parse_schedule("cron", "0 9 * * 1-5", "America/New_York")
-    at = next_fire(s, datetime(2026, 11, 27, 10, 0, tzinfo=ZoneInfo("America/New_York")).timestamp())
+    at = next_fire(
+        s, datetime(2026, 11, 27, 10, 0, tzinfo=ZoneInfo("America/New_York")).timestamp()
+    )
     d = datetime.fromtimestamp(at, ZoneInfo("America/New_York"))
     assert (d.weekday(), d.hour, d.minute, d.day) == (0, 9, 0, 30)  # Friday 10:00 -> Monday
 

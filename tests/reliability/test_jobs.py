@@ -14,10 +14,10 @@ import uuid
 
 import pytest
 
+from exai.auth import Principal
 from exai.jobs.base import ANY_OWNER
 from exai.jobs.postgres import PostgresJobStore
 from exai.jobs.service import JobService, JobSpec
-from exai.auth import Principal
 from tests.conftest import make_settings, running_daemon
 from tests.jobs.helpers import FAST, finished_runs, wait_for
 from tests.jobs.test_many_daemons import _fires_once
@@ -37,8 +37,12 @@ async def test_a_run_whose_daemon_is_killed_is_taken_up_once_after_its_lease(
     try:
         settings = make_settings(tmp_path, store_url=url)
         service = JobService(store, settings)
-        job, _ = await service.create(Principal("ops"), JobSpec(
-            "echo", {"text": "slow work", "delay_s": 3}, "interval", "86400", max_retries=3))  # fmt: skip
+        job, _ = await service.create(
+            Principal("ops"),
+            JobSpec(
+                "echo", {"text": "slow work", "delay_s": 3}, "interval", "86400", max_retries=3
+            ),
+        )
         run = await service.run_now(job.id, ANY_OWNER)
 
         async def held() -> str | None:
@@ -48,8 +52,9 @@ async def test_a_run_whose_daemon_is_killed_is_taken_up_once_after_its_lease(
         first_worker = await wait_for(held, timeout_s=30)
         victim.kill()
         killed_at = time.time()
-        async with running_daemon(make_settings(tmp_path / "heir", store_url=url,
-                                                **{**FAST, "jobs_lease_s": 1.5})) as heir:  # fmt: skip
+        async with running_daemon(
+            make_settings(tmp_path / "heir", store_url=url, **{**FAST, "jobs_lease_s": 1.5})
+        ) as heir:
             [done] = await finished_runs(store, job.id)
             assert heir.jobs.worker != first_worker
             turns = await heir.services.store.messages(done.thread_id, "ops")
