@@ -84,7 +84,7 @@ class JobsTool(Tool):
         if arguments.action == "list" and not arguments.id:
             out = {"jobs": [j.public() for j in await service.store.list_jobs(owner)]}
         elif not arguments.id:
-            raise_missing_id(arguments.action)
+            _missing_id(arguments.action)
         elif arguments.action == "pause":
             out = (await service.pause(arguments.id, owner)).public()
         elif arguments.action == "resume":
@@ -96,7 +96,7 @@ class JobsTool(Tool):
         return ToolResult(json.dumps(out), metadata={"jobs": out})
 
 
-def raise_missing_id(action: str) -> None:
+def _missing_id(action: str) -> None:
     from exai.errors import ValidationError_
 
     raise ValidationError_(f"jobs action {action!r} needs the job's id")

@@ -60,6 +60,11 @@ async def test_a_scheduled_echo_runs_through_the_dispatcher_into_a_thread(tmp_pa
                                                 "idempotency_key": "k"})  # fmt: skip
         assert json.loads(again.outputs[0].text)["id"] == json.loads(again2.outputs[0].text)["id"]
         assert json.loads(again2.outputs[0].text)["created"] is False
+        for action, paused in (("pause", True), ("resume", False)):
+            res = await client.call("jobs", {"id": job["id"], "action": action})
+            assert json.loads(res.outputs[0].text)["paused"] is paused
+        shown = await client.call("jobs", {"id": job["id"], "action": "show"})
+        assert len(json.loads(shown.outputs[0].text)["runs"]) >= 2
         done = await client.call("unschedule", {"id": job["id"]})
         assert done.error is None
 
