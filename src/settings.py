@@ -48,6 +48,7 @@ _conversations = _group("conversations")
 _audit = _group("audit")
 _shim = _group("shim and bridge")
 _memory = _group("memory")
+_jobs = _group("jobs")
 
 
 def _tools_list(description: str) -> Any:
@@ -359,6 +360,37 @@ class Settings(BaseSettings):
     )
     memory_extraction_model: str = _memory("glm-4.5-flash", "The model extraction asks.")
     memory_extraction_max_attempts: int = _memory(3, "Attempts per queued message.", ge=1)
+    jobs_enabled: bool = _jobs(
+        True,
+        "Scheduled jobs: the daemon ticks and runs due jobs; the "
+        "schedule, jobs and unschedule tools.",
+    )
+    jobs_url: str | None = _jobs(
+        None,
+        "Where jobs are stored: sqlite:///path or postgresql://... Unset: jobs.sqlite3 in "
+        "the data directory, or the conversation store's Postgres when EXAI_STORE_URL is one.",
+    )
+    jobs_tick_s: float = _jobs(1.0, "Seconds between two ticks of the scheduler.", gt=0)
+    jobs_lease_s: float = _jobs(
+        60.0,
+        "A running job's lease: renewed while it runs; a run whose lease passed (its "
+        "daemon died) is taken up again.",
+        gt=0,
+    )
+    jobs_batch: int = _jobs(10, "Most runs one daemon starts per tick.", ge=1)
+    jobs_misfire_grace_s: float = _jobs(
+        60.0, "A fire later than this is a missed fire, handled by the job's missed policy.", ge=0
+    )
+    jobs_min_interval_s: float = _jobs(60.0, "Shortest interval schedule accepted.", gt=0)
+    jobs_max_per_principal: int = _jobs(100, "Most jobs one principal may have.", ge=1)
+    jobs_webhook_secret: SecretStr | None = _jobs(
+        None,
+        "Key of the HMAC-SHA256 signature (X-Exai-Signature) on webhook notifications.",
+    )
+    jobs_notify_attempts: int = _jobs(
+        5, "Tries per notification before it is kept as undeliverable.", ge=1
+    )
+    jobs_notify_timeout_s: float = _jobs(10.0, "Timeout of one notification request.", gt=0)
 
     @field_validator("memory_type_weights")
     @classmethod
@@ -400,6 +432,10 @@ class Settings(BaseSettings):
     @property
     def memory_sqlite_path(self) -> Path:
         return self.data_dir / "memory.sqlite3"
+
+    @property
+    def jobs_sqlite_path(self) -> Path:
+        return self.data_dir / "jobs.sqlite3"
 
     @property
     def outbox_path(self) -> Path:

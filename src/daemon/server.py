@@ -76,6 +76,7 @@ class Daemon:
         self._server: Server | None = None
         self.bridge: Bridge | None = None
         self.web: Any = None  # exai.web.WebFace, when EXAI_HTTP_PORT is set
+        self.jobs: Any = None  # exai.jobs.runner.JobRunner, when EXAI_JOBS_ENABLED
         self._ticker: asyncio.Task[None] | None = None
         self._stopping = False
         self._background: set[asyncio.Future[Any]] = set()
@@ -132,6 +133,9 @@ class Daemon:
             self.web = WebFace(self)
             await self.web.start()
         self._ticker = asyncio.create_task(self._tick(), name="exai-heartbeat")
+        from exai.jobs.runner import attach  # scheduled jobs sit above the dispatcher they call
+
+        self.jobs = await attach(self)
         log.info(
             "daemon listening", host=s.ws_host, port=self.port, tools=len(self.registry.names())
         )
@@ -154,6 +158,9 @@ class Daemon:
         grace = self.settings.shutdown_grace_s if grace_s is None else grace_s
         log.info("daemon stopping", in_flight=len(self.dispatcher.running), grace_s=grace)
         self.dispatcher.draining = True
+        from exai.jobs.runner import detach
+
+        await detach(self, self.jobs)
         assert self._server is not None
         self._server.close(close_connections=False)
         tasks = [c.task for c in self.dispatcher.running if c.task is not None]

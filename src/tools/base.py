@@ -55,6 +55,7 @@ class Services:
     registry: Any = None  # the ToolRegistry, for tools that describe the others
     ledger: Any = None  # exai.accounting.ledger.Ledger (spend, budgets, cost rows)
     memory: Any = None  # exai.memory.MemoryService, when EXAI_MEMORY_ENABLED
+    jobs: Any = None  # exai.jobs.service.JobService, when EXAI_JOBS_ENABLED
 
 
 @dataclass(slots=True)

@@ -51,9 +51,10 @@ class LocalClient:
     url = "in-process"
     connected = True
 
-    def __init__(self, daemon: Daemon, principal: Principal) -> None:
+    def __init__(self, daemon: Daemon, principal: Principal, session_id: str | None = None) -> None:
         self.daemon = daemon
-        self.session, _ = daemon.sessions.open(principal, f"local-{secrets.token_urlsafe(12)}")
+        sid = session_id or f"local-{secrets.token_urlsafe(12)}"
+        self.session, _ = daemon.sessions.open(principal, sid)
         self.session.send = self
         self.session_id = self.session.id
         self._waiting: dict[str, _Waiter] = {}

@@ -1,0 +1,42 @@
+"""Choosing and opening the job store.
+
+``EXAI_JOBS_URL`` names it; unset, jobs follow the conversation store: SQLite in
+``jobs.sqlite3`` beside it, or the same Postgres database (and schema) when
+``EXAI_STORE_URL`` is Postgres, so that daemons sharing conversations share
+jobs, and each fire runs on one of them.
+"""
+
+from __future__ import annotations
+
+from exai.errors import ValidationError_
+from exai.jobs.base import JobStore
+from exai.settings import Settings
+from exai.store.backends import sqlite_path_from_url
+
+__all__ = ["jobs_url", "open_job_store"]
+
+
+def jobs_url(settings: Settings) -> str:
+    if settings.jobs_url:
+        return settings.jobs_url.strip()
+    store = (settings.store_url or "").strip()
+    if store.split("://", 1)[0].lower() in ("postgresql", "postgres"):
+        return store
+    return f"sqlite:///{settings.jobs_sqlite_path}"
+
+
+async def open_job_store(settings: Settings, *, schema: str = "exai") -> JobStore:
+    url = jobs_url(settings)
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme == "sqlite":
+        from exai.jobs.sqlite import SqliteJobStore
+
+        return await SqliteJobStore.open(sqlite_path_from_url(url))
+    if scheme in ("postgresql", "postgres"):
+        from exai.jobs.postgres import PostgresJobStore
+
+        return await PostgresJobStore.open(url, schema=schema)
+    raise ValidationError_(
+        "EXAI_JOBS_URL must start with sqlite:///, postgresql:// or postgres:// "
+        f"(got scheme {scheme or 'none'!r})"
+    )

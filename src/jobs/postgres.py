@@ -1,0 +1,96 @@
+"""The shared job store: Postgres, for several daemons ticking against one database.
+
+The tables live in the conversation store's schema (``exai``) with a
+migrations table of their own (``jobs_schema_version``). Migrations take an
+advisory lock, so daemons may start together. Each daemon's tick takes rows
+``FOR UPDATE SKIP LOCKED`` (see :mod:`exai.jobs.sql`), so a due job is fired by
+one of them and a pending run is claimed by one of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import asyncpg
+
+from exai.errors import ValidationError_
+from exai.jobs.schema import POSTGRES_MIGRATIONS
+from exai.jobs.sql import Body, JobDialect, SqlJobStore
+from exai.store.postgres import driver_options
+
+__all__ = ["PostgresJobStore"]
+
+T = TypeVar("T")
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+class _Conn:
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    async def fetch(self, sql: str, *args: Any) -> Sequence[Sequence[Any]]:
+        return await self._conn.fetch(sql, *args)
+
+    async def fetchrow(self, sql: str, *args: Any) -> Sequence[Any] | None:
+        return await self._conn.fetchrow(sql, *args)
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        status = await self._conn.execute(sql, *args)
+        last = status.rsplit(" ", 1)[-1]
+        return int(last) if last.isdigit() else 0
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self._conn.executemany(sql, rows)
+
+
+class PostgresJobStore(SqlJobStore):
+    def __init__(self, pool: asyncpg.Pool, schema: str) -> None:
+        self._pool = pool
+        self.schema = schema
+        self.dialect = JobDialect(prefix=f"{schema}.", numbered_params=True, skip_locked=True)
+
+    @classmethod
+    async def open(cls, url: str, *, schema: str = "exai", max_size: int = 5) -> PostgresJobStore:
+        if not _SCHEMA_NAME.match(schema):
+            raise ValidationError_(f"{schema!r} is not a plain lower-case Postgres schema name")
+        dsn, options = driver_options(url)
+        pool = await asyncpg.create_pool(dsn, min_size=1, max_size=max_size, command_timeout=60,
+                                         **options)  # fmt: skip
+        store = cls(pool, schema)
+        try:
+            await store._migrate()
+        except BaseException:
+            await store.aclose()
+            raise
+        return store
+
+    async def _migrate(self) -> None:
+        s = self.schema
+        key = int.from_bytes(hashlib.sha256(f"exai.jobs:{s}".encode()).digest()[:8], "big",
+                             signed=True)  # fmt: skip
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", key)
+            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+            await conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {s}.jobs_schema_version"
+                " (version integer PRIMARY KEY, applied_at double precision NOT NULL)"
+            )
+            done = int(await conn.fetchval(
+                f"SELECT COALESCE(MAX(version), 0) FROM {s}.jobs_schema_version"))  # fmt: skip
+            for version, script in POSTGRES_MIGRATIONS:
+                if version > done:
+                    await conn.execute(script.replace("{s}", s))
+                    await conn.execute(f"INSERT INTO {s}.jobs_schema_version VALUES ($1, $2)",
+                                       version, time.time())  # fmt: skip
+
+    async def _write(self, body: Body[T]) -> T:
+        async with self._pool.acquire() as conn, conn.transaction():
+            return await body(_Conn(conn))
+
+    async def aclose(self) -> None:
+        if not self._pool.is_closing():
+            await self._pool.close()

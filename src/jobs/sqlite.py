@@ -1,0 +1,120 @@
+"""The embedded job store: one SQLite file (``jobs.sqlite3`` beside the conversations).
+
+One connection on one thread of its own; each transaction runs there whole,
+``BEGIN IMMEDIATE`` to ``COMMIT``, so the tick's read-then-write steps never
+interleave with another writer. On SQLite the one daemon is the only worker:
+two daemons on one file would still be correct (the file lock serialises their
+transactions) but gain nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import sqlite3
+import time
+from collections.abc import Awaitable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from exai.jobs.schema import SQLITE_MIGRATIONS
+from exai.jobs.sql import Body, JobDialect, SqlJobStore
+
+__all__ = ["SqliteJobStore"]
+
+T = TypeVar("T")
+
+
+class _Conn:
+    """The store's executor over a sqlite3 connection; its coroutines never suspend."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    async def fetch(self, sql: str, *args: Any) -> Sequence[Sequence[Any]]:
+        return self._conn.execute(sql, args).fetchall()
+
+    async def fetchrow(self, sql: str, *args: Any) -> Sequence[Any] | None:
+        row: Sequence[Any] | None = self._conn.execute(sql, args).fetchone()
+        return row
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        return max(self._conn.execute(sql, args).rowcount, 0)
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._conn.executemany(sql, rows)
+
+
+def _drive(awaitable: Awaitable[T]) -> T:
+    """Run an awaitable that never suspends to its end, here and now."""
+    steps = awaitable.__await__()
+    try:
+        steps.send(None)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+    raise RuntimeError("a job store operation awaited something other than its connection")
+
+
+class SqliteJobStore(SqlJobStore):
+    dialect = JobDialect()
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, pool: ThreadPoolExecutor) -> None:
+        self.path = path
+        self._conn = conn
+        self._pool = pool
+
+    @classmethod
+    async def open(cls, path: str | Path) -> SqliteJobStore:
+        path = Path(path)
+        pool = ThreadPoolExecutor(1, thread_name_prefix="exai-jobs-sqlite")
+        loop = asyncio.get_running_loop()
+
+        def connect() -> sqlite3.Connection:
+            where = path.expanduser()
+            where.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(where), isolation_level=None, check_same_thread=False,
+                                   timeout=10.0)  # fmt: skip
+            for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
+                conn.execute(f"PRAGMA {pragma}")
+            return conn
+
+        conn = await loop.run_in_executor(pool, connect)
+        store = cls(path, conn, pool)
+        await store._write(store._migrate)
+        return store
+
+    async def _migrate(self, tx: Any) -> None:
+        await tx.execute("CREATE TABLE IF NOT EXISTS jobs_schema_version"
+                         " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)")  # fmt: skip
+        row = await tx.fetchrow("SELECT COALESCE(MAX(version), 0) FROM jobs_schema_version")
+        done = int(row[0]) if row else 0
+        for version, script in SQLITE_MIGRATIONS:
+            if version > done:
+                for statement in filter(str.strip, script.split(";")):
+                    await tx.execute(statement)
+                await tx.execute("INSERT INTO jobs_schema_version VALUES (?, ?)", version,
+                                 time.time())  # fmt: skip
+
+    async def _write(self, body: Body[T]) -> T:
+        context = contextvars.copy_context()
+        conn = self._conn
+
+        def transaction() -> T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = context.run(_drive, body(_Conn(conn)))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return result
+
+        return await asyncio.get_running_loop().run_in_executor(self._pool, transaction)
+
+    async def aclose(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._pool, self._conn.close)
+        self._pool.shutdown(wait=False)
