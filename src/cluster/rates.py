@@ -1,17 +1,25 @@
-"""A principal's rate limit counted across daemons: one counter per fixed window.
+"""A principal's rate limit across daemons: local leases of a per-window Postgres count.
 
-Every daemon decides alone and at once, from what it knows: the calls the
-shared counter held when it last synchronized (every daemon's, its own
-included) plus the calls it admitted since. Every ``sync_s`` its
-:class:`~exai.cluster.shared.ClusterState` adds those calls to the principal's
-row for the window in Postgres and reads the new total back, in one statement
-for all principals. No call waits on the database.
+Every daemon decides alone and at once, from tokens it has leased for the
+current window; no call waits on the database. Every ``sync_s`` its
+:class:`~exai.cluster.shared.ClusterState` asks, in one statement for all
+principals, for more tokens where calls are being made: twice what was asked of
+it since the last request, less what it still holds. The row for (principal,
+window) counts every token asked for, by every daemon, in the order the row lock
+gives them; a request is granted the part that still fits under the limit, so
+the tokens granted across all daemons never exceed the limit.
 
-The price of deciding locally is a bounded overshoot: calls other daemons
-admitted since the last synchronization are not yet seen. Within one window the
-calls admitted are at most ``limit`` plus what the other daemons admit in one
-synchronization interval (each also bounded by its own token bucket's burst).
-Windows are fixed (aligned to the epoch, so every daemon agrees on them), so a
+Two things bend that, and they are the stated tolerance:
+
+* a daemon with no lease yet for a principal admits one call on credit (so the
+  first call of a quiet principal is not refused while its lease is fetched);
+  that call is asked for with the next request, and if the window is spent it
+  is one call over: at most one per daemon per window;
+* a lease a daemon does not use by the end of the window is lost, so a
+  principal whose calls move between daemons may get somewhat less than the
+  limit, never more.
+
+Windows are fixed (aligned to the epoch, so every daemon agrees on them); a
 span straddling a boundary can see up to two windows' worth.
 
 This module is pure: it is given the time and never touches the database.
@@ -26,17 +34,22 @@ from exai.errors import RateLimitedError
 
 __all__ = ["WindowCounts", "WindowState"]
 
+_CREDIT = 1  # calls a daemon admits before its first lease of the window arrives
+
 
 @dataclass(slots=True)
 class WindowState:
     window: int  # window_start, seconds since the epoch
-    known: int = 0  # the shared total as last read (every daemon's calls)
-    unsent: int = 0  # admitted here, not yet added to the shared total
-    sending: int = 0  # being added now
+    granted: int = 0  # tokens leased to this daemon for the window
+    used: int = 0  # calls admitted
+    wanted: int = 0  # calls asked for since the last request (admitted or not)
+    asking: int = 0  # tokens being asked for now
+    leased: bool = False  # a request has been answered in this window
+    spent: bool = False  # the window's limit is reached across daemons
 
 
 class WindowCounts:
-    """Per-principal counts for the current window, and what to send next."""
+    """Per-principal leases for the current window, and what to ask for next."""
 
     def __init__(self, rate_per_min: float, window_s: float) -> None:
         self.window_s = max(1, int(window_s))
@@ -54,54 +67,63 @@ class WindowCounts:
         return state
 
     def check(self, principal: str, now: float) -> None:
-        """Raise ``RATE_LIMITED`` if the window's calls, as far as known here, reach the limit."""
+        """Raise ``RATE_LIMITED`` unless this daemon holds a token for the call."""
         state = self._state(principal, now)
-        if state.known + state.unsent + state.sending >= self.limit:
-            wait = state.window + self.window_s - now
-            raise RateLimitedError(
-                f"rate limit exceeded ({self.limit} calls per {self.window_s}s across daemons)",
-                retry_after_s=round(max(wait, 0.001), 3),
-            )
+        state.wanted += 1
+        allowance = state.granted if state.leased else max(state.granted, _CREDIT)
+        if state.used < allowance:
+            return
+        window_end = state.window + self.window_s - now
+        raise RateLimitedError(
+            f"rate limit exceeded ({self.limit} calls per {self.window_s}s across daemons)",
+            retry_after_s=round(
+                max(window_end if state.spent else min(window_end, 0.25), 0.001), 3
+            ),
+        )
 
     def spend(self, principal: str, now: float) -> None:
-        self._state(principal, now).unsent += 1
+        self._state(principal, now).used += 1
 
     def take(self, principal: str, now: float) -> None:
         self.check(principal, now)
         self.spend(principal, now)
 
     def to_send(self, now: float) -> list[tuple[str, int, int]]:
-        """``(principal, window_start, calls)`` to add to the shared rows, 0 to only read.
-
-        Principals of earlier windows are forgotten here; their unsent calls are
-        still sent, so the counters stay true for whoever reads them.
-        """
+        """``(principal, window_start, tokens)`` to ask for; principals of past windows
+        are forgotten."""
         window = self.window_of(now)
         out = []
         for principal, state in list(self._states.items()):
-            if state.sending:
-                continue  # a synchronization is still under way
-            out.append((principal, state.window, state.unsent))
-            state.sending, state.unsent = state.unsent, 0
-            if state.window != window and not state.sending:
-                del self._states[principal]
+            if state.window != window:
+                if not state.asking:
+                    del self._states[principal]
+                continue
+            if state.asking or state.spent or not state.wanted:
+                continue
+            held = state.granted - state.used
+            ask = max(0, 2 * state.wanted - held)  # a negative hold repays the credit
+            state.wanted = 0
+            if ask:
+                state.asking = ask
+                out.append((principal, state.window, ask))
         return out
 
     def received(self, principal: str, window: int, total: int) -> None:
-        """The shared total after our calls were added."""
+        """The row's count of tokens asked for, ours included (the last ``asking``)."""
         state = self._states.get(principal)
-        if state is not None and state.window == window:
-            state.known = total
-            state.sending = 0
+        if state is None or state.window != window or not state.asking:
+            return
+        before = total - state.asking
+        grant = max(0, min(state.asking, self.limit - before))
+        state.granted += grant
+        state.spent = grant < state.asking
+        state.leased = True
+        state.asking = 0
 
     def failed(self, sent: list[tuple[str, int, int]]) -> None:
-        """A synchronization did not reach the database: send those calls again next time.
-
-        Calls of a window that has already passed here are dropped: they no
-        longer decide anything.
-        """
-        for principal, window, calls in sent:
+        """A request did not reach the database: ask again next time."""
+        for principal, window, tokens in sent:
             state = self._states.get(principal)
             if state is not None and state.window == window:
-                state.unsent += calls
-                state.sending = 0
+                state.asking = 0
+                state.wanted += tokens // 2 or 1

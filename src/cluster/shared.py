@@ -7,12 +7,13 @@ A daemon whose store is Postgres keeps, in that database (schema version 5):
 * ``call_results``: finished calls' ``call_tool_res`` frames for the replay
   window, so a retry that lands on another daemon is answered without running
   the call (and paying for its model call) again;
-* ``rate_windows``: each principal's calls per window (see :mod:`exai.cluster.rates`).
+* ``rate_windows``: each principal's rate tokens asked for per window, from
+  which every daemon leases what it admits (see :mod:`exai.cluster.rates`).
 
 Nothing here is on a call's path. A new session and a finished result are
 appended to a list in memory and written every ``sync_s`` by one background
-task, in one statement per table whatever their number; the rate counts are
-added and read back in the same pass. The only read is at ``hello``, when a
+task, in one statement per table whatever their number; leases of rate
+tokens are asked for in the same pass. The only read is at ``hello``, when a
 client names a session this daemon does not hold: one query brings its owner
 and every result it kept, which go into the local replay cache, so calls are
 then answered locally as on one daemon.
@@ -168,8 +169,8 @@ class ClusterState:
                 log.warning("cluster synchronization failed", error=f"{type(exc).__name__}: {exc}")
 
     async def sync(self) -> None:
-        """Write pending sessions and results, add this daemon's calls to the rate
-        windows and read their totals back; one connection, at most three statements."""
+        """Write pending sessions and results and ask for rate leases; one connection,
+        at most three statements."""
         sessions, self._sessions = self._sessions, {}
         results, self._results = self._results, []
         rates = self.rates.to_send(self.clock()) if self.rates is not None else []

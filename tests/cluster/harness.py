@@ -59,14 +59,16 @@ class Cluster:
         self.daemons = [
             DaemonProcess(
                 workdir / f"d{i + 1}",
-                **provider_env(emulator, kimi_key=daemon_key(i + 1)),
-                EXAI_STORE_URL=store_url,
-                EXAI_WS_TOKEN=TOKEN,
-                EXAI_SHUTDOWN_GRACE_S="15",
-                EXAI_RATE_LIMIT_PER_MIN="0",
-                EXAI_LOG_LEVEL="warning",
-                EXAI_MEMORY_ENABLED="false",
-                **env,
+                **{
+                    **provider_env(emulator, kimi_key=daemon_key(i + 1)),
+                    "EXAI_STORE_URL": store_url,
+                    "EXAI_WS_TOKEN": TOKEN,
+                    "EXAI_SHUTDOWN_GRACE_S": "15",
+                    "EXAI_RATE_LIMIT_PER_MIN": "0",
+                    "EXAI_LOG_LEVEL": "warning",
+                    "EXAI_MEMORY_ENABLED": "false",
+                    **env,
+                },
             )
             for i in range(n)
         ]

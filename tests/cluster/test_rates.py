@@ -1,4 +1,8 @@
-"""The rate window decision across daemons, without a database or a clock."""
+"""Leases of a principal's rate limit across daemons, without a database or a clock.
+
+Each test plays the database's part: the row's count of tokens asked for, in
+the order requests reach it.
+"""
 
 from __future__ import annotations
 
@@ -8,49 +12,73 @@ from exai.cluster.rates import WindowCounts
 from exai.errors import RateLimitedError
 
 
+class Row:
+    """The (principal, window) row: every token asked for, in arrival order."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def sync(self, counts: WindowCounts, now: float) -> None:
+        for principal, window, tokens in counts.to_send(now):
+            self.asked += tokens
+            counts.received(principal, window, self.asked)
+
+
+def admitted(counts: WindowCounts, principal: str, tries: int, now: float) -> int:
+    n = 0
+    for _ in range(tries):
+        try:
+            counts.take(principal, now)
+        except RateLimitedError:
+            continue
+        n += 1
+    return n
+
+
 def test_the_limit_is_the_per_minute_rate_scaled_to_the_window() -> None:
     assert WindowCounts(600, 10).limit == 100
     assert WindowCounts(1200, 60).limit == 1200
 
 
-def test_calls_other_daemons_made_count_once_the_shared_total_is_read() -> None:
-    counts = WindowCounts(60, 10)  # 10 calls per 10 s window
-    now = 1000.0
-    for _ in range(3):
-        counts.take("alice", now)
-    sent = counts.to_send(now)
-    assert sent == [("alice", 1000, 3)]
-    counts.received("alice", 1000, 3 + 6)  # another daemon made 6
-    counts.take("alice", now)
+def test_the_first_call_is_admitted_on_credit_then_leases_follow_demand() -> None:
+    counts, row = WindowCounts(600, 10), Row()
+    assert admitted(counts, "alice", 5, 1000.0) == 1  # the credit; 4 more were wanted
+    row.sync(counts, 1000.0)
+    assert row.asked == 2 * 5 - (-1)  # twice the demand, and the credit repaid
+    assert admitted(counts, "alice", 20, 1000.1) == 10
+
+
+def test_daemons_leasing_from_one_row_never_exceed_the_limit_beyond_their_credit() -> None:
+    daemons, row = [WindowCounts(60, 10) for _ in range(3)], Row()  # 10 per window
+    total = 0
+    for step in range(20):
+        for counts in daemons:
+            total += admitted(counts, "alice", 7, 1000.0 + step * 0.1)
+            row.sync(counts, 1000.0 + step * 0.1)
+    assert 10 <= total <= 10 + len(daemons)
     with pytest.raises(RateLimitedError) as refused:
-        counts.take("alice", now + 1)
-    assert refused.value.retry_after_s == pytest.approx(9.0)
+        daemons[0].take("alice", 1001.0)
+    assert refused.value.retry_after_s == pytest.approx(9.0)  # the window is spent
 
 
-def test_a_new_window_starts_from_zero_and_forgets_the_old_one() -> None:
-    counts = WindowCounts(60, 10)
-    for _ in range(10):
-        counts.take("alice", 1000.0)
-    with pytest.raises(RateLimitedError):
-        counts.check("alice", 1009.9)
-    counts.take("alice", 1010.0)
-    assert counts.to_send(1010.0) == [("alice", 1010, 1)]
+def test_a_new_window_starts_afresh() -> None:
+    counts, row = WindowCounts(60, 10), Row()
+    admitted(counts, "alice", 30, 1000.0)
+    row.sync(counts, 1000.0)
+    admitted(counts, "alice", 30, 1000.0)
+    assert admitted(counts, "alice", 1, 1010.0) == 1
+    assert counts.to_send(1010.0) == [("alice", 1010, 3)]  # twice the demand, and the credit
 
 
-def test_calls_not_written_are_sent_again_and_still_count() -> None:
-    counts = WindowCounts(60, 10)
-    counts.take("bob", 1000.0)
-    sent = counts.to_send(1000.0)
-    counts.failed(sent)
-    assert counts.to_send(1000.0) == [("bob", 1000, 1)]
-    for _ in range(9):
-        counts.take("bob", 1000.0)
-    with pytest.raises(RateLimitedError):
-        counts.check("bob", 1000.0)
+def test_a_request_that_failed_is_asked_again() -> None:
+    counts, row = WindowCounts(60, 10), Row()
+    admitted(counts, "bob", 3, 1000.0)
+    counts.failed(counts.to_send(1000.0))
+    row.sync(counts, 1000.0)
+    assert row.asked > 0 and admitted(counts, "bob", 1, 1000.0) == 1
 
 
 def test_principals_are_counted_apart() -> None:
     counts = WindowCounts(60, 10)
-    for _ in range(10):
-        counts.take("alice", 1000.0)
-    counts.take("bob", 1000.0)
+    admitted(counts, "alice", 5, 1000.0)
+    assert admitted(counts, "bob", 1, 1000.0) == 1

@@ -86,23 +86,21 @@ async def test_the_rate_limit_holds_across_daemons(
     ):
         assert a.cluster is not None and b.cluster is not None
         a.cluster.clock = b.cluster.clock = lambda: 7200.0 + 5  # inside one window
-        on_a = await client_factory(a, "alice-token-1")
-        on_b = await client_factory(b, "alice-token-1")
-
-        async def ok(client: Any) -> bool:
-            result = await client.call("echo", {"text": "x"})
-            assert result.error is None or result.error.code == ErrorCode.RATE_LIMITED
-            return result.error is None
-
-        assert all([await ok(on_a) for _ in range(20)])
-        await a.cluster.sync()
-        assert await ok(on_b)  # b has not read the shared count yet
-        await b.cluster.sync()
-        admitted_on_b = [await ok(on_b) for _ in range(15)]
-        assert admitted_on_b == [True] * 9 + [False] * 6
-        await b.cluster.sync()
-        await a.cluster.sync()
-        assert not await ok(on_a)  # a sees b's calls: the window is spent
+        clients = [
+            await client_factory(a, "alice-token-1"),
+            await client_factory(b, "alice-token-1"),
+        ]
+        admitted = 0
+        for _ in range(10):  # each round: both daemons called, then both synchronize
+            for client in clients:
+                for _ in range(4):
+                    result = await client.call("echo", {"text": "x"})
+                    assert result.error is None or result.error.code == ErrorCode.RATE_LIMITED
+                    admitted += result.error is None
+            await a.cluster.sync()
+            await b.cluster.sync()
+        # The limit, and at most one call on credit per daemon beyond it.
+        assert 30 <= admitted <= 32
 
 
 async def test_the_workflow_step_lock_excludes_another_daemon(store_url: str) -> None:
