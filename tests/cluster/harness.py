@@ -201,21 +201,25 @@ async def _conversation(client: ExaiClient, conv: int, turns: int, report: LoadR
             report.threads[conv] = cid
 
 
-async def check_turns(store_url: str, threads: dict[int, str], turns: int) -> dict[str, int]:
-    """Turns lost and turns stored twice, read from the shared store itself."""
+async def check_turns(store_url: str, threads: dict[int, str], turns: int) -> dict[str, Any]:
+    """Turns lost and turns stored twice, read from the shared store itself; and when
+    each turn was stored (``stored_at``, by ``(conversation, turn)``)."""
     conn = await asyncpg.connect(store_url)
     try:
         rows = await conn.fetch(
-            "SELECT thread_id, content FROM exai.messages WHERE role = 'user'"
+            "SELECT thread_id, content, created_at FROM exai.messages WHERE role = 'user'"
             " ORDER BY thread_id, seq"
         )
     finally:
         await conn.close()
     stored: dict[str, list[int]] = defaultdict(list)
-    for thread_id, content in rows:
+    stored_at: dict[tuple[int, int], float] = {}
+    for thread_id, content, created_at in rows:
         match = _MARK.search(content or "")
         if match:
-            stored[thread_id].append(int(match.group(2)))
+            key = (int(match.group(1)), int(match.group(2)))
+            stored[thread_id].append(key[1])
+            stored_at[key] = min(created_at, stored_at.get(key, created_at))
     lost = duplicated = out_of_order = 0
     for cid in threads.values():
         seen = stored.get(cid, [])
@@ -224,42 +228,65 @@ async def check_turns(store_url: str, threads: dict[int, str], turns: int) -> di
         duplicated += sum(c - 1 for c in counts.values() if c > 1)
         out_of_order += seen != sorted(seen)
     return {"conversations": len(threads), "turns_lost": lost, "turns_duplicated": duplicated,
-            "threads_out_of_order": out_of_order}  # fmt: skip
+            "threads_out_of_order": out_of_order, "stored_at": stored_at}  # fmt: skip
 
 
 def model_calls(
-    emulator: EmulatorServer, kills: list[Kill], slack_s: float = 0.05
+    emulator: EmulatorServer, kills: list[Kill], stored_at: dict[tuple[int, int], float]
 ) -> dict[str, Any]:
     """Model calls made more than once, against those in flight on a daemon at its kill.
 
-    A call counts as in flight at a kill when the killed daemon sent it before the
-    kill and its answer left the emulator after (or less than ``slack_s`` before:
-    an answer may have arrived without being stored yet).
+    A call was in flight at a kill when the killed daemon sent it before the kill
+    and its turn was stored after it (by whichever daemon finished it): its answer
+    had not yet become a stored turn.
     """
     requests = [r for r in emulator.requests if r.get("vendor") == "kimi"]
-    keys: Counter[tuple[int, int]] = Counter()
+    keyed: list[tuple[tuple[int, int], dict[str, Any]]] = []
     for r in requests:
         messages = r["body"].get("messages") or []
         users = [m for m in messages if m.get("role") == "user"]
         match = _MARK.search(str(users[-1].get("content"))) if users else None
         if match:
-            keys[(int(match.group(1)), int(match.group(2)))] += 1
+            keyed.append(((int(match.group(1)), int(match.group(2))), r))
+    keys = Counter(key for key, _ in keyed)
     repeated = sum(c - 1 for c in keys.values() if c > 1)
     per_kill = []
     for kill in kills:
         auth = f"Bearer {daemon_key(kill.daemon)}"
         in_flight = sum(
             1
-            for r in requests
+            for key, r in keyed
             if r["headers"].get("authorization") == auth
             and r["received_at"] <= kill.at
-            and (r["answered_at"] is None or r["answered_at"] >= kill.at - slack_s)
+            and stored_at.get(key, float("inf")) > kill.at
         )
         per_kill.append({"daemon": kill.daemon, "graceful": kill.graceful, "in_flight": in_flight,
                          "restarted_after_s": kill.restarted_after_s})  # fmt: skip
     return {"model_calls": len(requests), "distinct_turns_called": len(keys),
             "repeated": repeated, "in_flight_at_kills": sum(k["in_flight"] for k in per_kill),
+            "repeated_after_sigkill": _repeated_for(keyed, kills, graceful=False),
+            "repeated_after_sigterm": _repeated_for(keyed, kills, graceful=True),
             "kills": per_kill}  # fmt: skip
+
+
+def _repeated_for(keyed: list[tuple[tuple[int, int], dict[str, Any]]], kills: list[Kill],
+                  *, graceful: bool) -> int:  # fmt: skip
+    """Repeated calls whose first attempt was on a daemon stopped this way."""
+    first: dict[tuple[int, int], dict[str, Any]] = {}
+    seen: Counter[tuple[int, int]] = Counter()
+    for key, r in keyed:
+        first.setdefault(key, r)
+        seen[key] += 1
+    n = 0
+    for key, count in seen.items():
+        if count < 2:
+            continue
+        r = first[key]
+        auth = r["headers"].get("authorization")
+        if any(k.graceful == graceful and auth == f"Bearer {daemon_key(k.daemon)}"
+               and r["received_at"] <= k.at for k in kills):  # fmt: skip
+            n += 1
+    return n
 
 
 @contextlib.asynccontextmanager

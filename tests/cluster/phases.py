@@ -66,7 +66,8 @@ async def failover(workdir: Path, pg: TempPostgres, emulator: EmulatorServer, *,
     figures = report.summary()
     figures["failures_sample"] = report.failures[:5]
     figures["turns"] = await check_turns(url, report.threads, turns)
-    figures["model_calls"] = model_calls(emulator, kills)
+    stored_at = figures["turns"].pop("stored_at")
+    figures["model_calls"] = model_calls(emulator, kills, stored_at)
     figures["sessions_resumed_on_another_daemon"] = int(resumed)
     figures["setup"] = {"daemons": daemons, "clients": clients, "conversations": conversations,
                         "turns": turns, "provider_latency_ms": latency_ms,

@@ -41,9 +41,10 @@ async def test_a_daemon_killed_mid_call_loses_no_turn_and_stores_none_twice(
     assert report.failures == []
     assert report.turns_ok == 8 * 3
     turns = await check_turns(url, report.threads, 3)
+    stored_at = turns.pop("stored_at")
     assert turns == {"conversations": 8, "turns_lost": 0, "turns_duplicated": 0,
                      "threads_out_of_order": 0}  # fmt: skip
-    calls = model_calls(emulator, cluster.kills)
+    calls = model_calls(emulator, cluster.kills, stored_at)
     assert calls["kills"][0]["in_flight"] >= 1  # the kill did land on calls in flight
     assert calls["repeated"] <= calls["in_flight_at_kills"]
     assert report.reconnects >= 1
