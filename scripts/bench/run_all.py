@@ -36,6 +36,7 @@ BENCHMARKS = [
     "vendor_files",  # chat with a PDF: uploaded, or its text from the upload cache
     "usage_report",  # exai usage over 100,000 cost rows against a COUNT(*) of the table
     "memory_recall",  # memory recall by size and backend, injection cost, recall@5
+    "cluster",  # what sharing through Postgres costs a call; 1, 2, 3 daemons; rate limit
 ]
 
 
