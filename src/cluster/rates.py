@@ -11,10 +11,11 @@ the tokens granted across all daemons never exceed the limit.
 
 Two things bend that, and they are the stated tolerance:
 
-* a daemon with no lease yet for a principal admits one call on credit (so the
-  first call of a quiet principal is not refused while its lease is fetched);
-  that call is asked for with the next request, and if the window is spent it
-  is one call over: at most one per daemon per window;
+* a daemon whose lease is used up, while the window is not known to be spent,
+  admits up to ``credit`` calls (2% of the window's limit, at least one) before
+  more tokens arrive, so a principal is not refused for the 0.1 s a lease takes;
+  those calls are asked for with the next request, and if the window turns out
+  spent they are over the limit: at most ``credit`` per daemon per window;
 * a lease a daemon does not use by the end of the window is lost, so a
   principal whose calls move between daemons may get somewhat less than the
   limit, never more.
@@ -34,7 +35,7 @@ from exai.errors import RateLimitedError
 
 __all__ = ["WindowCounts", "WindowState"]
 
-_CREDIT = 1  # calls a daemon admits before its first lease of the window arrives
+_CREDIT_SHARE = 0.02  # of the window's limit, admitted on credit while a lease is fetched
 
 
 @dataclass(slots=True)
@@ -44,7 +45,6 @@ class WindowState:
     used: int = 0  # calls admitted
     wanted: int = 0  # calls asked for since the last request (admitted or not)
     asking: int = 0  # tokens being asked for now
-    leased: bool = False  # a request has been answered in this window
     spent: bool = False  # the window's limit is reached across daemons
 
 
@@ -54,6 +54,7 @@ class WindowCounts:
     def __init__(self, rate_per_min: float, window_s: float) -> None:
         self.window_s = max(1, int(window_s))
         self.limit = max(1, math.floor(rate_per_min * self.window_s / 60.0))
+        self.credit = max(1, math.ceil(self.limit * _CREDIT_SHARE))
         self._states: dict[str, WindowState] = {}
 
     def window_of(self, now: float) -> int:
@@ -70,7 +71,7 @@ class WindowCounts:
         """Raise ``RATE_LIMITED`` unless this daemon holds a token for the call."""
         state = self._state(principal, now)
         state.wanted += 1
-        allowance = state.granted if state.leased else max(state.granted, _CREDIT)
+        allowance = state.granted + (0 if state.spent else self.credit)
         if state.used < allowance:
             return
         window_end = state.window + self.window_s - now
@@ -117,7 +118,6 @@ class WindowCounts:
         grant = max(0, min(state.asking, self.limit - before))
         state.granted += grant
         state.spent = grant < state.asking
-        state.leased = True
         state.asking = 0
 
     def failed(self, sent: list[tuple[str, int, int]]) -> None:
