@@ -62,6 +62,6 @@ async def test_one_rate_limit_across_three_daemons(
                               per_min=600, window_s=5, windows=4)  # fmt: skip
     figures.record("cluster_rate_limit", **result)
     limit = result["limit_per_window"]
-    # The stated tolerance: at most one call on credit per daemon per window over
-    # the limit; leases left unused on a daemon can only make it fewer.
+    # The stated tolerance: each daemon's credit (2% of the limit, here 1) per
+    # window over it; leases left unused on a daemon can only make it fewer.
     assert all(limit * 0.8 <= n <= limit + 3 for n in result["admitted_per_window"]), result
