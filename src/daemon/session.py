@@ -129,7 +129,7 @@ class SessionRegistry:
                 return existing, True
         sid = session_id or secrets.token_urlsafe(16)
         session = Session(id=sid, principal=principal, limiter=self._make_limiter(sid),
-                          results=self.results, shared=self.shared)  # fmt: skip
+                          results=self.results)  # fmt: skip
         self._sessions[sid] = session
         return session, False
 
@@ -152,6 +152,9 @@ class SessionRegistry:
         session, resumed = self.open(principal, session_id)
         if resumed:  # held here, or opened by another hello while we asked
             return session, True
+        # Only sessions opened by a hello are shared: an in-process client's
+        # (the HTTP faces') lives for one request and is never resumed.
+        session.shared = shared
         shared.note_session(session.id, principal.name)
         if found is None:
             return session, False
