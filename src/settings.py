@@ -159,6 +159,15 @@ class Settings(BaseSettings):
         ge=0,
     )
     shutdown_grace_s: float = _daemon(30.0, "On SIGTERM, how long running calls may finish.", ge=0)
+    cluster_sync_s: float = _daemon(
+        0.1, "With a Postgres store: how often a daemon writes new sessions and finished "
+        "results there and adds its calls to the shared rate counts (never on a call's path).",
+        gt=0,
+    )  # fmt: skip
+    cluster_rate_window_s: float = _daemon(
+        60.0, "With a Postgres store: the window in which a principal's calls are counted "
+        "across daemons (EXAI_RATE_LIMIT_PER_MIN scaled to it).", ge=1,
+    )  # fmt: skip
     enable_echo: bool = _daemon(True, "Offer the echo tool (load tests, connectivity checks).")
 
     # --- tools --------------------------------------------------------------

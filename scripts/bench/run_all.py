@@ -37,6 +37,7 @@ BENCHMARKS = [
     "usage_report",  # exai usage over 100,000 cost rows against a COUNT(*) of the table
     "memory_recall",  # memory recall by size and backend, injection cost, recall@5
     "jobs_tick",  # one scheduler tick with 10,000 jobs, 100 due, on SQLite and Postgres
+    "cluster",  # what sharing through Postgres costs a call; 1, 2, 3 daemons; rate limit
 ]
 
 

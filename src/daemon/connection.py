@@ -124,7 +124,7 @@ class ConnectionHandler:
             return None
         try:
             principal = d.auth.authenticate(frame.token)
-            session, resumed = d.sessions.open(principal, frame.session_id)
+            session, resumed = await d.sessions.open_shared(principal, frame.session_id)
         except UnauthorizedError as exc:
             d.metrics.auth_failures.labels(exc.message.split(":")[0][:40]).inc()
             d.audit.emit("auth_failed", peer=peer, reason=exc.message)

@@ -75,6 +75,7 @@ class Dispatcher:
         self.metrics = metrics
         self.global_limiter = global_limiter
         self._buckets: dict[str, TokenBucket] = {}
+        self.shared_rates: Any = None  # exai.cluster.ClusterState
         self.running: set[Call] = set()
         self.draining = False
         self._background: set[asyncio.Future[None]] = set()
@@ -199,7 +200,12 @@ class Dispatcher:
             bucket = self._buckets[principal] = TokenBucket(
                 s.rate_limit_per_min / 60.0, s.rate_limit_burst
             )
+        shared = self.shared_rates  # counts across daemons, with a Postgres store
+        if shared is not None:
+            shared.check_rate(principal)
         bucket.take()
+        if shared is not None:
+            shared.spend_rate(principal)
 
     # --- execution --------------------------------------------------------
 

@@ -20,6 +20,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from exai import __version__
 from exai.auth import Authenticator, parse_token_list
 from exai.bridge import Bridge
+from exai.cluster import ClusterState, open_cluster
 from exai.daemon.admission import Admission
 from exai.daemon.connection import ConnectionHandler
 from exai.daemon.dispatch import Dispatcher
@@ -79,6 +80,7 @@ class Daemon:
         self.jobs: Any = None  # exai.jobs.runner.JobRunner, when EXAI_JOBS_ENABLED
         self._ticker: asyncio.Task[None] | None = None
         self._stopping = False
+        self.cluster: ClusterState | None = None
         self._background: set[asyncio.Future[Any]] = set()
         self.stopped = asyncio.Event()
 
@@ -104,6 +106,10 @@ class Daemon:
         self.audit = self.services.audit
         self.dispatcher = Dispatcher(self.services, self.registry, self.metrics,
                                      self.global_limiter)  # fmt: skip
+        # With a Postgres store, sessions, finished results and rate counts are
+        # shared with the other daemons on it; with SQLite this is None.
+        self.cluster = open_cluster(self.services.store, s)
+        self.sessions.shared = self.dispatcher.shared_rates = self.cluster
         self.http = HttpEndpoints(self)
         self._register_gauges()
         self._server = await serve(
@@ -185,6 +191,8 @@ class Daemon:
             await self.bridge.aclose()
         if self._ticker is not None:
             self._ticker.cancel()
+        if self.cluster is not None:
+            await self.cluster.aclose()
         if self._own_services and self.services is not None:
             await close_services(self.services)
         log.info("daemon stopped")
@@ -264,6 +272,8 @@ class Daemon:
         audit_stats = getattr(self.audit, "stats", None)
         if callable(audit_stats):
             out["audit"] = audit_stats()
+        if self.cluster is not None:
+            out["cluster"] = dict(self.cluster.stats)
         if self.bridge is not None:
             out["mcp_servers"] = self.bridge.status()["servers"]
         return out
@@ -282,6 +292,11 @@ class Daemon:
         m.gauge(
             "exai_calls_queued", "Calls waiting for capacity", lambda: self.global_limiter.waiting
         )
+        cluster = self.cluster
+        if cluster is not None:
+            for key in ("resumed", "lookups", "results_written", "sync_failures"):
+                m.gauge(f"exai_cluster_{key}", f"Shared-state {key.replace('_', ' ')} since start",
+                        lambda key=key: cluster.stats[key])  # fmt: skip
         audit_stats = getattr(self.audit, "stats", None)
         if callable(audit_stats):
             m.gauge("exai_audit_backlog", "Audit events not yet shipped",

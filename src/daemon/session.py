@@ -7,6 +7,11 @@ results of recent ones. That is what makes a retry after a reconnect safe: a
 cache (:mod:`exai.daemon.replay`, shared by every session and bounded across
 them), and one still running is attached to rather than started again.
 
+With a Postgres store the registry also has a ``shared`` state
+(:class:`exai.cluster.ClusterState`): sessions and finished results are noted
+there (written in the background), and a session this daemon does not hold is
+looked up there at ``hello``, so a client whose daemon died resumes on another.
+
 Nothing here touches a socket; a session only holds a ``send`` callable for the
 connection currently attached, which the connection layer swaps on resume.
 """
@@ -82,6 +87,7 @@ class Session:
     calls: dict[str, Call] = field(default_factory=dict)
     last_seen: float = field(default_factory=time.monotonic)
     connection: Any = None
+    shared: Any = None  # exai.cluster.ClusterState, when several daemons share sessions
 
     async def deliver(self, frame: Any) -> None:
         """Send to whichever connection is attached now; dropped if none is."""
@@ -97,9 +103,15 @@ class Session:
 
     def remember(self, call: Call, result: bytes, now: float) -> None:
         """Keep ``result`` (the frame sent) for a retry of the same call."""
+        rid = call.request_id
+        if self.shared is not None:  # other daemons compare retries against the digest itself
+            fingerprint = call.fingerprint()
+            self.results.put(self.id, rid, fingerprint, result, now)
+            self.shared.note_result(self.id, self.principal.name, rid, fingerprint, result)
+            return
         request = call.request if call.fingerprint_known is None else None
-        fingerprint = None if request is not None else call.fingerprint()
-        self.results.put(self.id, call.request_id, fingerprint, result, now, request)
+        known = None if request is not None else call.fingerprint()
+        self.results.put(self.id, rid, known, result, now, request)
 
     def replay(self, request_id: str) -> ReplayEntry | None:
         """What the call ``request_id`` of this session answered, if it is still kept."""
@@ -117,6 +129,7 @@ class SessionRegistry:
         self._make_limiter = make_limiter
         self.idle_ttl_s = idle_ttl_s
         self.results = results
+        self.shared: Any = None  # exai.cluster.ClusterState with a Postgres store
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -139,6 +152,37 @@ class SessionRegistry:
                           results=self.results)  # fmt: skip
         self._sessions[sid] = session
         return session, False
+
+    async def open_shared(
+        self, principal: Principal, session_id: str | None
+    ) -> tuple[Session, bool]:
+        """:meth:`open`, also resuming a session another daemon holds or held.
+
+        Only a ``session_id`` this daemon does not hold costs a query: its owner
+        must be ``principal``, and the results it kept go into the replay cache.
+        """
+        shared = self.shared
+        if shared is None:
+            return self.open(principal, session_id)
+        found = None
+        if session_id is not None and session_id not in self._sessions:
+            found = await shared.load_session(session_id)
+            if found is not None and found.owner != principal.name:
+                raise UnauthorizedError("session belongs to another principal")
+        session, resumed = self.open(principal, session_id)
+        if resumed:  # held here, or opened by another hello while we asked
+            return session, True
+        # Only sessions opened by a hello are shared: an in-process client's
+        # (the HTTP faces') lives for one request and is never resumed.
+        session.shared = shared
+        shared.note_session(session.id, principal.name)
+        if found is None:
+            return session, False
+        now = time.monotonic()
+        for r in found.results:
+            self.results.put(session.id, r.request_id, r.fingerprint, r.result, now - r.age_s)
+        shared.stats["resumed"] += 1
+        return session, True
 
     def discard(self, session_id: str) -> None:
         """Forget a session at once, and what it kept (an in-process client's, when its

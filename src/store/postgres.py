@@ -13,10 +13,12 @@ session-level lock could be released on another backend.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -171,8 +173,43 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
         """,
     ),
+    (
+        # What several daemons share beyond conversations (see exai.cluster): which
+        # principal a session belongs to, finished calls' results for a retry that
+        # lands on another daemon, and each principal's calls per rate window.
+        5,
+        """
+        CREATE TABLE {s}.sessions (
+            id text PRIMARY KEY,
+            owner text NOT NULL,
+            created_at double precision NOT NULL,
+            last_seen double precision NOT NULL
+        );
+        CREATE INDEX sessions_last_seen ON {s}.sessions(last_seen);
+
+        CREATE TABLE {s}.call_results (
+            session_id text NOT NULL,
+            request_id text NOT NULL,
+            owner text NOT NULL,
+            fingerprint text NOT NULL,
+            result bytea NOT NULL,
+            stored_at double precision NOT NULL,
+            PRIMARY KEY (session_id, request_id)
+        );
+        CREATE INDEX call_results_stored ON {s}.call_results(stored_at);
+
+        CREATE TABLE {s}.rate_windows (
+            principal text NOT NULL,
+            window_start bigint NOT NULL,
+            calls bigint NOT NULL,
+            PRIMARY KEY (principal, window_start)
+        );
+        """,
+    ),
 ]
 
+# Workflow steps holding their thread's lock at once, per daemon; more wait.
+_LOCK_CONNECTIONS = 16
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # Query parameters some tools add to connection strings that asyncpg would
 # otherwise send to the server as settings, which the server rejects.
@@ -237,6 +274,9 @@ class PostgresStore(SqlStore):
         self.schema = schema
         self.dialect = Dialect(prefix=f"{schema}.", numbered_params=True, lock_row=" FOR UPDATE")
         self._pool = pool
+        self._connect: tuple[str, dict[str, Any]] | None = None
+        self._lock_pool: asyncpg.Pool | None = None
+        self._lock_pool_ready = asyncio.Lock()
 
     @classmethod
     async def open(
@@ -256,6 +296,7 @@ class PostgresStore(SqlStore):
         pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size,
                                          command_timeout=60, **options)  # fmt: skip
         store = cls(pool, limits or StoreLimits(), schema, clock)
+        store._connect = (dsn, options)
         try:
             await store.migrate()
         except BaseException:
@@ -304,6 +345,43 @@ class PostgresStore(SqlStore):
         async with self._pool.acquire() as conn, conn.transaction():
             return await body(_Connection(conn))
 
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The connection pool, for what several daemons share beside conversations."""
+        return self._pool
+
+    @asynccontextmanager
+    async def advisory_lock(self, name: str) -> AsyncIterator[None]:
+        """Hold a lock named ``name`` across every daemon on this database.
+
+        A transaction-scoped advisory lock, held by a transaction left open for
+        the body: it works through Supabase's transaction pooler (the transaction
+        stays on one backend), and a daemon that dies releases it with its
+        connection.
+        """
+        digest = hashlib.sha256(f"exai.lock:{self.schema}:{name}".encode()).digest()
+        key = int.from_bytes(digest[:8], "big", signed=True)
+        pool = await self._locks()
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", key)
+            yield
+
+    async def _locks(self) -> asyncpg.Pool:
+        """The pool that holds locks: apart from the store's, because a lock's holder
+        goes on to use the store, and with both on one pool enough holders would
+        leave none of its connections for that."""
+        if self._connect is None:
+            return self._pool
+        async with self._lock_pool_ready:
+            if self._lock_pool is None:
+                dsn, options = self._connect
+                self._lock_pool = await asyncpg.create_pool(
+                    dsn, min_size=0, max_size=_LOCK_CONNECTIONS, **options
+                )
+        return self._lock_pool
+
     async def aclose(self) -> None:
+        if self._lock_pool is not None and not self._lock_pool.is_closing():
+            await self._lock_pool.close()
         if not self._pool.is_closing():
             await self._pool.close()

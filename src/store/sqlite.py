@@ -179,6 +179,14 @@ MIGRATIONS: list[tuple[int, str]] = [
         ) WITHOUT ROWID;
         """,
     ),
+    (
+        # Version 5 holds what several daemons share (sessions, finished results,
+        # rate windows); a SQLite store serves one daemon, which keeps them in
+        # memory, so here the version has no statements and only keeps both
+        # backends' numbering equal.
+        5,
+        "",
+    ),
 ]
 
 _BUSY_TIMEOUT_S = 10.0

@@ -98,7 +98,7 @@ class WorkflowTool(Tool):
             await acheck_paths(arguments.paths(), context.roots)
         evidence = await self.evidence(arguments, context)
 
-        async with thread_lock(arguments.continuation_id):
+        async with thread_lock(arguments.continuation_id, store):
             state = await load_workflow(store, owner, self.name, arguments.continuation_id)
             thread_id = arguments.continuation_id
             if state is not None and state.is_replay(arguments, context.request_id):

@@ -179,14 +179,16 @@ async def save_workflow(store: ConversationStore, thread_id: str, state: Workflo
     await store.put_state(thread_id, state_key(state.tool), state.model_dump(mode="json"))
 
 
-# Steps on one thread run one at a time within this daemon, so two concurrent
-# requests for the same step cannot both pass the order check. Entries vanish
-# with the last holder.
+# Steps on one thread run one at a time, so two concurrent requests for the same
+# step cannot both pass the order check: within this daemon by an asyncio lock
+# (entries vanish with the last holder), and across the daemons sharing a
+# Postgres store by an advisory lock on the thread, taken once the local one is
+# held so that waiters here do not each hold a database connection.
 _locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
 
 @asynccontextmanager
-async def thread_lock(thread_id: str | None) -> AsyncIterator[None]:
+async def thread_lock(thread_id: str | None, store: Any = None) -> AsyncIterator[None]:
     """Serialize steps on ``thread_id``; a new thread (None) needs no lock."""
     if thread_id is None:
         yield
@@ -195,4 +197,9 @@ async def thread_lock(thread_id: str | None) -> AsyncIterator[None]:
     if lock is None:
         lock = _locks[thread_id] = asyncio.Lock()
     async with lock:
-        yield
+        advisory = getattr(store, "advisory_lock", None)
+        if advisory is None:
+            yield
+        else:
+            async with advisory(f"workflow:{thread_id}"):
+                yield
