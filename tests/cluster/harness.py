@@ -145,9 +145,11 @@ class LoadReport:
 
 
 async def run_conversations(url: str, clients: int, conversations: int, turns: int,
-                            *, tool_wait_s: float = 120.0) -> LoadReport:  # fmt: skip
-    """``clients`` clients share ``conversations`` conversations of ``turns`` chat turns."""
-    report = LoadReport()
+                            *, tool_wait_s: float = 120.0,
+                            report: LoadReport | None = None) -> LoadReport:  # fmt: skip
+    """``clients`` clients share ``conversations`` conversations of ``turns`` chat turns;
+    ``report``, when given, is filled in as they go (for a caller watching progress)."""
+    report = LoadReport() if report is None else report
     todo: asyncio.Queue[int] = asyncio.Queue()
     for i in range(conversations):
         todo.put_nowait(i)

@@ -30,6 +30,7 @@ from exai.protocol import ErrorCode
 from tests.cluster.harness import (
     TOKEN,
     Cluster,
+    LoadReport,
     check_turns,
     model_calls,
     run_conversations,
@@ -40,38 +41,44 @@ __all__ = ["failover", "rate_limit", "throughput"]
 
 
 async def failover(workdir: Path, pg: TempPostgres, emulator: EmulatorServer, *, daemons: int,
-                   clients: int, conversations: int, turns: int, kill_every_s: float,
+                   clients: int, conversations: int, turns: int, kills: int,
                    latency_ms: float) -> dict[str, Any]:  # fmt: skip
     """Conversations through HAProxy while daemons die one at a time, every
-    third one gracefully (SIGTERM), the others by SIGKILL."""
+    third one gracefully (SIGTERM), the others by SIGKILL.
+
+    The kills are spread over the run by its progress, not by the clock: kill n
+    comes once n/(kills+1) of the turns are answered, however fast the machine.
+    """
     url = pg.create_database(f"failover_{uuid.uuid4().hex[:8]}")
     emulator.reset()
     emulator.configure(latency_ms=latency_ms)
     resumed = 0.0
     async with running_cluster(workdir, daemons, url, emulator) as cluster:
-        load = asyncio.ensure_future(run_conversations(cluster.url, clients, conversations, turns))
-        n = 0
-        while not load.done():
-            await asyncio.wait({load}, timeout=kill_every_s)
+        progress = LoadReport()
+        load = asyncio.ensure_future(run_conversations(cluster.url, clients, conversations, turns,
+                                                       report=progress))  # fmt: skip
+        total = conversations * turns
+        for n in range(kills):
+            while not load.done() and progress.turns_ok < (n + 1) * total // (kills + 1):
+                await asyncio.wait({load}, timeout=0.05)
             if load.done():
                 break
             index = n % daemons
             resumed += await _metric(cluster, index, "exai_cluster_resumed")
             await cluster.kill_and_restart(index, graceful=n % 3 == 2)
-            n += 1
         report = await load
         resumed += sum(await asyncio.gather(
             *(_metric(cluster, i, "exai_cluster_resumed") for i in range(daemons))))  # fmt: skip
-        kills = cluster.kills
+        done = cluster.kills
     figures = report.summary()
     figures["failures_sample"] = report.failures[:5]
     figures["turns"] = await check_turns(url, report.threads, turns)
     stored_at = figures["turns"].pop("stored_at")
-    figures["model_calls"] = model_calls(emulator, kills, stored_at)
+    figures["model_calls"] = model_calls(emulator, done, stored_at)
     figures["sessions_resumed_on_another_daemon"] = int(resumed)
     figures["setup"] = {"daemons": daemons, "clients": clients, "conversations": conversations,
                         "turns": turns, "provider_latency_ms": latency_ms,
-                        "kill_every_s": kill_every_s}  # fmt: skip
+                        "kills": kills}  # fmt: skip
     return figures
 
 

@@ -30,7 +30,7 @@ async def test_three_daemons_lose_and_duplicate_no_turn_while_killed_one_at_a_ti
     tmp_path: Path, emulator: EmulatorServer, postgres_server: TempPostgres, figures: Any
 ) -> None:
     result = await failover(tmp_path, postgres_server, emulator, daemons=3, clients=50,
-                            conversations=scaled(1000), turns=5, kill_every_s=6.0,
+                            conversations=scaled(1000), turns=5, kills=3,
                             latency_ms=150)  # fmt: skip
     figures.record("cluster_failover", **result)
     assert result["failures"] == 0, result["failures_sample"]
