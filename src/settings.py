@@ -400,6 +400,13 @@ class Settings(BaseSettings):
         5, "Tries per notification before it is kept as undeliverable.", ge=1
     )
     jobs_notify_timeout_s: float = _jobs(10.0, "Timeout of one notification request.", gt=0)
+    jobs_notify_hosts: CommaList = Field(
+        default_factory=list,
+        description="Hosts a job's notification URL may name, comma-separated (ntfy.sh,"
+        "hooks.example.com); empty: any host. Any principal may schedule a job, so on a "
+        "shared daemon this keeps its notifications from reaching internal services.",
+        json_schema_extra={"group": "jobs"},
+    )
 
     @field_validator("memory_type_weights")
     @classmethod
@@ -411,7 +418,7 @@ class Settings(BaseSettings):
 
     @field_validator("tools_allow", "tools_deny", "allowed_roots", "openai_compat_models",
                      "fallback_models", "allowed_origins", "memory_embedding_providers",
-                     mode="before")  # fmt: skip
+                     "jobs_notify_hosts", mode="before")  # fmt: skip
     @classmethod
     def _split_commas(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -476,7 +483,8 @@ def env_name(field: str) -> str:
 
 # List settings whose default (empty) is the same on every machine.
 _LIST_DEFAULTS = frozenset({"tools_allow", "tools_deny", "openai_compat_models", "fallback_models",
-                            "allowed_origins", "memory_embedding_providers"})  # fmt: skip
+                            "allowed_origins", "memory_embedding_providers",
+                            "jobs_notify_hosts"})  # fmt: skip
 
 
 def env_example() -> str:

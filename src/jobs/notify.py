@@ -21,13 +21,22 @@ import hashlib
 import hmac
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
 from exai.jobs.base import Notification
 from exai.redact import mask_url_credentials
 
-__all__ = ["SIGNATURE_HEADER", "TIMESTAMP_HEADER", "ntfy_text", "send", "sign", "verify"]
+__all__ = [
+    "SIGNATURE_HEADER",
+    "TIMESTAMP_HEADER",
+    "host_refused",
+    "ntfy_text",
+    "send",
+    "sign",
+    "verify",
+]
 
 SIGNATURE_HEADER = "X-Exai-Signature"
 TIMESTAMP_HEADER = "X-Exai-Timestamp"
@@ -52,6 +61,14 @@ def ntfy_text(payload: dict[str, Any]) -> str:
     elif payload.get("excerpt"):
         lines.append(str(payload["excerpt"]))
     return "\n".join(lines)
+
+
+def host_refused(url: str, hosts: list[str]) -> str | None:
+    """Why ``url`` may not be notified under ``EXAI_JOBS_NOTIFY_HOSTS``; None when it may."""
+    host = (urlsplit(url).hostname or "").lower()
+    if not hosts or host in {h.lower() for h in hosts}:
+        return None
+    return f"notification host {host!r} is not in EXAI_JOBS_NOTIFY_HOSTS"
 
 
 async def send(

@@ -35,7 +35,7 @@ import httpx
 from exai.auth import Principal
 from exai.errors import ConversationNotFoundError
 from exai.jobs.base import Claimed, Job, JobStore
-from exai.jobs.notify import send
+from exai.jobs.notify import host_refused, send
 from exai.jobs.policy import GiveUp, after_failure, notify_delay, plan_fire
 from exai.jobs.policy import MissedPolicy as _Missed
 from exai.logs import get_logger
@@ -237,10 +237,13 @@ class JobRunner:
         notes = await self.store.due_notifications(self.worker, self.clock(),
                                                    s.jobs_notify_timeout_s * 3, 20)  # fmt: skip
         for note in notes:
-            error = await send(self._http, note, secret, self.clock())
+            # Checked again at sending: the allowed hosts may have changed since the
+            # job was made. A refused host is not retried; the notification is kept.
+            refused = host_refused(note.url, s.jobs_notify_hosts)
+            error = refused or await send(self._http, note, secret, self.clock())
             tries = note.attempts + 1
             later = None
-            if error is not None and tries < s.jobs_notify_attempts:
+            if error is not None and refused is None and tries < s.jobs_notify_attempts:
                 later = self.clock() + notify_delay(tries)
             await self.store.notification_result(note.id, delivered=error is None,
                                                  now=self.clock(), error=error,

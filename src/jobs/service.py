@@ -24,6 +24,7 @@ import pydantic
 from exai.auth import Principal
 from exai.errors import ForbiddenError, ToolNotFoundError, ValidationError_
 from exai.jobs.base import Job, JobStore, NewJob, Owner
+from exai.jobs.notify import host_refused
 from exai.jobs.policy import MISSED_POLICIES
 from exai.jobs.schedule import next_fire, parse_schedule
 from exai.protocol import describe_validation_error
@@ -100,7 +101,8 @@ class JobService:
         if first is None:
             raise ValidationError_("that schedule never fires after now (a one-time schedule "
                                    "in the past?)", details={"reason": "bad_schedule"})  # fmt: skip
-        notify = _check_notify(spec.notify, webhook_ok=s.jobs_webhook_secret is not None)
+        notify = _check_notify(spec.notify, webhook_ok=s.jobs_webhook_secret is not None,
+                               hosts=s.jobs_notify_hosts)  # fmt: skip
         if spec.thread_id and self.conversations is not None:
             await self.conversations.get_thread(spec.thread_id, principal.name)
         mine = await self.store.list_jobs(principal.name)
@@ -151,7 +153,9 @@ class JobService:
         return out
 
 
-def _check_notify(notify: dict[str, Any] | None, *, webhook_ok: bool) -> dict[str, Any] | None:
+def _check_notify(
+    notify: dict[str, Any] | None, *, webhook_ok: bool, hosts: list[str]
+) -> dict[str, Any] | None:
     if not notify:
         return None
     kind, url = notify.get("kind"), str(notify.get("url") or "")
@@ -160,6 +164,9 @@ def _check_notify(notify: dict[str, Any] | None, *, webhook_ok: bool) -> dict[st
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValidationError_(f"notify.url must be an http(s) URL (got {url[:200]!r})")
+    refused = host_refused(url, hosts)
+    if refused is not None:
+        raise ValidationError_(refused, details={"reason": "notify_host_not_allowed"})
     if kind == "webhook" and not webhook_ok:
         raise ValidationError_(
             "webhook notifications are signed: set EXAI_JOBS_WEBHOOK_SECRET on the daemon first",

@@ -10,7 +10,7 @@ import jwt
 import pytest
 
 from exai.auth import Principal
-from exai.errors import ForbiddenError
+from exai.errors import ForbiddenError, ValidationError_
 from exai.jobs.base import ANY_OWNER, NewJob
 from exai.jobs.notify import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
 from exai.jobs.schedule import parse_schedule
@@ -160,3 +160,31 @@ async def test_an_undeliverable_notification_is_kept_and_shown(tmp_path, receive
 
 async def _async(value):
     return value
+
+
+async def test_notifications_reach_only_the_allowed_hosts(tmp_path, receiver):
+    """A job may not name a host outside EXAI_JOBS_NOTIFY_HOSTS; one whose host was
+    allowed when it was made but is not now is kept undelivered, never sent."""
+    settings = make_settings(tmp_path, jobs_notify_hosts=["ntfy.example"], **FAST)
+    async with running_daemon(settings) as daemon:
+        service = daemon.services.jobs
+        with pytest.raises(ValidationError_) as refused:
+            await service.create(Principal("erin"), JobSpec(
+                "echo", {"text": "x"}, "interval", "3600",
+                notify={"kind": "ntfy", "url": receiver.url("/internal")}))  # fmt: skip
+        assert refused.value.details == {"reason": "notify_host_not_allowed"}
+        daemon.settings.jobs_notify_hosts = []
+        job, _ = await service.create(Principal("erin"), JobSpec(
+            "echo", {"text": "x"}, "interval", "3600",
+            notify={"kind": "ntfy", "url": receiver.url("/internal")}))  # fmt: skip
+        daemon.settings.jobs_notify_hosts = ["ntfy.example"]
+        await service.run_now(job.id, "erin")
+        await finished_runs(service.store, job.id)
+
+        async def undeliverable():
+            return (await service.show(job.id, "erin"))["undeliverable"]
+
+        assert await wait_for(undeliverable) == 1
+        note = (await service.show(job.id, "erin"))["notifications"][0]
+        assert note["attempts"] == 1 and "EXAI_JOBS_NOTIFY_HOSTS" in note["last_error"]
+    assert receiver.received == []
