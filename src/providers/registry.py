@@ -287,11 +287,12 @@ class ProviderRegistry:
 
     def _chain(self, first: ModelInfo, request: ChatRequest) -> list[ModelInfo]:
         chain, seen = [first], {first.name}
+        images = _carries_images(request)
         for name in self._settings.fallback_models:
             info = self._catalogue.get(name)
             if info is None or info.name in seen or not self._configured(info.provider):
                 continue
-            if request.web_search and not info.web_search:
+            if (request.web_search and not info.web_search) or (images and not info.images):
                 continue
             chain.append(info)
             seen.add(info.name)
@@ -417,3 +418,13 @@ def _with_attempts(exc: ExaiError, attempts: list[dict[str, Any]]) -> ExaiError:
     if len(attempts) > 1:
         exc.details = {**(exc.details or {}), "attempts": attempts}
     return exc
+
+
+def _carries_images(request: ChatRequest) -> bool:
+    """Whether a message sends an image part: a fallback that cannot see it must not get it."""
+    return any(
+        isinstance(part, dict) and part.get("type") == "image_url"
+        for message in request.messages
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+    )

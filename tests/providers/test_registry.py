@@ -286,6 +286,20 @@ async def test_fallback_skips_models_of_the_failed_provider(
     assert len(emulator.requests_for("kimi")) == 1
 
 
+async def test_a_request_with_an_image_falls_back_only_to_models_that_see_images(
+    make_registry: Any, emulator: EmulatorServer
+) -> None:
+    registry = make_registry(**BOTH, fallback_models=["glm-4.6", "glm-5v-turbo"])
+    emulator.script({"status": 429, "retry_after": 120}, vendor="kimi")
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    request = ChatRequest(model="", messages=[{"role": "user", "content": [
+        {"type": "text", "text": "what is this?"}, image]}])  # fmt: skip
+    response = await registry.complete(request, registry.resolve("kimi-k2.6"))
+
+    assert response.model == "glm-5v-turbo" and response.fallback_from == "kimi-k2.6"
+    assert [r["body"]["model"] for r in emulator.requests_for("glm")] == ["glm-5v-turbo"]
+
+
 async def test_when_every_model_fails_the_first_error_is_raised(
     make_registry: Any, emulator: EmulatorServer
 ) -> None:
