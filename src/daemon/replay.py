@@ -86,6 +86,8 @@ def frame_fingerprint(raw: str) -> str:
 
 
 class ReplayEntry(NamedTuple):
+    """A kept result, as :meth:`ReplayCache.get` hands it out."""
+
     stored_at: float
     fingerprint_known: str | None  # None: derived from ``request`` when asked for
     request: str | None  # the call_tool frame as received, when it was small
@@ -101,6 +103,13 @@ class ReplayEntry(NamedTuple):
         return frame_fingerprint(self.request)
 
 
+# How an entry is kept: a plain tuple of (stored_at, fingerprint_known, request,
+# result). The collector stops tracking a tuple of strings, bytes and floats after
+# one look, and never one of a tuple subclass (a NamedTuple), which it would then
+# walk in every collection for as long as the entry is kept.
+_Kept = tuple[float, str | None, str | None, bytes]
+
+
 class ReplayCache:
     """Finished calls' results by (session, request_id), bounded in age, count and bytes."""
 
@@ -111,7 +120,7 @@ class ReplayCache:
         # Entries by session, each session's oldest first; and every entry's size,
         # oldest first across sessions. Both are insertion-ordered dicts: a key is
         # deleted before it is set again, so the first key is always the oldest.
-        self._sessions: dict[str, dict[str, ReplayEntry]] = {}
+        self._sessions: dict[str, dict[str, _Kept]] = {}
         self._order: dict[tuple[str, str], int] = {}
         self.bytes = 0
 
@@ -136,7 +145,7 @@ class ReplayCache:
         entries = self._sessions.get(session_id)
         if entries is None:
             entries = self._sessions[session_id] = {}
-        entries[request_id] = ReplayEntry(now, fingerprint, request, result)
+        entries[request_id] = (now, fingerprint, request, result)
         size = len(result) + ENTRY_OVERHEAD_BYTES
         if request is not None:
             size += len(request)
@@ -152,16 +161,16 @@ class ReplayCache:
         """The entry for this call, if it finished within the replay window."""
         entries = self._sessions.get(session_id)
         entry = None if entries is None else entries.get(request_id)
-        if entry is None or now - entry.stored_at > self.window_s:
+        if entry is None or now - entry[0] > self.window_s:
             return None
-        return entry
+        return ReplayEntry(*entry)
 
     def expire(self, now: float) -> int:
         """Drop every entry older than the replay window; return how many went."""
         order, gone = self._order, 0
         while order:
             session_id, request_id = key = next(iter(order))
-            if now - self._sessions[session_id][request_id].stored_at <= self.window_s:
+            if now - self._sessions[session_id][request_id][0] <= self.window_s:
                 break
             self._drop(*key)
             gone += 1
