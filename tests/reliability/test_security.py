@@ -420,7 +420,10 @@ async def test_another_principals_continuation_id_is_not_found(
                     extra["hypothesis"] = "a theory"
             if tool == "artifact":
                 extra["artifact_id"] = "a1"
-            res = await bob.call(tool, _base_arguments(tool, world, **extra))
+            args = _base_arguments(tool, world, **extra)
+            if tool == "schedule":  # a job that would continue her thread
+                args.update(tool="chat", arguments={"prompt": "hi"}, when="every 1h")
+            res = await bob.call(tool, args)
             assert res.error is not None, res
             assert res.error.code == ErrorCode.CONVERSATION_NOT_FOUND, (tool, which, res.error)
             assert "ALICE-PRIVATE-PROMPT" not in json.dumps(res.model_dump(mode="json"))
