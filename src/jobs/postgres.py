@@ -9,9 +9,7 @@ one of them and a pending run is claimed by one of them.
 
 from __future__ import annotations
 
-import hashlib
 import re
-import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -20,7 +18,7 @@ import asyncpg
 from exai.errors import ValidationError_
 from exai.jobs.schema import POSTGRES_MIGRATIONS
 from exai.jobs.sql import Body, JobDialect, SqlJobStore
-from exai.store.postgres import driver_options
+from exai.store.postgres import apply_migrations, driver_options
 
 __all__ = ["PostgresJobStore"]
 
@@ -69,23 +67,9 @@ class PostgresJobStore(SqlJobStore):
         return store
 
     async def _migrate(self) -> None:
-        s = self.schema
-        key = int.from_bytes(hashlib.sha256(f"exai.jobs:{s}".encode()).digest()[:8], "big",
-                             signed=True)  # fmt: skip
         async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", key)
-            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
-            await conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {s}.jobs_schema_version"
-                " (version integer PRIMARY KEY, applied_at double precision NOT NULL)"
-            )
-            done = int(await conn.fetchval(
-                f"SELECT COALESCE(MAX(version), 0) FROM {s}.jobs_schema_version"))  # fmt: skip
-            for version, script in POSTGRES_MIGRATIONS:
-                if version > done:
-                    await conn.execute(script.replace("{s}", s))
-                    await conn.execute(f"INSERT INTO {s}.jobs_schema_version VALUES ($1, $2)",
-                                       version, time.time())  # fmt: skip
+            await apply_migrations(conn, self.schema, "jobs", "jobs_schema_version",
+                                   POSTGRES_MIGRATIONS)  # fmt: skip
 
     async def _write(self, body: Body[T]) -> T:
         async with self._pool.acquire() as conn, conn.transaction():

@@ -13,48 +13,17 @@ import asyncio
 import contextvars
 import sqlite3
 import time
-from collections.abc import Awaitable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 from exai.jobs.schema import SQLITE_MIGRATIONS
 from exai.jobs.sql import Body, JobDialect, SqlJobStore
+from exai.store.executor import ThreadConnection, drive
 
 __all__ = ["SqliteJobStore"]
 
 T = TypeVar("T")
-
-
-class _Conn:
-    """The store's executor over a sqlite3 connection; its coroutines never suspend."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    async def fetch(self, sql: str, *args: Any) -> Sequence[Sequence[Any]]:
-        return self._conn.execute(sql, args).fetchall()
-
-    async def fetchrow(self, sql: str, *args: Any) -> Sequence[Any] | None:
-        row: Sequence[Any] | None = self._conn.execute(sql, args).fetchone()
-        return row
-
-    async def execute(self, sql: str, *args: Any) -> int:
-        return max(self._conn.execute(sql, args).rowcount, 0)
-
-    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self._conn.executemany(sql, rows)
-
-
-def _drive(awaitable: Awaitable[T]) -> T:
-    """Run an awaitable that never suspends to its end, here and now."""
-    steps = awaitable.__await__()
-    try:
-        steps.send(None)
-    except StopIteration as stop:
-        result: T = stop.value
-        return result
-    raise RuntimeError("a job store operation awaited something other than its connection")
 
 
 class SqliteJobStore(SqlJobStore):
@@ -104,7 +73,7 @@ class SqliteJobStore(SqlJobStore):
         def transaction() -> T:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                result = context.run(_drive, body(_Conn(conn)))
+                result = context.run(drive, body(ThreadConnection(conn)))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:

@@ -21,7 +21,6 @@ enough.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
@@ -45,7 +44,7 @@ from exai.memory.base import (
 from exai.memory.queue import PostgresExtractionQueue
 from exai.memory.ranking import cosine
 from exai.memory.schema import POSTGRES_MIGRATIONS
-from exai.store.postgres import driver_options
+from exai.store.postgres import apply_migrations, driver_options
 
 __all__ = ["PostgresMemoryStore"]
 
@@ -134,22 +133,9 @@ class PostgresMemoryStore(MemoryStore):
 
     async def _migrate(self) -> None:
         s = self.schema
-        key = int.from_bytes(hashlib.sha256(f"exai.memory:{s}".encode()).digest()[:8], "big",
-                             signed=True)  # fmt: skip
         async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", key)
-            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
-            await conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {s}.memory_schema_version"
-                " (version integer PRIMARY KEY, applied_at double precision NOT NULL)"
-            )
-            done = int(await conn.fetchval(
-                f"SELECT COALESCE(MAX(version), 0) FROM {s}.memory_schema_version"))  # fmt: skip
-            for version, script in POSTGRES_MIGRATIONS:
-                if version > done:
-                    await conn.execute(script.replace("{s}", s))
-                    await conn.execute(f"INSERT INTO {s}.memory_schema_version VALUES ($1, $2)",
-                                       version, time.time())  # fmt: skip
+            await apply_migrations(conn, s, "memory", "memory_schema_version",
+                                   POSTGRES_MIGRATIONS)  # fmt: skip
             if self._no_vec is None:
                 await conn.execute(
                     f"ALTER TABLE {s}.memories ADD COLUMN IF NOT EXISTS embedding vector"

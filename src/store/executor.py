@@ -3,17 +3,22 @@
 Statements are written once, with ``?`` placeholders and a ``{p}`` table prefix;
 a :class:`Dialect` rewrites them for its driver (``$1`` placeholders and the
 ``exai.`` schema on Postgres). An :class:`Executor` is the four calls the store
-makes on a connection, whatever the driver.
+makes on a connection, whatever the driver; :class:`ThreadConnection` is one over
+a sqlite3 connection, whose statements run at once, so :func:`drive` runs a whole
+body of them in one go on the connection's own thread.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-__all__ = ["Dialect", "Executor"]
+__all__ = ["Dialect", "Executor", "ThreadConnection", "drive"]
+
+T = TypeVar("T")
 
 
 class Executor(Protocol):
@@ -48,3 +53,42 @@ class Dialect:
                 text = re.sub(r"\?", lambda _: f"${next(counter)}", text)
             self._cache[template] = text
         return text
+
+
+class ThreadConnection:
+    """:class:`Executor` over a sqlite3 connection, on its own thread.
+
+    Its methods are coroutines only to fit the interface: each runs its statement
+    at once and never suspends, which is what lets :func:`drive` run a whole body
+    of them in one go.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    async def fetch(self, sql: str, *args: Any) -> Sequence[Sequence[Any]]:
+        return self._conn.execute(sql, args).fetchall()
+
+    async def fetchrow(self, sql: str, *args: Any) -> Sequence[Any] | None:
+        row: Sequence[Any] | None = self._conn.execute(sql, args).fetchone()
+        return row
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        return max(self._conn.execute(sql, args).rowcount, 0)
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._conn.executemany(sql, rows)
+
+
+def drive(awaitable: Awaitable[T]) -> T:
+    """Run an awaitable that never suspends to its end, here and now."""
+    steps = awaitable.__await__()
+    try:
+        steps.send(None)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+    close = getattr(steps, "close", None)
+    if close is not None:
+        close()
+    raise RuntimeError("a store operation awaited something other than its connection")

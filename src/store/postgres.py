@@ -29,7 +29,7 @@ from exai.store.base import StoreLimits
 from exai.store.executor import Dialect
 from exai.store.sql import Body, SqlStore, T
 
-__all__ = ["MIGRATIONS", "PostgresStore", "driver_options"]
+__all__ = ["MIGRATIONS", "PostgresStore", "apply_migrations", "driver_options"]
 
 MIGRATIONS: list[tuple[int, str]] = [
     (
@@ -304,31 +304,11 @@ class PostgresStore(SqlStore):
             raise
         return store
 
-    @property
-    def _lock_key(self) -> int:
-        digest = hashlib.sha256(f"exai.store:{self.schema}".encode()).digest()
-        return int.from_bytes(digest[:8], "big", signed=True)
-
     async def migrate(self) -> int:
         """Apply the missing migrations under the advisory lock; returns the version."""
-        s = self.schema
         async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", self._lock_key)
-            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
-            await conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {s}.schema_version"
-                " (version integer PRIMARY KEY, applied_at double precision NOT NULL)"
-            )
-            current = int(await conn.fetchval(
-                f"SELECT COALESCE(MAX(version), 0) FROM {s}.schema_version"))  # fmt: skip
-            for version, script in MIGRATIONS:
-                if version <= current:
-                    continue
-                await conn.execute(script.replace("{s}", s))
-                await conn.execute(f"INSERT INTO {s}.schema_version VALUES ($1, $2)",
-                                   version, time.time())  # fmt: skip
-                current = version
-        return current
+            return await apply_migrations(conn, self.schema, "store", "schema_version",
+                                          MIGRATIONS)  # fmt: skip
 
     async def schema_version(self) -> int:
         async with self._pool.acquire() as conn:
@@ -385,3 +365,31 @@ class PostgresStore(SqlStore):
             await self._lock_pool.close()
         if not self._pool.is_closing():
             await self._pool.close()
+
+
+async def apply_migrations(
+    conn: Any, schema: str, room: str, table: str, migrations: Sequence[tuple[int, str]]
+) -> int:
+    """Apply the ``migrations`` ``schema``'s ``table`` has not recorded; return the version.
+
+    For the conversation store and the rooms that keep tables of their own beside
+    it (memory, jobs), each with its own version table. Run inside a transaction:
+    a transaction-scoped advisory lock per (room, schema) lets daemons that start
+    together migrate one at a time, and ``{s}`` in a script is the schema.
+    """
+    digest = hashlib.sha256(f"exai.{room}:{schema}".encode()).digest()
+    await conn.execute("SELECT pg_advisory_xact_lock($1)",
+                       int.from_bytes(digest[:8], "big", signed=True))  # fmt: skip
+    await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    await conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {schema}.{table}"
+        " (version integer PRIMARY KEY, applied_at double precision NOT NULL)"
+    )
+    current = int(await conn.fetchval(f"SELECT COALESCE(MAX(version), 0) FROM {schema}.{table}"))
+    for version, script in migrations:
+        if version <= current:
+            continue
+        await conn.execute(script.replace("{s}", schema))
+        await conn.execute(f"INSERT INTO {schema}.{table} VALUES ($1, $2)", version, time.time())
+        current = version
+    return current

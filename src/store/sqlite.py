@@ -24,14 +24,13 @@ import asyncio
 import contextvars
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import aiosqlite
 
 from exai.store.base import StoreLimits
-from exai.store.executor import Dialect, Executor
+from exai.store.executor import Dialect, Executor, ThreadConnection, drive
 from exai.store.sql import Body, SqlStore, T
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -199,47 +198,8 @@ _PRAGMAS = (
 )
 
 
-class _ThreadConnection:
-    """:class:`~exai.store.sql.Executor` over a sqlite3 connection, on its own thread.
-
-    Its methods are coroutines only to fit the interface: each runs its statement
-    at once and never suspends, which is what lets :func:`_drive` run a whole body
-    of them in one go.
-    """
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    async def fetch(self, sql: str, *args: Any) -> Sequence[Sequence[Any]]:
-        return self._conn.execute(sql, args).fetchall()
-
-    async def fetchrow(self, sql: str, *args: Any) -> Sequence[Any] | None:
-        row: Sequence[Any] | None = self._conn.execute(sql, args).fetchone()
-        return row
-
-    async def execute(self, sql: str, *args: Any) -> int:
-        return max(self._conn.execute(sql, args).rowcount, 0)
-
-    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self._conn.executemany(sql, rows)
-
-
 class _Abandoned(Exception):
     """The caller stopped waiting before the operation reached the thread."""
-
-
-def _drive(awaitable: Awaitable[T]) -> T:
-    """Run an awaitable that never suspends to its end, here and now."""
-    steps = awaitable.__await__()
-    try:
-        steps.send(None)
-    except StopIteration as stop:
-        result: T = stop.value
-        return result
-    close = getattr(steps, "close", None)
-    if close is not None:
-        close()
-    raise RuntimeError("a store operation awaited something other than its connection")
 
 
 class SqliteStore(SqlStore):
@@ -335,7 +295,7 @@ class SqliteStore(SqlStore):
             raw: sqlite3.Connection = conn._conn
             raw.execute(begin)
             try:
-                result = context.run(_drive, body(_ThreadConnection(raw)))
+                result = context.run(drive, body(ThreadConnection(raw)))
                 raw.execute("COMMIT")
             except BaseException:
                 if raw.in_transaction:  # some errors end the transaction themselves
