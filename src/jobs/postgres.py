@@ -10,39 +10,19 @@ one of them and a pending run is claimed by one of them.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import asyncpg
 
 from exai.errors import ValidationError_
 from exai.jobs.schema import POSTGRES_MIGRATIONS
 from exai.jobs.sql import Body, JobDialect, SqlJobStore
-from exai.store.postgres import apply_migrations, driver_options
+from exai.store.postgres import PgConnection, apply_migrations, driver_options
 
 __all__ = ["PostgresJobStore"]
 
 T = TypeVar("T")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-
-
-class _Conn:
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-
-    async def fetch(self, sql: str, *args: Any) -> Sequence[Sequence[Any]]:
-        return await self._conn.fetch(sql, *args)
-
-    async def fetchrow(self, sql: str, *args: Any) -> Sequence[Any] | None:
-        return await self._conn.fetchrow(sql, *args)
-
-    async def execute(self, sql: str, *args: Any) -> int:
-        status = await self._conn.execute(sql, *args)
-        last = status.rsplit(" ", 1)[-1]
-        return int(last) if last.isdigit() else 0
-
-    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        await self._conn.executemany(sql, rows)
 
 
 class PostgresJobStore(SqlJobStore):
@@ -73,7 +53,7 @@ class PostgresJobStore(SqlJobStore):
 
     async def _write(self, body: Body[T]) -> T:
         async with self._pool.acquire() as conn, conn.transaction():
-            return await body(_Conn(conn))
+            return await body(PgConnection(conn))
 
     async def aclose(self) -> None:
         if not self._pool.is_closing():

@@ -29,7 +29,7 @@ from exai.store.base import StoreLimits
 from exai.store.executor import Dialect
 from exai.store.sql import Body, SqlStore, T
 
-__all__ = ["MIGRATIONS", "PostgresStore", "apply_migrations", "driver_options"]
+__all__ = ["MIGRATIONS", "PgConnection", "PostgresStore", "apply_migrations", "driver_options"]
 
 MIGRATIONS: list[tuple[int, str]] = [
     (
@@ -239,7 +239,7 @@ def _status_count(status: str) -> int:
     return int(last) if last.isdigit() else 0
 
 
-class _Connection:
+class PgConnection:
     """:class:`~exai.store.sql.Executor` over one asyncpg connection."""
 
     def __init__(self, conn: Any) -> None:
@@ -319,11 +319,11 @@ class PostgresStore(SqlStore):
 
     async def _read(self, body: Body[T]) -> T:
         async with self._pool.acquire() as conn:
-            return await body(_Connection(conn))
+            return await body(PgConnection(conn))
 
     async def _write(self, body: Body[T]) -> T:
         async with self._pool.acquire() as conn, conn.transaction():
-            return await body(_Connection(conn))
+            return await body(PgConnection(conn))
 
     @property
     def pool(self) -> asyncpg.Pool:
