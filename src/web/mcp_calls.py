@@ -68,11 +68,11 @@ class McpEndpoint:
     async def _post(self, scope: Any, receive: Any, send: Any) -> None:
         manager = self.manager
         body = await _body(receive)
-        replay = _Replay(body)
         if _asks_for_progress(body):
-            await manager.handle_request(scope, replay, send)
+            # The SDK's stream mode watches receive() for the disconnect itself.
+            await manager.handle_request(scope, _Replay(body, then=receive), send)
             return
-        await _answer(manager, scope, replay, receive, send)
+        await _answer(manager, scope, _Replay(body), receive, send)
 
 
 async def _answer(
@@ -133,10 +133,13 @@ class _Response:
 
 
 class _Replay:
-    """A ``receive`` that gives the body already read, then waits for the disconnect."""
+    """A ``receive`` that gives the body already read, then what ``then`` receives, or
+    without ``then`` waits for :meth:`disconnect` (told by the one task that reads
+    the real ``receive``)."""
 
-    def __init__(self, body: bytes) -> None:
+    def __init__(self, body: bytes, then: Any = None) -> None:
         self._body: bytes | None = body
+        self._then = then
         self._gone = asyncio.Event()
 
     def disconnect(self) -> None:
@@ -146,6 +149,9 @@ class _Replay:
         if self._body is not None:
             body, self._body = self._body, None
             return {"type": "http.request", "body": body, "more_body": False}
+        if self._then is not None:
+            message: dict[str, Any] = await self._then()
+            return message
         await self._gone.wait()
         return {"type": "http.disconnect"}
 

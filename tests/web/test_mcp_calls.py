@@ -60,12 +60,15 @@ async def test_a_progress_token_gets_the_daemons_progress_as_notifications(tmp_p
     assert last["result"]["content"][0]["text"] == "slow"
 
 
-async def test_a_client_that_leaves_cancels_its_call(tmp_path: Path):
+@pytest.mark.parametrize("token", [None, "tok-2"], ids=["json", "progress"])
+async def test_a_client_that_leaves_cancels_its_call(tmp_path: Path, token: str | None):
+    body = _call(text="never", delay_s=60)
+    if token is not None:
+        body = _with_token(body, token)
     async with _daemon(tmp_path) as daemon:
         async with httpx.AsyncClient(timeout=0.5) as http:
             with pytest.raises(httpx.ReadTimeout):
-                await http.post(_url(daemon), json=_call(text="never", delay_s=60),
-                                headers=HEADERS)  # fmt: skip
+                await http.post(_url(daemon), json=body, headers=HEADERS)
         deadline = time.monotonic() + 10
         while daemon.in_flight():
             assert time.monotonic() < deadline, "the call outlived its client"
