@@ -11,18 +11,13 @@ from __future__ import annotations
 from exai.errors import ValidationError_
 from exai.jobs.base import JobStore
 from exai.settings import Settings
-from exai.store.backends import sqlite_path_from_url
+from exai.store.backends import room_url, sqlite_path_from_url
 
 __all__ = ["jobs_url", "open_job_store"]
 
 
 def jobs_url(settings: Settings) -> str:
-    if settings.jobs_url:
-        return settings.jobs_url.strip()
-    store = (settings.store_url or "").strip()
-    if store.split("://", 1)[0].lower() in ("postgresql", "postgres"):
-        return store
-    return f"sqlite:///{settings.jobs_sqlite_path}"
+    return room_url(settings.jobs_url, settings, settings.jobs_sqlite_path)
 
 
 async def open_job_store(settings: Settings, *, schema: str = "exai") -> JobStore:

@@ -15,18 +15,13 @@ from exai.memory.base import MemoryStore
 from exai.memory.embeddings import load_chain
 from exai.memory.service import MemoryConfig, MemoryService
 from exai.settings import Settings
-from exai.store.backends import sqlite_path_from_url
+from exai.store.backends import room_url, sqlite_path_from_url
 
 __all__ = ["memory_url", "open_memory", "open_memory_store"]
 
 
 def memory_url(settings: Settings) -> str:
-    if settings.memory_url:
-        return settings.memory_url.strip()
-    store = (settings.store_url or "").strip()
-    if store.split("://", 1)[0].lower() in ("postgresql", "postgres"):
-        return store
-    return f"sqlite:///{settings.memory_sqlite_path}"
+    return room_url(settings.memory_url, settings, settings.memory_sqlite_path)
 
 
 async def open_memory_store(settings: Settings, *, schema: str = "exai") -> MemoryStore:

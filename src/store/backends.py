@@ -17,7 +17,7 @@ from exai.errors import ValidationError_
 from exai.settings import Settings
 from exai.store.base import ConversationStore, StoreLimits
 
-__all__ = ["open_store", "sqlite_path_from_url"]
+__all__ = ["open_store", "room_url", "sqlite_path_from_url"]
 
 
 def sqlite_path_from_url(url: str) -> Path:
@@ -30,6 +30,18 @@ def sqlite_path_from_url(url: str) -> Path:
     if not path:
         raise ValidationError_(f"the sqlite URL {url!r} names no file")
     return Path(path).expanduser()
+
+
+def room_url(own: str | None, settings: Settings, sqlite_path: Path) -> str:
+    """Where a room with tables of its own (memory, jobs) keeps them: its own URL if
+    set, else the conversation store's Postgres when there is one (so several
+    daemons share it too), else its own SQLite file."""
+    if own:
+        return own.strip()
+    store = (settings.store_url or "").strip()
+    if store.split("://", 1)[0].lower() in ("postgresql", "postgres"):
+        return store
+    return f"sqlite:///{sqlite_path}"
 
 
 async def open_store(settings: Settings, *, schema: str = "exai") -> ConversationStore:
