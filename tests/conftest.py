@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from exai.app import App
 from exai.client import ExaiClient
-from exai.daemon import Daemon
 from exai.emulators.postgres import TempPostgres
 from exai.emulators.provider import EmulatorServer
 from exai.logs import configure_logging
@@ -77,11 +77,11 @@ async def running_daemon(
     settings: Settings,
     extra_tools: list[Tool] | None = None,
     services: Services | None = None,
-) -> AsyncIterator[Daemon]:
+) -> AsyncIterator[App]:
     registry = ToolRegistry.from_entry_points(settings)
     for tool in extra_tools or []:
         registry.add(tool)
-    daemon = Daemon(settings, registry=registry, services=services)
+    daemon = App(settings, registry=registry, services=services)
     await daemon.start()
     try:
         yield daemon
@@ -93,7 +93,7 @@ async def running_daemon(
 async def daemon_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     stack: list[Any] = []
 
-    async def start(extra_tools: list[Tool] | None = None, **overrides: Any) -> Daemon:
+    async def start(extra_tools: list[Tool] | None = None, **overrides: Any) -> App:
         cm = running_daemon(make_settings(tmp_path, **overrides), extra_tools)
         daemon = await cm.__aenter__()
         stack.append(cm)
@@ -108,7 +108,7 @@ async def daemon_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
 async def client_factory() -> AsyncIterator[Callable[..., Any]]:
     clients: list[ExaiClient] = []
 
-    async def connect(daemon: Daemon | str, token: str | None = None, **kw: Any) -> ExaiClient:
+    async def connect(daemon: App | str, token: str | None = None, **kw: Any) -> ExaiClient:
         url = daemon if isinstance(daemon, str) else daemon.url
         client = ExaiClient(url, token, **kw)
         await client.connect()

@@ -174,8 +174,8 @@ async def quality() -> dict[str, Any]:
 
 
 async def injection_cost(rounds: int = 4, per_block: int = 25) -> dict[str, Any]:
+    from exai.app import App
     from exai.client import ExaiClient
-    from exai.daemon import Daemon
     from exai.emulators.provider import EmulatorServer
     from exai.settings import Settings
 
@@ -190,7 +190,7 @@ async def injection_cost(rounds: int = 4, per_block: int = 25) -> dict[str, Any]
             memory_embedding_providers=["openai_compat"], memory_embedding_dimensions=DIM,
             memory_openai_embedding_base_url=emulator.base_url_kimi, memory_min_similarity=0.3,
         )  # type: ignore[call-arg]  # fmt: skip
-        daemon = Daemon(settings)
+        daemon = App(settings)
         await daemon.start()
         try:
             memory = daemon.services.memory

@@ -1,7 +1,7 @@
 """A throwaway daemon (and provider emulator) for ``--with-emulator`` runs.
 
 ``make baseline`` must work on a fresh machine with no API keys and no running
-daemon, so this starts an in-process :class:`~exai.daemon.Daemon` on an
+daemon, so this starts an in-process :class:`~exai.app.App` on an
 ephemeral loopback port with a temporary data directory and a random token.
 Its settings come from this module alone, never from the environment or a
 ``.env`` file: an operator's ``EXAI_STORE_URL`` or real provider keys must not
@@ -76,7 +76,7 @@ def sandbox_settings(data_dir: Path, token: str, **overrides: Any) -> Settings:
 @contextlib.asynccontextmanager
 async def sandbox_daemon(emulator_latency_ms: float = 0.0) -> AsyncIterator[Sandbox]:
     """Run a throwaway daemon (plus the emulator, when available) for the block."""
-    from exai.daemon import Daemon
+    from exai.app import App
 
     notes = [
         "the daemon runs in the collector's process: both share one event loop, so latencies "
@@ -86,7 +86,7 @@ async def sandbox_daemon(emulator_latency_ms: float = 0.0) -> AsyncIterator[Sand
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="exai-baseline-")))
         providers = await _start_emulator(stack, emulator_latency_ms, notes)
         token = secrets.token_urlsafe(24)
-        daemon = Daemon(sandbox_settings(tmp / "data", token, **providers))
+        daemon = App(sandbox_settings(tmp / "data", token, **providers))
         await daemon.start()
         stack.push_async_callback(daemon.stop, 5.0)
         yield Sandbox(daemon.url, token, emulator=bool(providers), notes=notes)

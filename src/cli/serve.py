@@ -45,16 +45,16 @@ def _load(**overrides: object):
 
 def _serve(args: argparse.Namespace) -> int:
     settings = _load(ws_host=args.host, ws_port=args.port)
+    from exai.app import App
     from exai.audit.scrub import secrets_from_settings
     from exai.bridge import BridgeConfigError
-    from exai.daemon import Daemon
     from exai.logs import configure_logging
 
     configure_logging(settings.log_format, settings.log_level,
                       secrets=secrets_from_settings(settings))  # fmt: skip
 
     async def main() -> None:
-        daemon = Daemon(settings)
+        daemon = App(settings)
         try:
             await daemon.start()
         except (OSError, RuntimeError, BridgeConfigError) as exc:

@@ -1,5 +1,5 @@
-"""The exai daemon: protocol v1 over WebSocket, sessions, dispatch, limits, health."""
+"""The core of the daemon: sessions, dispatch, the run of a call, and the port the faces use."""
 
-from exai.daemon.server import Daemon
+from exai.daemon.core import Core
 
-__all__ = ["Daemon"]
+__all__ = ["Core"]

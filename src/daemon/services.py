@@ -10,6 +10,8 @@ audit trail hears about everything that happened before it flushes to its outbox
 
 from __future__ import annotations
 
+from typing import Any
+
 from exai.accounting.budgets import parse_budgets
 from exai.accounting.ledger import Ledger
 from exai.audit import AuditTrail
@@ -20,7 +22,7 @@ from exai.settings import Settings
 from exai.store import open_store
 from exai.tools.base import NullAudit, Services
 
-__all__ = ["build_services", "close_services"]
+__all__ = ["build_services", "close_services", "open_jobs"]
 
 log = get_logger("exai.daemon")
 
@@ -63,3 +65,12 @@ async def close_services(services: Services) -> None:
     stop = getattr(services.audit, "stop", None)
     if stop is not None:
         await stop()
+
+
+async def open_jobs(settings: Settings, registry: Any, conversations: Any) -> Any:
+    """The job service the ``schedule`` and ``jobs`` tools use (its runner is a face)."""
+    from exai.jobs.backends import open_job_store
+    from exai.jobs.service import JobService
+
+    store = await open_job_store(settings)
+    return JobService(store, settings, registry=registry, conversations=conversations)

@@ -18,7 +18,6 @@ connection currently attached, which the connection layer swaps on resume.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -26,11 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from exai.auth import Principal
-from exai.daemon.replay import ReplayCache, ReplayEntry, call_fingerprint
+from exai.daemon.call import Call
+from exai.daemon.replay import ReplayCache, ReplayEntry
 from exai.errors import UnauthorizedError
 from exai.limits import CapacityLimiter
 
-__all__ = ["Call", "Session", "SessionRegistry"]
+__all__ = ["Session", "SessionRegistry"]
 
 
 class Sender(Protocol):
@@ -41,40 +41,6 @@ class Sender(Protocol):
 
     def post(self, frame: Any) -> None:
         """Send without waiting."""
-
-
-@dataclass(eq=False, slots=True)
-class Call:
-    """One ``call_tool`` in flight."""
-
-    request_id: str
-    tool: str
-    timeout_s: float
-    deadline: float  # time.monotonic()
-    started: float
-    # What the call asked for: its tool's name and arguments, and the frame's text
-    # when the frame was small (see exai.daemon.replay).
-    asked: str = ""
-    arguments: Any = None
-    request: str | None = None
-    fingerprint_known: str | None = None
-    task: asyncio.Task[None] | None = None
-    timer: asyncio.TimerHandle | None = None  # the deadline, armed after the first step
-    last_progress: float = 0.0
-    cancel_reason: str | None = None  # "cancel", "timeout" or "shutdown"
-    started_running: bool = False  # its task has taken its first step
-    ran: bool = False
-    acked: bool = False
-    finished: bool = False
-
-    def fingerprint(self) -> str:
-        """Of its tool and arguments: tells a retry from another call under its id.
-
-        Computed when first asked for; most calls never need it.
-        """
-        if self.fingerprint_known is None:
-            self.fingerprint_known = call_fingerprint(self.asked, self.arguments)
-        return self.fingerprint_known
 
 
 @dataclass(eq=False)

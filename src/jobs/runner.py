@@ -7,16 +7,18 @@ Every ``EXAI_JOBS_TICK_S`` each daemon:
    ``ON CONFLICT DO NOTHING``) and moves ``next_run_at`` on, as
    :func:`~exai.jobs.policy.plan_fire` decides, missed fires included;
 3. claims pending runs (``FOR UPDATE SKIP LOCKED`` on Postgres) under a lease;
-4. runs each through the daemon's dispatcher as its owner, like a client's
-   call, renewing the lease while it runs;
+4. runs each through the core's port as its owner, like a client's call,
+   renewing the lease while it runs;
 5. finishes it: output to the job's thread; on failure a retry with backoff, or,
    attempts spent, the run failed, the job disabled and its owner notified;
 6. sends notifications that are due.
 
-A run is a call in a session of its own, ``job-<run id>``, with request id
-``attempt-<n>``: limits, scopes, deadlines, audit and cost accounting are the
-dispatcher's, and a tool that stores turns by request key (``chat``) finds the
-turn an attempt already stored if that attempt is run again after a crash.
+The runner is a face of the core like any other: it receives the
+:class:`~exai.port.Port`, not the daemon. A run is a call in a session of its
+own, ``job-<run id>``, with request id ``attempt-<n>``: limits, scopes,
+deadlines, audit and cost accounting are the dispatcher's, and a tool that
+stores turns by request key (``chat``) finds the turn an attempt already
+stored if that attempt is run again after a crash.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import secrets
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -39,12 +41,10 @@ from exai.jobs.notify import host_refused, send
 from exai.jobs.policy import GiveUp, after_failure, notify_delay, plan_fire
 from exai.jobs.policy import MissedPolicy as _Missed
 from exai.logs import get_logger
+from exai.port import Port
 from exai.protocol import CallToolResult
 
-if TYPE_CHECKING:
-    from exai.daemon.server import Daemon
-
-__all__ = ["NOT_RETRYABLE", "JobRunner", "attach", "detach"]
+__all__ = ["NOT_RETRYABLE", "JobRunner"]
 
 log = get_logger("exai.jobs")
 
@@ -55,13 +55,14 @@ _MAX_OUTPUT = 100_000
 
 
 class JobRunner:
-    def __init__(self, daemon: Daemon, store: JobStore,
+    def __init__(self, core: Port, store: JobStore, conversations: Any = None,
                  clock: Callable[[], float] = time.time) -> None:  # fmt: skip
-        self.daemon = daemon
+        self.core = core
         self.store = store
-        self.settings = daemon.settings
+        self.conversations = conversations  # the conversation store, for tools that keep none
+        self.settings = core.settings
         self.clock = clock
-        self.worker = f"{daemon.settings.ws_host}:{secrets.token_hex(6)}"
+        self.worker = f"{core.settings.ws_host}:{secrets.token_hex(6)}"
         self.running: dict[str, asyncio.Task[None]] = {}
         self._loop: asyncio.Task[None] | None = None
         self._http = httpx.AsyncClient(timeout=self.settings.jobs_notify_timeout_s)
@@ -105,7 +106,7 @@ class JobRunner:
         await self.store.fire_due(now, s.jobs_batch * 10, self._plan)
         room = s.jobs_batch - len(self.running)
         started = 0
-        if room > 0 and not self.daemon.dispatcher.draining:
+        if room > 0 and not self.core.draining:
             for claimed in await self.store.claim(self.worker, now, s.jobs_lease_s, room):
                 task = asyncio.create_task(self.execute(claimed), name=f"job:{claimed.run.id}")
                 self.running[claimed.run.id] = task
@@ -120,17 +121,15 @@ class JobRunner:
     # --- one run ------------------------------------------------------------
 
     async def execute(self, claimed: Claimed) -> None:
-        from exai.web.local import LocalClient  # the in-process client sits above the daemon
-
         run, job = claimed.run, claimed.job
         principal = Principal(job.owner, None if job.scopes is None else frozenset(job.scopes),
                               method="job")  # fmt: skip
         arguments = dict(job.arguments)
-        tool = self.daemon.registry.get(job.tool)
-        continues = tool is not None and "continuation_id" in tool.Input.model_fields
+        schema = self.core.tool_schema(job.tool)
+        continues = schema is not None and "continuation_id" in schema.get("properties", {})
         if continues and job.thread_id and not arguments.get("continuation_id"):
             arguments["continuation_id"] = job.thread_id
-        client = LocalClient(self.daemon, principal, session_id=f"job-{run.id}")
+        client = self.core.connect(principal, session_id=f"job-{run.id}")
         call = asyncio.ensure_future(client.call(job.tool, arguments,
                                                  request_id=f"attempt-{run.attempt}",
                                                  timeout_s=job.timeout_s))  # fmt: skip
@@ -201,7 +200,7 @@ class JobRunner:
     async def _append_to_thread(self, job: Job, run_id: str, scheduled_for: float,
                                 text: str) -> str | None:  # fmt: skip
         """Store a run of a tool that keeps no conversation as a turn of the job's thread."""
-        conversations = self.daemon.services.store if self.daemon.services else None
+        conversations = self.conversations
         if conversations is None:
             return None
         when = datetime.fromtimestamp(scheduled_for, UTC).isoformat(timespec="seconds")
@@ -254,30 +253,3 @@ class JobRunner:
                 log.warning("a job notification could not be delivered; it is kept",
                             notification_id=note.id, job_id=note.job_id, error=error)  # fmt: skip
         return delivered
-
-
-async def attach(daemon: Daemon) -> JobRunner | None:
-    """Open the job store, hand the tools a :class:`JobService` and start ticking.
-
-    Called once by the daemon after its dispatcher exists; None when jobs are off.
-    """
-    from exai.jobs.backends import open_job_store
-    from exai.jobs.service import JobService
-
-    if not daemon.settings.jobs_enabled or daemon.services is None:
-        return None
-    store = await open_job_store(daemon.settings)
-    daemon.services.jobs = JobService(store, daemon.settings, registry=daemon.registry,
-                                      conversations=daemon.services.store)  # fmt: skip
-    runner = JobRunner(daemon, store)
-    runner.start()
-    return runner
-
-
-async def detach(daemon: Daemon, runner: JobRunner | None) -> None:
-    """Stop ticking and close the job store (runs in flight are cancelled: their
-    leases lapse and another daemon, or this one on its next start, takes them up)."""
-    if runner is None:
-        return
-    await runner.aclose()
-    await runner.store.aclose()

@@ -50,7 +50,6 @@ class Services:
     audit: Any = field(default_factory=NullAudit)
     providers: Any = None  # exai.providers.ProviderRegistry
     store: Any = None  # exai.store.ConversationStore
-    limits: Any = None  # exai.daemon.limits.Limits (per-provider capacity)
     stats: Callable[[], dict[str, Any]] | None = None  # daemon snapshot for `status`
     registry: Any = None  # the ToolRegistry, for tools that describe the others
     ledger: Any = None  # exai.accounting.ledger.Ledger (spend, budgets, cost rows)
@@ -72,6 +71,9 @@ class ToolContext:
     stream_requested: bool = False
     progress_cb: Callable[[str, float | None, float | None], Awaitable[None]] | None = None
     stream_cb: Callable[[str], Awaitable[None]] | None = None
+    # Structured stream events (provider Deltas) for in-process faces that asked for them
+    # (the model faces); None for WebSocket clients, who get the text as stream_chunk frames.
+    event_cb: Callable[[Any], Awaitable[None]] | None = None
     provider_calls: int = 0  # model calls made so far by this call
     # Gives the digest of the call's tool and arguments: with (principal,
     # session_id, request_id), what tells a retry of this call from another call
@@ -110,6 +112,11 @@ class ToolContext:
         """Send a ``stream_chunk``; a no-op unless the client asked to stream."""
         if self.stream_requested and self.stream_cb is not None and text:
             await self.stream_cb(text)
+
+    async def event(self, delta: Any) -> None:
+        """Send a structured stream event; a no-op unless the caller asked for events."""
+        if self.event_cb is not None:
+            await self.event_cb(delta)
 
     def count_provider_call(self) -> None:
         """Count one model call, refusing any beyond ``max_provider_calls_per_request``.

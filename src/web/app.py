@@ -15,7 +15,7 @@ import contextlib
 import socket
 import time
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -25,14 +25,12 @@ from starlette.routing import Route
 
 from exai import __version__
 from exai.logs import get_logger
+from exai.port import Port
 from exai.web.guard import Guard
 from exai.web.mcp import MAX_BODY_BYTES, session_manager
 from exai.web.mcp_calls import McpEndpoint
 from exai.web.openai import routes as openai_routes
 from exai.web.openai_errors import error_body as openai_error_body
-
-if TYPE_CHECKING:
-    from exai.daemon.server import Daemon
 
 __all__ = ["WebFace"]
 
@@ -57,9 +55,9 @@ class _AsgiEndpoint:
 
 
 class WebFace:
-    def __init__(self, daemon: Daemon) -> None:
-        self.daemon = daemon
-        self.mcp = session_manager(daemon)
+    def __init__(self, core: Port) -> None:
+        self.core = core
+        self.mcp = session_manager(core)
         self._server: _Uvicorn | None = None
         self._task: asyncio.Task[None] | None = None
         self._mcp_task: asyncio.Task[None] | None = None
@@ -67,20 +65,20 @@ class WebFace:
         self.port = 0
 
     def build_app(self) -> Any:
-        s = self.daemon.settings
+        s = self.core.settings
         app = Starlette(routes=[
             Route("/health", self._health),
             Route("/mcp", _AsgiEndpoint(McpEndpoint(self.mcp, MAX_BODY_BYTES)),
                   methods=["GET", "POST", "DELETE"]),
-            *openai_routes(self.daemon),
+            *openai_routes(self.core),
         ])  # fmt: skip
-        return Guard(app, self.daemon.auth, host=s.ws_host, port=self.port,
+        return Guard(app, self.core.auth, host=s.ws_host, port=self.port,
                      allowed_origins=s.allowed_origins,
-                     throttle=self.daemon.admission,
+                     throttle=self.core.admission,
                      error_bodies={"/v1": openai_error_body})  # fmt: skip
 
     async def start(self) -> None:
-        s = self.daemon.settings
+        s = self.core.settings
         assert s.http_port is not None
         family = socket.AF_INET6 if ":" in s.ws_host else socket.AF_INET
         # IPPROTO_TCP named explicitly: asyncio sets TCP_NODELAY only on sockets whose
@@ -128,5 +126,5 @@ class WebFace:
             await self._mcp_done.wait()
 
     async def _health(self, request: Request) -> Response:
-        uptime = round(time.time() - self.daemon.started_at, 1)
+        uptime = round(time.time() - self.core.started_at, 1)
         return JSONResponse({"status": "ok", "uptime_s": uptime})

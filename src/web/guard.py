@@ -5,7 +5,7 @@ checked by the same :class:`~exai.auth.Authenticator` as the WebSocket
 ``hello``, so a token means the same principal and scopes on both. A refusal is
 401 with a ``WWW-Authenticate`` header, as RFC 6750 asks; failed attempts count
 against the same per-address allowance as failed WebSocket logins
-(:class:`~exai.daemon.admission.Admission`), and once it is spent requests
+(:class:`~exai.admission.Admission`), and once it is spent requests
 from that address are refused without their token being checked.
 
 A browser page must not reach a daemon on the user's machine: the MCP
@@ -23,7 +23,6 @@ raise their usual exceptions).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,6 +31,7 @@ from exai.auth import Authenticator, Principal
 from exai.errors import UnauthorizedError
 from exai.files.roots import is_loopback
 from exai.protocol import ErrorCode, ErrorInfo
+from exai.web.asgi import headers_of, send_json
 
 __all__ = ["ErrorBody", "Guard", "principal_of"]
 
@@ -74,11 +74,11 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = headers_of(scope)
         refusal = self._check_host_and_origin(headers)
         if refusal is not None:
             body = self._body(scope["path"], ErrorInfo(code=ErrorCode.FORBIDDEN, message=refusal))
-            await _respond(send, 403, body)
+            await send_json(send, 403, body)
             return
         if scope["path"] not in self.open_paths:
             peer = (scope.get("client") or ("?",))[0]
@@ -89,7 +89,7 @@ class Guard:
                 if "authorization" not in headers:
                     challenge = 'Bearer realm="exai"'
                 body = self._body(scope["path"], exc.info())
-                await _respond(send, 401, body, [(b"www-authenticate", challenge.encode())])
+                await send_json(send, 401, body, {"www-authenticate": challenge})
                 return
             scope.setdefault("state", {})[_STATE_KEY] = principal
         await self.app(scope, receive, send)
@@ -139,13 +139,3 @@ def _is_own_loopback_origin(origin: str, port: int) -> bool:
                 and is_loopback(parts.hostname or ""))  # fmt: skip
     except ValueError:
         return False
-
-
-async def _respond(
-    send: Any, status: int, body: Any, headers: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    data = json.dumps(body).encode()
-    head = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-    await send({"type": "http.response.start", "status": status,
-                "headers": [*head, *(headers or [])]})  # fmt: skip
-    await send({"type": "http.response.body", "body": data})

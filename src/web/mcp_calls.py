@@ -37,6 +37,8 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from exai.web.asgi import disconnected
+
 __all__ = ["STREAM_AFTER_S", "McpEndpoint"]
 
 # The SDK's own deferral window and ping interval (_streamable_http_modern).
@@ -84,7 +86,7 @@ async def _answer(
         manager.app, manager.security_settings, True, manager._lifespan_state,
         scope, replay, response.send,
     ))  # fmt: skip
-    gone = asyncio.ensure_future(_disconnected(receive))
+    gone = asyncio.ensure_future(disconnected(receive))
     try:
         while True:
             done, _ = await asyncio.wait({handler, gone}, timeout=STREAM_AFTER_S,
@@ -184,8 +186,3 @@ def _asks_for_progress(body: bytes) -> bool:
     if not isinstance(decoded, dict) or not isinstance(decoded.get("params"), dict | None):
         return True
     return progress_token_from_params(decoded.get("params")) is not None
-
-
-async def _disconnected(receive: Any) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass

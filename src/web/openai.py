@@ -4,7 +4,7 @@ Any OpenAI client (the ``openai`` SDK, Aider, Continue, Cline) pointed at
 ``http://<daemon>:8078/v1`` with an exai token as its API key gets exai's model
 routing, fallback, limits and audit trail, and, when it names a thread,
 exai's conversation store (docs/openai.md). Each request is one tool call
-through the dispatcher, made by a :class:`~exai.web.local.LocalClient` for the
+through the core's port, made by a :class:`~exai.port.Caller` for the
 principal the :class:`~exai.web.guard.Guard` authenticated, so scopes, rate
 limits, deadlines and audit are the same as over WebSocket:
 :mod:`exai.web.openai_request` says which call, :mod:`exai.web.openai_response`
@@ -23,17 +23,25 @@ import contextlib
 import json
 import secrets
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from exai.errors import ExaiError
+from exai.port import Caller, Port
 from exai.protocol import CallToolResult, ErrorInfo
+from exai.web.asgi import (
+    BodyTooLarge,
+    Receive,
+    Send,
+    disconnected,
+    headers_of,
+    read_body,
+    send_json,
+    unless_client_leaves,
+)
 from exai.web.guard import principal_of
-from exai.web.local import LocalClient
 from exai.web.openai_errors import OpenAIRequestError, error_body, error_response
 from exai.web.openai_request import NEW_THREAD, THREAD_HEADER, CompletionCall, parse_request
 from exai.web.openai_response import (
@@ -44,40 +52,27 @@ from exai.web.openai_response import (
     sse,
 )
 
-if TYPE_CHECKING:
-    from exai.daemon.server import Daemon
-
 __all__ = ["routes"]
 
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-T = TypeVar("T")
 
-
-def routes(daemon: Daemon) -> list[BaseRoute]:
-    face = _Models(daemon)
+def routes(core: Port) -> list[BaseRoute]:
+    face = _Models(core)
     return [
         Route("/v1/models", face.list, methods=["GET"]),
         Route("/v1/models/{name:path}", face.one, methods=["GET"]),
-        Route("/v1/chat/completions", _ChatCompletions(daemon), methods=["POST"]),
+        Route("/v1/chat/completions", _ChatCompletions(core), methods=["POST"]),
         Route("/v1/{rest:path}", _unknown_path,
               methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
     ]  # fmt: skip
 
 
 class _Models:
-    def __init__(self, daemon: Daemon) -> None:
-        self.daemon = daemon
+    def __init__(self, core: Port) -> None:
+        self.core = core
 
     def _listing(self) -> dict[str, Any]:
-        providers = self.daemon.services.providers
-        if providers is None:
-            return model_list([], None)
-        try:
-            auto: str | None = providers.resolve("auto").name
-        except ExaiError:
-            auto = None
-        return model_list(providers.describe_models(), auto)
+        models = self.core.reads.models()
+        return model_list(models["models"], models["auto"])
 
     async def list(self, request: Request) -> Response:
         return JSONResponse(self._listing())
@@ -108,20 +103,20 @@ class _ChatCompletions:
     """``POST /v1/chat/completions`` as a plain ASGI app: it reads the client's
     disconnect while the call runs, which a request/response endpoint cannot."""
 
-    def __init__(self, daemon: Daemon) -> None:
-        self.daemon = daemon
+    def __init__(self, core: Port) -> None:
+        self.core = core
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = headers_of(scope)
         try:
-            body = await _read_json(receive, headers, self.daemon.settings.max_frame_bytes)
+            body = await _read_json(receive, headers, self.core.settings.max_frame_bytes)
             if body is None:
                 return  # the client left before it finished sending
             call = parse_request(body, headers)
         except OpenAIRequestError as exc:
-            await _send_json(send, *exc.response())
+            await send_json(send, *exc.response())
             return
-        client = LocalClient(self.daemon, principal_of(scope))
+        client = self.core.connect(principal_of(scope))
         try:
             if call.stream:
                 await self._streamed(call, client, receive, send)
@@ -131,9 +126,9 @@ class _ChatCompletions:
             client.close()
 
     async def _whole(
-        self, call: CompletionCall, client: LocalClient, receive: Receive, send: Send
+        self, call: CompletionCall, client: Caller, receive: Receive, send: Send
     ) -> None:
-        result = await _unless_client_leaves(client.call(call.tool, call.arguments), receive)
+        result = await unless_client_leaves(client.call(call.tool, call.arguments), receive)
         if result is None:
             return
         if result.error is not None:
@@ -143,30 +138,27 @@ class _ChatCompletions:
         body = completion_body(call, result, text, completion_id=_completion_id(),
                                created=int(time.time()))  # fmt: skip
         thread = result.metadata.continuation_id if call.thread is not None else None
-        await _send_json(send, 200, body, {THREAD_HEADER: thread} if thread else {})
+        await send_json(send, 200, body, {THREAD_HEADER: thread} if thread else {})
 
-    async def _whole_text(self, result: CallToolResult, client: LocalClient) -> str:
+    async def _whole_text(self, result: CallToolResult, client: Caller) -> str:
         """The answer whole: one too large for an MCP client was stored as an
         artifact of its thread (exai.tools.artifacts), and an OpenAI client takes it all."""
         extra = result.metadata.model_extra or {}
         artifact, thread = extra.get("artifact_id"), result.metadata.continuation_id
-        store = self.daemon.services.store
-        if not artifact or not thread or store is None:
+        if not artifact or not thread:
             return result_text(result)
-        try:
-            whole = await store.get_artifact(thread, artifact, client.session.principal.name)
-        except ExaiError:  # the beginning and the note saying where the rest is, then
-            return result_text(result)
-        return str(whole.content)
+        whole = await self.core.reads.artifact_text(thread, artifact, client.principal.name)
+        # Unreadable: the beginning and the note saying where the rest is, then.
+        return whole if whole is not None else result_text(result)
 
     async def _streamed(
-        self, call: CompletionCall, client: LocalClient, receive: Receive, send: Send
+        self, call: CompletionCall, client: Caller, receive: Receive, send: Send
     ) -> None:
         texts: asyncio.Queue[str] = asyncio.Queue()
         task = asyncio.ensure_future(client.call(
             call.tool, call.arguments, stream=True, on_chunk=lambda c: texts.put_nowait(c.text)
         ))  # fmt: skip
-        gone = asyncio.ensure_future(_disconnected(receive))
+        gone = asyncio.ensure_future(disconnected(receive))
         writer = ChunkWriter(call, completion_id=_completion_id(), created=int(time.time()))
         started = False
         try:
@@ -200,7 +192,7 @@ class _ChatCompletions:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             gone.cancel()
-            if not task.done():  # the client left: LocalClient.call cancels the call
+            if not task.done():  # the client left: Caller.call cancels the call
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -222,64 +214,24 @@ async def _send_event(send: Send, data: dict[str, Any] | str) -> None:
 
 async def _read_json(receive: Receive, headers: dict[str, str], limit: int) -> Any:
     """The request body as JSON; None if the client disconnected while sending it."""
-    too_large = OpenAIRequestError(
-        f"the request body is over {limit:,} bytes (EXAI_MAX_FRAME_BYTES)",
-        code="request_too_large",
-        status=413,
-    )
-    declared = headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise too_large
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise too_large
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
     try:
-        return json.loads(b"".join(chunks))
+        body = await read_body(receive, headers, limit)
+    except BodyTooLarge:
+        raise OpenAIRequestError(
+            f"the request body is over {limit:,} bytes (EXAI_MAX_FRAME_BYTES)",
+            code="request_too_large",
+            status=413,
+        ) from None
+    if body is None:
+        return None
+    try:
+        return json.loads(body)
     except ValueError as exc:
         raise OpenAIRequestError(f"the request body is not valid JSON: {exc}") from None
 
 
-async def _disconnected(receive: Receive) -> None:
-    """Return when the client disconnects (its body has been read already)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
-async def _unless_client_leaves(call: Awaitable[T], receive: Receive) -> T | None:
-    """``call``'s outcome, or None (and the call cancelled) if the client leaves first."""
-    task = asyncio.ensure_future(call)
-    gone = asyncio.ensure_future(_disconnected(receive))
-    try:
-        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-    if task.done():
-        return task.result()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    return None
-
-
 async def _send_error(send: Send, info: ErrorInfo) -> None:
-    await _send_json(send, *error_response(info))
-
-
-async def _send_json(send: Send, status: int, body: Any, headers: dict[str, str]) -> None:
-    data = json.dumps(body, ensure_ascii=False).encode()
-    head = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-    head += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
-    await send({"type": "http.response.start", "status": status, "headers": head})
-    await send({"type": "http.response.body", "body": data})
+    await send_json(send, *error_response(info))
 
 
 def _completion_id() -> str:

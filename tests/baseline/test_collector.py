@@ -144,7 +144,7 @@ async def test_daemon_restart_during_a_run_is_survived_with_retries_counted(tmp_
         await asyncio.wait_for(halfway.wait(), 10)
         if how == "crash":
             # Connections vanish with calls in flight: no answer ever comes for them.
-            for ws in list(first.connections):
+            for ws in list(first.ws.connections):
                 ws.transport.abort()
         # Graceful, without grace: calls in flight end CANCELLED (retryable), then 1001.
         await first.stop(grace_s=0)
@@ -174,7 +174,7 @@ async def test_a_daemon_gone_for_good_aborts_the_run_instead_of_hanging(tmp_path
         await client.connect()
         run = asyncio.create_task(run_workloads(client, plan, progress=progress))
         await asyncio.wait_for(started.wait(), 10)
-        for ws in list(daemon.connections):
+        for ws in list(daemon.ws.connections):
             ws.transport.abort()
         await daemon.stop(grace_s=0)
     result = await asyncio.wait_for(run, 10)

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from exai.app import App
 from exai.bridge import Bridge
-from exai.daemon import Daemon
 from tests.conftest import make_settings, running_daemon
 
 FIXTURE = Path(__file__).with_name("fixture_server.py")
@@ -78,14 +78,14 @@ def bridged(tmp_path: Path) -> Callable[..., Any]:
 
     @asynccontextmanager
     async def start(servers: dict[str, Any], wait: bool = True,
-                    **overrides: Any) -> AsyncIterator[tuple[Daemon, Bridge]]:  # fmt: skip
+                    **overrides: Any) -> AsyncIterator[tuple[App, Bridge]]:  # fmt: skip
         config = tmp_path / "mcp_servers.json"
         config.write_text(json.dumps({"mcpServers": servers}))
         values = {"mcp_servers_file": config, "bridge_retry_max_s": 0.5,
                   "bridge_health_interval_s": 0.3, **overrides}  # fmt: skip
         settings = make_settings(tmp_path, **values)
         async with running_daemon(settings) as daemon:
-            bridge = daemon.bridge  # the daemon starts it because mcp_servers_file is set
+            bridge = daemon.core.bridge  # the daemon starts it because mcp_servers_file is set
             assert bridge is not None
             if wait:
                 await bridge.wait_until_up(30)

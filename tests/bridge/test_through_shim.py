@@ -32,7 +32,7 @@ async def test_bridged_tools_appear_through_the_shim_and_are_callable(tmp_path: 
                        EXAI_DATA_DIR=str(tmp_path / "shim-data"))  # fmt: skip
         async with mcp_session(env, tmp_path, message_handler=on_message) as mcp:
             assert "fixture__add" not in {t.name for t in (await mcp.list_tools()).tools}
-            bridge = Bridge(settings, daemon.registry)
+            bridge = Bridge(settings, daemon.core.registry)
             await bridge.start()
             try:
                 await asyncio.wait_for(changed.wait(), 30)  # the shim's poll noticed

@@ -51,8 +51,8 @@ async def test_a_session_resumes_on_another_daemon_and_replays_without_a_model_c
         arguments = {"prompt": "remember the number 7", "model": MODEL}
         answered = await first.call("chat", arguments, request_id="r-1")
         assert answered.error is None, answered.error
-        assert a.cluster is not None
-        await a.cluster.sync()  # what the background writer does every cluster_sync_s
+        assert a.core.cluster is not None
+        await a.core.cluster.sync()  # what the background writer does every cluster_sync_s
         calls = len(emulator.requests)
 
         moved = await client_factory(b, "alice-token-1", session_id=first.session_id)
@@ -60,7 +60,7 @@ async def test_a_session_resumes_on_another_daemon_and_replays_without_a_model_c
         assert again.error is None and again.metadata.replayed
         assert again.outputs == answered.outputs
         assert len(emulator.requests) == calls
-        assert b.cluster is not None and b.cluster.stats["resumed"] == 1
+        assert b.core.cluster is not None and b.core.cluster.stats["resumed"] == 1
 
         with pytest.raises(HelloRefused) as refused:
             await client_factory(b, "bob-token-2", session_id=first.session_id)
@@ -84,8 +84,8 @@ async def test_the_rate_limit_holds_across_daemons(
         running_daemon(_settings(tmp_path, "a", store_url, emulator, **limits)) as a,
         running_daemon(_settings(tmp_path, "b", store_url, emulator, **limits)) as b,
     ):
-        assert a.cluster is not None and b.cluster is not None
-        a.cluster.clock = b.cluster.clock = lambda: 7200.0 + 5  # inside one window
+        assert a.core.cluster is not None and b.core.cluster is not None
+        a.core.cluster.clock = b.core.cluster.clock = lambda: 7200.0 + 5  # inside one window
         clients = [
             await client_factory(a, "alice-token-1"),
             await client_factory(b, "alice-token-1"),
@@ -97,8 +97,8 @@ async def test_the_rate_limit_holds_across_daemons(
                     result = await client.call("echo", {"text": "x"})
                     assert result.error is None or result.error.code == ErrorCode.RATE_LIMITED
                     admitted += result.error is None
-            await a.cluster.sync()
-            await b.cluster.sync()
+            await a.core.cluster.sync()
+            await b.core.cluster.sync()
         # The limit, and at most one call on credit per daemon beyond it.
         assert 30 <= admitted <= 32
 
@@ -128,6 +128,6 @@ async def test_with_sqlite_nothing_is_shared(
     tmp_path: Path, emulator: EmulatorServer, client_factory: Any
 ) -> None:
     async with running_daemon(_settings(tmp_path, "a", None, emulator)) as a:
-        assert a.cluster is None and a.sessions.shared is None
+        assert a.core.cluster is None and a.core.sessions.shared is None
         client = await client_factory(a, "alice-token-1")
         assert (await client.call("echo", {"text": "x"})).error is None

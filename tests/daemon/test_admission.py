@@ -9,8 +9,8 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from exai.admission import Admission, address_key
 from exai.client import ExaiClient, HelloRefused
-from exai.daemon.admission import Admission, address_key
 from exai.protocol import CloseCode, ErrorCode, parse_server_frame
 from tests.reliability.harness import client_frame, open_raw_websocket, wait_until
 
@@ -44,7 +44,7 @@ async def test_connections_that_have_not_said_hello_are_limited_per_address(daem
             assert parse_server_frame(await third.recv()).ok
         # Nor does one that has gone.
         second[1].close()
-        await wait_until(lambda: not daemon.admission.unauthenticated, 10, "second released")
+        await wait_until(lambda: not daemon.core.admission.unauthenticated, 10, "second released")
         assert await _upgrade_status(daemon.url) == 101
     finally:
         first[1].close()
@@ -60,7 +60,7 @@ async def test_an_upgrade_that_fails_after_the_check_gives_its_place_back(daemon
                      b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\r\n")  # fmt: skip
         assert (await reader.readuntil(b"\r\n")).startswith(b"HTTP/1.1 400")
         writer.close()
-    await wait_until(lambda: not daemon.admission.unauthenticated, 10, "places given back")
+    await wait_until(lambda: not daemon.core.admission.unauthenticated, 10, "places given back")
     async with ExaiClient(daemon.url) as client:
         assert (await client.call("echo", {"text": "in"})).error is None
 
@@ -101,7 +101,7 @@ async def test_failed_logins_are_throttled_per_address(daemon_factory):
     assert code == CloseCode.UNAUTHORIZED
     assert ack["ok"] is False and ack["error"]["code"] == ErrorCode.RATE_LIMITED
     assert ack["error"]["retry_after_s"] > 0 and "failed logins" in ack["error"]["message"]
-    metrics = daemon.metrics.render().decode()
+    metrics = daemon.core.metrics.render().decode()
     assert 'exai_auth_failures_total{reason="throttled"} 1.0' in metrics
 
 

@@ -61,7 +61,7 @@ async def test_cancel_cancels_the_tool_task(daemon_factory, client_factory):
     res = await task
     assert res.error.code == ErrorCode.CANCELLED
     assert tool.cancelled == 1 and tool.completed == 0
-    assert daemon.in_flight() == 0
+    assert daemon.core.in_flight() == 0
 
 
 async def test_timeout_cancels_and_reports_timeout(daemon_factory, client_factory):

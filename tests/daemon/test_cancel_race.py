@@ -35,7 +35,7 @@ async def test_cancel_read_before_the_call_has_started_is_answered(daemon_factor
                 frames.append(parse_server_frame(await reader.readexactly(size)))
         assert frames[-1].request_id == "c1"
         assert frames[-1].error is not None and frames[-1].error.code == ErrorCode.CANCELLED
-        assert daemon.in_flight() == 0
-        assert not any(s.calls for s in daemon.sessions)
+        assert daemon.core.in_flight() == 0
+        assert not any(s.calls for s in daemon.core.sessions)
     finally:
         writer.transport.abort()

@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from exai.daemon.dispatch import _Rest
+from exai.daemon.run import _Rest
 
 
 async def _through_rest(coro):  # type: ignore[no-untyped-def]

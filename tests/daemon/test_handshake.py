@@ -84,7 +84,7 @@ async def test_several_tokens_name_principals(daemon_factory, client_factory):
     daemon = await daemon_factory(ws_tokens="alice=tok-a,bob=tok-b")
     alice = await client_factory(daemon, "tok-a")
     bob = await client_factory(daemon, "tok-b")
-    names = {s.principal.name for s in daemon.sessions}
+    names = {s.principal.name for s in daemon.core.sessions}
     assert names == {"alice", "bob"}
     assert alice.session_id != bob.session_id
 
@@ -148,10 +148,10 @@ async def test_unsupported_protocol_version_refused(daemon_factory):
 
 
 async def test_no_token_refused_on_non_loopback(tmp_path):
-    from exai.daemon import Daemon
+    from exai.app import App
     from tests.conftest import make_settings
 
-    daemon = Daemon(make_settings(tmp_path, ws_host="0.0.0.0"))
+    daemon = App(make_settings(tmp_path, ws_host="0.0.0.0"))
     with pytest.raises(RuntimeError, match="without a token"):
         await daemon.start()
     await asyncio.sleep(0)

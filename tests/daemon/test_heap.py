@@ -9,7 +9,7 @@ from typing import Any
 import psutil
 import pytest
 
-from exai.daemon.heap import COLLECT_AFTER, HeapKeeper
+from exai.ws.heap import COLLECT_AFTER, HeapKeeper
 
 MIB = 1024 * 1024
 

@@ -87,10 +87,10 @@ async def test_ready_is_503_when_the_store_cannot_answer(daemon_factory):
 
 async def test_ready_is_503_while_draining(daemon_factory):
     daemon = await daemon_factory()
-    daemon.dispatcher.draining = True
+    daemon.core.dispatcher.draining = True
     status, _, body = await asyncio.to_thread(_get, f"http://127.0.0.1:{daemon.port}/ready")
     assert status == 503 and json.loads(body)["checks"]["server"]["ok"] is False
-    daemon.dispatcher.draining = False
+    daemon.core.dispatcher.draining = False
 
 
 async def test_graceful_shutdown_lets_inflight_call_finish(tmp_path):
@@ -136,7 +136,7 @@ async def test_shutdown_closes_with_1001_and_cancels_after_grace(tmp_path):
 async def test_new_calls_refused_while_draining(daemon_factory, client_factory):
     daemon = await daemon_factory()
     client = await client_factory(daemon)
-    daemon.dispatcher.draining = True
+    daemon.core.dispatcher.draining = True
     res = await client.call("echo", {})
     assert res.error.code == ErrorCode.OVER_CAPACITY and res.error.retryable
-    daemon.dispatcher.draining = False
+    daemon.core.dispatcher.draining = False

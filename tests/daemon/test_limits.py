@@ -27,7 +27,7 @@ async def test_global_capacity_queue_then_over_capacity(daemon_factory, client_f
     res = await queued  # waited 0.3 s in the queue, then gave up
     assert res.error.code == ErrorCode.OVER_CAPACITY
     assert [(await c).error for c in calls] == [None, None]
-    assert daemon.global_limiter.in_use == 0 and daemon.global_limiter.waiting == 0
+    assert daemon.core.global_limiter.in_use == 0 and daemon.core.global_limiter.waiting == 0
 
 
 async def test_queued_call_runs_when_a_slot_frees(daemon_factory, client_factory):

@@ -111,7 +111,7 @@ async def test_a_message_cut_off_by_a_lost_connection_is_let_go_at_once(daemon_f
             "the daemon has read all eight fragments",
         )
         writer.transport.abort()
-        await wait_until(lambda: not daemon.connections, 10, "the connection is gone")
+        await wait_until(lambda: not daemon.ws.connections, 10, "the connection is gone")
         await asyncio.sleep(0.1)  # the callbacks connection_lost scheduled
         held = tracemalloc.get_traced_memory()[0] - before
     finally:

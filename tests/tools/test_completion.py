@@ -57,7 +57,7 @@ async def test_it_is_unlisted_but_callable(settings, client_factory):
     async with running_daemon(settings()) as daemon:
         client = await client_factory(daemon)
         assert "completion" not in {t.name for t in await client.list_tools()}
-        assert "completion" not in daemon.registry.names()
+        assert "completion" not in daemon.core.registry.names()
         res = await client.call("completion", {"messages": [{"role": "user", "content": "hi"}]})
         assert res.error is None
 

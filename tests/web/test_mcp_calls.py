@@ -70,6 +70,6 @@ async def test_a_client_that_leaves_cancels_its_call(tmp_path: Path, token: str 
             with pytest.raises(httpx.ReadTimeout):
                 await http.post(_url(daemon), json=body, headers=HEADERS)
         deadline = time.monotonic() + 10
-        while daemon.in_flight():
+        while daemon.core.in_flight():
             assert time.monotonic() < deadline, "the call outlived its client"
             await asyncio.sleep(0.05)

@@ -13,7 +13,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 
-from exai.daemon import Daemon
+from exai.app import App
 from tests.conftest import emulated_providers, make_settings, running_daemon
 
 TOKENS = {"alice": "tok-alice-0123456789", "bob": "tok-bob-0123456789"}
@@ -28,13 +28,13 @@ def _settings(tmp_path, emulator, **overrides):
 
 
 @pytest.fixture
-async def daemon(tmp_path, emulator) -> AsyncIterator[Daemon]:
+async def daemon(tmp_path, emulator) -> AsyncIterator[App]:
     settings = _settings(tmp_path, emulator, stream_min_chunk_chars=1, stream_max_chunk_chars=16)
     async with running_daemon(settings) as running:
         yield running
 
 
-def _base_url(daemon: Daemon) -> str:
+def _base_url(daemon: App) -> str:
     return f"http://127.0.0.1:{daemon.web.port}/v1"
 
 
@@ -230,14 +230,14 @@ async def test_a_stream_without_include_usage_has_no_usage_chunk(daemon, sdk):
     assert all(c.usage is None for c in chunks)
 
 
-async def _cancelled_calls(daemon: Daemon) -> str:
+async def _cancelled_calls(daemon: App) -> str:
     """The daemon's metrics once no call is running (waiting at most 10 s)."""
     for _ in range(200):
-        if not daemon.dispatcher.running:
+        if not daemon.core.dispatcher.running:
             break
         await asyncio.sleep(0.05)
-    assert not daemon.dispatcher.running
-    return daemon.metrics.render().decode()
+    assert not daemon.core.dispatcher.running
+    return daemon.core.metrics.render().decode()
 
 
 async def test_a_client_that_leaves_mid_stream_cancels_the_call(daemon, emulator):

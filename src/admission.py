@@ -6,7 +6,7 @@ its address, so that is what these limits count:
 * **Connections not yet logged in**: from the WebSocket upgrade to a successful
   ``hello`` (or the end of the connection), at most ``max_unauthenticated``
   per address. Each of them may send at most ``EXAI_HELLO_MAX_BYTES`` (see
-  :meth:`exai.daemon.transport.ExaiConnection.allow_messages_up_to`), so
+  :meth:`exai.ws.transport.ExaiConnection.allow_messages_up_to`), so
   together they bound the memory an address can take without a credential.
 * **Failed logins**: a token bucket per address, refilling ``failures_per_min``
   up to ``failures_burst``. While an address's bucket is empty its hellos are

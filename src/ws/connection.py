@@ -2,10 +2,10 @@
 
 The handshake enforces the contract's close codes (4000 first frame not JSON,
 4001 not ``hello``, 4002 hello timeout, 4003 unauthorized, also when the address
-has failed to log in too often; see :mod:`exai.daemon.admission`). Only a
+has failed to log in too often; see :mod:`exai.admission`). Only a
 successful ``hello`` lifts the connection's frame limit from the size of a hello
 to the configured one. After it, every message is handled as it arrives (see
-:mod:`exai.daemon.transport`): parsed by the protocol module, a frame that
+:mod:`exai.ws.transport`): parsed by the protocol module, a frame that
 cannot be accepted answered with an ``error`` frame while the connection keeps
 serving. ``call_tool`` is handed to the dispatcher, which runs it in its own
 task, so the next frame, including a ``cancel`` for a call still running, is
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from websockets.exceptions import ConnectionClosed
 
 from exai import __version__
-from exai.daemon.transport import ExaiConnection, FrameSender, Message
 from exai.errors import UnauthorizedError
 from exai.logs import get_logger
 from exai.protocol import (
@@ -42,10 +41,11 @@ from exai.protocol import (
     dump_frame,
     parse_client_frame,
 )
+from exai.ws.transport import ExaiConnection, FrameSender, Message
 
 if TYPE_CHECKING:
-    from exai.daemon.server import Daemon
-    from exai.daemon.session import Session
+    from exai.port import SessionHandle as Session
+    from exai.ws.server import WebSocketFace
 
 __all__ = ["ConnectionHandler"]
 
@@ -57,14 +57,15 @@ _LOGGED_REJECTS = 10
 
 
 class ConnectionHandler:
-    def __init__(self, daemon: Daemon) -> None:
-        self.daemon = daemon
-        self.settings = daemon.settings
+    def __init__(self, face: WebSocketFace) -> None:
+        self.face = face
+        self.core = face.core
+        self.settings = face.settings
 
     async def __call__(self, ws: ExaiConnection) -> None:
-        d = self.daemon
+        face = self.face
         peer = _peer(ws)
-        d.connection_opened(ws, peer)
+        face.connection_opened(ws, peer)
         session: Session | None = None
         try:
             session = await self._handshake(ws, peer)
@@ -76,17 +77,17 @@ class ConnectionHandler:
         except ConnectionClosed:
             pass
         finally:
-            d.connection_closed(ws, peer)
+            face.connection_closed(ws, peer)
             if session is not None and session.connection is ws:
                 session.connection = None
                 session.send = None
-                d.audit.emit("connection_closed", session_id=session.id,
+                self.core.emit("connection_closed", session_id=session.id,
                              principal=session.principal.name, peer=peer)  # fmt: skip
 
     # --- handshake ------------------------------------------------------------
 
     async def _handshake(self, ws: ExaiConnection, peer: str) -> Session | None:
-        d = self.daemon
+        d = self.core
         try:
             async with asyncio.timeout(self.settings.hello_timeout_s):
                 raw = await ws.first_message()
@@ -124,10 +125,10 @@ class ConnectionHandler:
             return None
         try:
             principal = d.auth.authenticate(frame.token)
-            session, resumed = await d.sessions.open_shared(principal, frame.session_id)
+            session, resumed = await d.open_session(principal, frame.session_id)
         except UnauthorizedError as exc:
             d.metrics.auth_failures.labels(exc.message.split(":")[0][:40]).inc()
-            d.audit.emit("auth_failed", peer=peer, reason=exc.message)
+            d.emit("auth_failed", peer=peer, reason=exc.message)
             log.info("hello refused", peer=peer, reason=exc.message)
             if d.admission.login_failed(peer):
                 log.warning("failed logins throttled", peer=peer,
@@ -156,7 +157,7 @@ class ConnectionHandler:
         session.connection = ws
         session.send = FrameSender(ws, d.spawn)
         client = frame.client
-        d.audit.emit("connection_opened", session_id=session.id, principal=principal.name,
+        d.emit("connection_opened", session_id=session.id, principal=principal.name,
                      client_name=client.name if client else None,
                      client_version=client.version if client else None,
                      peer=peer, resumed=resumed)  # fmt: skip
@@ -190,7 +191,8 @@ class _Frames:
     """
 
     def __init__(self, handler: ConnectionHandler, session: Session) -> None:
-        self.daemon = handler.daemon
+        self.core = handler.core
+        self.submit = handler.core.submit
         self.session = session
         self.limit = handler.settings.max_frame_bytes
         self.rejects = 0
@@ -205,12 +207,12 @@ class _Frames:
                 raise FrameError(f"frame exceeds max_frame_bytes ({limit} bytes)")
             frame = parse_client_frame(raw)
             if isinstance(frame, CallToolFrame):
-                self.daemon.dispatcher.submit(self.session, frame, raw)
+                self.submit(self.session, frame, raw)
             else:
                 self._other(frame)
         except FrameError as exc:
             self.rejects += 1
-            self.daemon.metrics.frames_rejected.labels(_reason(exc)).inc()
+            self.core.metrics.frames_rejected.labels(_reason(exc)).inc()
             if self.rejects <= _LOGGED_REJECTS:
                 self.log.info("frame rejected", request_id=exc.request_id, reason=exc.message)
             self.session.post(exc.to_frame())
@@ -220,11 +222,12 @@ class _Frames:
             self.session.post(err.to_frame())
 
     def _other(self, frame: Any) -> None:
-        d, session = self.daemon, self.session
+        core, session = self.core, self.session
         if isinstance(frame, ListToolsFrame):
-            session.post(ListToolsResult(request_id=frame.request_id, tools=d.registry.infos()))
+            tools = core.tools(session.principal)
+            session.post(ListToolsResult(request_id=frame.request_id, tools=tools))
         elif isinstance(frame, CancelFrame):
-            if not d.dispatcher.cancel(session, frame.request_id) and (
+            if not core.cancel(session, frame.request_id) and (
                 session.replay(frame.request_id) is None
             ):
                 raise FrameError(

@@ -1,16 +1,17 @@
-"""An in-process client of the daemon: calls go to the dispatcher without a socket.
+"""An in-process session: calls go to the dispatcher without a socket.
 
-The daemon's HTTP faces (MCP at ``/mcp``, the OpenAI-compatible ``/v1``) run in
-the daemon's own process, so they need no WebSocket to reach it. A
-:class:`LocalClient` opens a session for an authenticated principal and submits
-``call_tool`` frames to the same :class:`~exai.daemon.dispatch.Dispatcher` that
-WebSocket clients reach, so limits, scopes, deadlines, audit and replay are the
-same whichever way a call arrives. It offers the part of
-:class:`~exai.client.ExaiClient` that the MCP server needs, so
-:class:`~exai.shim.server.Shim` serves both faces.
+The faces that run in the daemon's own process (MCP over HTTP, the model
+faces, the console, the job runner) need no WebSocket to reach the core. A
+:class:`LocalCaller` opens a session for an authenticated principal and
+submits ``call_tool`` frames to the same dispatcher that WebSocket clients
+reach, so limits, scopes, deadlines, budgets, audit and replay are the same
+whichever way a call arrives. It is the :class:`exai.port.Caller` the core
+hands out, and offers the part of :class:`~exai.client.ExaiClient` that the
+MCP server needs, so :class:`~exai.shim.server.Shim` serves both MCP faces.
 
 Frames the dispatcher sends the session (results as encoded bytes, progress and
-chunks as models) are routed by ``request_id`` to the call waiting for them.
+chunks as models, structured model events as they are) are routed by
+``request_id`` to the call waiting for them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from exai.auth import Principal
+from exai.daemon.call import ModelEvent
 from exai.protocol import (
     CallToolFrame,
     CallToolResult,
@@ -33,9 +35,9 @@ from exai.protocol import (
 )
 
 if TYPE_CHECKING:
-    from exai.daemon.server import Daemon
+    from exai.daemon.core import Core
 
-__all__ = ["LocalClient"]
+__all__ = ["LocalCaller"]
 
 
 @dataclass(slots=True)
@@ -43,31 +45,33 @@ class _Waiter:
     future: asyncio.Future[CallToolResult]
     on_progress: Callable[[ProgressFrame], Any] | None
     on_chunk: Callable[[StreamChunk], Any] | None
+    on_event: Callable[[Any], Any] | None
 
 
-class LocalClient:
-    """One principal's session on the daemon, called in process."""
+class LocalCaller:
+    """One principal's session on the core, called in process."""
 
     url = "in-process"
     connected = True
 
-    def __init__(self, daemon: Daemon, principal: Principal, session_id: str | None = None) -> None:
-        self.daemon = daemon
+    def __init__(self, core: Core, principal: Principal, session_id: str | None = None) -> None:
+        self._core = core
+        self.principal = principal
         sid = session_id or f"local-{secrets.token_urlsafe(12)}"
-        self.session, _ = daemon.sessions.open(principal, sid)
+        self.session, _ = core.sessions.open(principal, sid)
         self.session.send = self
         self.session_id = self.session.id
         self._waiting: dict[str, _Waiter] = {}
         self._ids = itertools.count(1)
         self.on_reconnect: Callable[[], None] | None = None
 
-    # --- what the MCP server calls ---------------------------------------------
+    # --- what the faces call ----------------------------------------------------
 
     async def wait_connected(self, timeout_s: float | None = None) -> None:
         return None
 
     async def list_tools(self, timeout_s: float = 30.0) -> list[ToolInfo]:
-        return self.daemon.registry.infos()
+        return self._core.tools(self.principal)
 
     def new_request_id(self) -> str:
         return f"{self.session_id}-{next(self._ids)}"
@@ -82,32 +86,35 @@ class LocalClient:
         stream: bool = False,
         on_progress: Callable[[ProgressFrame], Any] | None = None,
         on_chunk: Callable[[StreamChunk], Any] | None = None,
+        on_event: Callable[[Any], Any] | None = None,
         roots: list[str] | None = None,
         **_: Any,
     ) -> CallToolResult:
         rid = request_id or self.new_request_id()
         frame = CallToolFrame(request_id=rid, name=name, arguments=arguments or {},
-                              timeout_s=timeout_s, stream=stream, roots=roots)  # fmt: skip
+                              timeout_s=timeout_s, stream=stream or on_event is not None,
+                              roots=roots)  # fmt: skip
         future: asyncio.Future[CallToolResult] = asyncio.get_running_loop().create_future()
-        self._waiting[rid] = _Waiter(future, on_progress, on_chunk)
+        self._waiting[rid] = _Waiter(future, on_progress, on_chunk, on_event)
+        dispatcher = self._core.dispatcher
         try:
-            self.daemon.dispatcher.submit(self.session, frame)
+            dispatcher.submit(self.session, frame, events=on_event is not None)
             return await future
         except asyncio.CancelledError:
-            self.daemon.dispatcher.cancel(self.session, rid)
+            dispatcher.cancel(self.session, rid)
             raise
         finally:
             self._waiting.pop(rid, None)
 
     async def cancel(self, request_id: str) -> None:
-        self.daemon.dispatcher.cancel(self.session, request_id)
+        self._core.dispatcher.cancel(self.session, request_id)
 
     def close(self) -> None:
         """Detach from the session; calls still running are cancelled."""
         for rid in list(self.session.calls):
-            self.daemon.dispatcher.cancel(self.session, rid)
+            self._core.dispatcher.cancel(self.session, rid)
         self.session.send = None
-        self.daemon.sessions.discard(self.session.id)
+        self._core.sessions.discard(self.session.id)
 
     # --- what the dispatcher calls (the session's Sender) -----------------------
 
@@ -123,6 +130,9 @@ class LocalClient:
         if isinstance(frame, CallToolResult):
             if not waiter.future.done():
                 waiter.future.set_result(frame)
+        elif isinstance(frame, ModelEvent):
+            if waiter.on_event is not None:
+                self._notify(waiter.on_event, frame.delta)
         elif isinstance(frame, ProgressFrame) and waiter.on_progress is not None:
             self._notify(waiter.on_progress, frame)
         elif isinstance(frame, StreamChunk) and waiter.on_chunk is not None:
@@ -131,4 +141,4 @@ class LocalClient:
     def _notify(self, callback: Callable[[Any], Any], frame: Any) -> None:
         outcome = callback(frame)
         if asyncio.iscoroutine(outcome):
-            self.daemon.spawn(outcome)
+            self._core.spawn(outcome)

@@ -55,7 +55,7 @@ _EARLY_MAX = 16  # messages kept before the handshake is done; then reading paus
 
 class ExaiConnection(ServerConnection):
     # Connections of this process that have ended: what the heap keeper needs to
-    # know when to collect the cycles they leave (exai.daemon.heap). Process-wide,
+    # know when to collect the cycles they leave (exai.ws.heap). Process-wide,
     # as the garbage collector is.
     ended = 0
 

@@ -1,0 +1,109 @@
+"""The composition root: the core, and the faces attached to it.
+
+This is the one place that knows which faces exist. :class:`App` builds the
+:class:`~exai.daemon.core.Core` (settings, services, tools, dispatcher) and
+attaches the faces, each of which receives only the core's
+:class:`~exai.port.Port`:
+
+- the WebSocket face (:mod:`exai.ws`) on ``EXAI_WS_PORT``, always;
+- the HTTP faces (:mod:`exai.web`: ``/mcp``, ``/v1``) on ``EXAI_HTTP_PORT``,
+  when it is set;
+- the job runner (:mod:`exai.jobs.runner`), when ``EXAI_JOBS_ENABLED``.
+
+(The stdio shim is a face too, but of another process: it reaches this one
+over the WebSocket face, and its autostart launches ``exai serve``.)
+
+Start-up runs in that order after the core, so no face takes a call before
+the services it needs exist; a failure part-way stops what had started, so a
+failed start leaves nothing running. Shutdown runs in reverse: the runner
+stops claiming, the listeners stop accepting, running calls get the grace
+period, then connections close with 1001 and the core closes its services.
+``exai serve`` and the tests' daemon fixture both use this class.
+"""
+
+from __future__ import annotations
+
+from exai.daemon.core import Core
+from exai.jobs.runner import JobRunner
+from exai.logs import get_logger
+from exai.settings import Settings
+from exai.tools.base import Services
+from exai.tools.registry import ToolRegistry
+from exai.web import WebFace
+from exai.ws import WebSocketFace
+
+__all__ = ["App"]
+
+log = get_logger("exai.daemon")
+
+
+class App:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        registry: ToolRegistry | None = None,
+        services: Services | None = None,
+    ) -> None:
+        self.settings = settings
+        self.core = Core(settings, registry=registry, services=services)
+        self.ws = WebSocketFace(self.core)
+        self.web: WebFace | None = None
+        self.jobs: JobRunner | None = None
+        self._started = False
+        self._stopped = False
+
+    async def start(self) -> None:
+        """Start the core, then each face; on any failure, stop what started and re-raise."""
+        try:
+            await self.core.start()
+            await self.ws.start()
+            self.core.face_stats.append(self.ws.stats)
+            if self.settings.http_port is not None:
+                self.web = WebFace(self.core)
+                await self.web.start()
+            jobs = self.core.services.jobs
+            if jobs is not None:
+                self.jobs = JobRunner(self.core, jobs.store, self.core.services.store)
+                self.jobs.start()
+        except BaseException:
+            await self.stop(grace_s=0.0)
+            raise
+        self._started = True
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        grace = self.settings.shutdown_grace_s if grace_s is None else grace_s
+        log.info("daemon stopping", in_flight=self.core.in_flight(), grace_s=grace)
+        if self.jobs is not None:
+            await self.jobs.aclose()
+        self.ws.stop_accepting()
+        await self.core.drain(grace)
+        await self.ws.close()
+        if self.web is not None:
+            await self.web.stop()
+        await self.core.close()
+        log.info("daemon stopped")
+
+    async def __aenter__(self) -> App:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # --- what tests, the baseline sandbox and scripts read --------------------
+
+    @property
+    def url(self) -> str:
+        return self.ws.url
+
+    @property
+    def port(self) -> int:
+        return self.ws.bound_port
+
+    @property
+    def services(self) -> Services:
+        return self.core.services

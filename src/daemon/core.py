@@ -1,0 +1,282 @@
+"""The core: services, tools, sessions, limits and the dispatcher, behind one port.
+
+:class:`Core` owns what every face shares and the order it starts and stops
+in: the services (audit trail, conversation store, ledger, providers, memory,
+the job store), the tool registry, the capacity limiters, the sessions and
+their replay cache, the dispatcher, the state shared with other daemons on a
+Postgres store, the bridge to external MCP servers, and the heartbeat that
+keeps long calls visibly alive. It implements :class:`exai.port.Port`, which
+is all a face receives; which faces exist is the composition root's business
+(:mod:`exai.app`), not the core's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from exai import __version__
+from exai.admission import Admission
+from exai.auth import Authenticator, Principal, parse_token_list
+from exai.bridge import Bridge
+from exai.cluster import ClusterState, open_cluster
+from exai.daemon.dispatch import Dispatcher
+from exai.daemon.local import LocalCaller
+from exai.daemon.reads import CoreReads
+from exai.daemon.replay import ReplayCache
+from exai.daemon.services import build_services, close_services, open_jobs
+from exai.daemon.session import Session, SessionRegistry
+from exai.limits import CapacityLimiter
+from exai.logs import get_logger
+from exai.metrics import DaemonMetrics
+from exai.protocol import CallToolFrame, ToolInfo
+from exai.settings import Settings
+from exai.tools.base import Services
+from exai.tools.registry import ToolRegistry
+
+__all__ = ["Core", "authenticator"]
+
+log = get_logger("exai.daemon")
+
+
+class Core:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        registry: ToolRegistry | None = None,
+        services: Services | None = None,
+    ) -> None:
+        self.settings = s = settings
+        self.registry = registry or ToolRegistry.from_entry_points(settings)
+        self._own_services = services is None
+        self._services = services
+        self.auth = authenticator(settings)
+        self.metrics = DaemonMetrics()
+        self.global_limiter = CapacityLimiter("the daemon", s.max_inflight, s.queue_max,
+                                              s.queue_timeout_s)  # fmt: skip
+        self.sessions = SessionRegistry(
+            lambda sid: CapacityLimiter(f"session {sid}", s.max_inflight_per_session,
+                                        s.max_inflight_per_session * 4, s.queue_timeout_s),
+            idle_ttl_s=max(s.replay_window_s, 60.0),
+            results=ReplayCache(s.replay_window_s, s.replay_max_entries, s.replay_max_bytes),
+        )  # fmt: skip
+        self.admission = Admission(s.max_unauthenticated_per_ip, s.auth_failures_per_min,
+                                   s.auth_failures_burst)  # fmt: skip
+        self.started_at = time.time()
+        self.bridge: Bridge | None = None
+        self.cluster: ClusterState | None = None
+        self._own_jobs = False
+        self._ticker: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Future[Any]] = set()
+        self._dispatcher: Dispatcher | None = None
+        self.reads = CoreReads(self)
+        # Faces may add their own figures to the snapshot (the WebSocket face adds its
+        # connection count); the core calls them without knowing whose they are.
+        self.face_stats: list[Callable[[], dict[str, Any]]] = []
+
+    # --- lifecycle ------------------------------------------------------------
+
+    @property
+    def services(self) -> Services:
+        assert self._services is not None, "the core has not started"
+        return self._services
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        assert self._dispatcher is not None, "the core has not started"
+        return self._dispatcher
+
+    async def start(self) -> None:
+        """Build the services and the dispatcher; after this, calls can be made."""
+        s = self.settings
+        if self._services is None:
+            self._services = await build_services(s)
+        services = self._services
+        services.registry = self.registry
+        services.stats = self.stats
+        # Before any face listens: a tool that schedules jobs must find the job
+        # service from the first call on.
+        if services.jobs is None and s.jobs_enabled:
+            services.jobs = await open_jobs(s, self.registry, services.store)
+            self._own_jobs = True
+        if s.mcp_servers_file is not None:
+            self.bridge = Bridge(s, self.registry)
+            await self.bridge.start()
+        self._dispatcher = Dispatcher(services, self.registry, self.metrics, self.global_limiter)
+        # With a Postgres store, sessions, finished results and rate counts are
+        # shared with the other daemons on it; with SQLite this is None.
+        self.cluster = open_cluster(services.store, s)
+        self.sessions.shared = self._dispatcher.shared_rates = self.cluster
+        self._register_gauges()
+        self._ticker = asyncio.create_task(self._tick(), name="exai-heartbeat")
+
+    async def drain(self, grace_s: float) -> None:
+        """Refuse new calls, let running ones finish within ``grace_s``, cancel the rest."""
+        dispatcher = self._dispatcher
+        if dispatcher is None:
+            return
+        dispatcher.draining = True
+        tasks = [c.task for c in dispatcher.running if c.task is not None]
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=grace_s)
+        if pending:
+            for session in self.sessions:
+                for rid in list(session.calls):
+                    dispatcher.cancel(session, rid, reason="shutdown")
+            await asyncio.wait(pending, timeout=5.0)
+
+    async def close(self) -> None:
+        """Stop the core's own tasks and close what it opened, in reverse order."""
+        if self.bridge is not None:
+            await self.bridge.aclose()
+        if self._ticker is not None:
+            self._ticker.cancel()
+        if self.cluster is not None:
+            await self.cluster.aclose()
+        services = self._services
+        if services is not None and self._own_jobs and services.jobs is not None:
+            await services.jobs.store.aclose()
+        if self._own_services and services is not None:
+            await close_services(services)
+
+    # --- the port -------------------------------------------------------------
+
+    @property
+    def draining(self) -> bool:
+        return self._dispatcher is not None and self._dispatcher.draining
+
+    def emit(self, kind: str, /, **fields: Any) -> None:
+        self.services.audit.emit(kind, **fields)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def connect(self, principal: Principal, session_id: str | None = None) -> LocalCaller:
+        return LocalCaller(self, principal, session_id)
+
+    async def open_session(
+        self, principal: Principal, session_id: str | None
+    ) -> tuple[Session, bool]:
+        return await self.sessions.open_shared(principal, session_id)
+
+    def submit(self, session: Any, frame: CallToolFrame, raw: str | None = None) -> None:
+        self.dispatcher.submit(session, frame, raw)
+
+    def cancel(self, session: Any, request_id: str) -> bool:
+        return self.dispatcher.cancel(session, request_id)
+
+    def tools(self, principal: Principal | None = None) -> list[ToolInfo]:
+        infos = self.registry.infos()
+        if principal is None or principal.scopes is None:
+            return infos
+        return [info for info in infos if principal.may_call(info.name)]
+
+    def tool_schema(self, name: str) -> dict[str, Any] | None:
+        tool = self.registry.get(name)
+        return tool.input_schema() if tool is not None else None
+
+    async def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """Each dependency reports ``ok``; the daemon is ready when all of them do."""
+        checks: dict[str, Any] = {"server": {"ok": not self.draining}}
+        services = self._services
+        store = getattr(services, "store", None)
+        if store is not None and hasattr(store, "ping"):
+            try:
+                await store.ping()
+                checks["store"] = {"ok": True}
+            except Exception as exc:
+                checks["store"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        audit_stats = getattr(getattr(services, "audit", None), "stats", None)
+        if callable(audit_stats):
+            st = audit_stats()
+            checks["audit"] = {"ok": st.get("dropped", 0) == 0, **st}
+        providers = getattr(services, "providers", None)
+        if providers is not None:
+            checks["providers"] = {"ok": True, **providers.status()}
+        return all(c.get("ok", False) for c in checks.values()), checks
+
+    def in_flight(self) -> int:
+        return len(self._dispatcher.running) if self._dispatcher is not None else 0
+
+    def stats(self) -> dict[str, Any]:
+        s = self.settings
+        out: dict[str, Any] = {
+            "version": __version__,
+            "uptime_s": round(time.time() - self.started_at, 1),
+            "sessions": len(self.sessions),
+            "in_flight": self.in_flight(),
+            "queued": self.global_limiter.waiting,
+            "tasks": len(asyncio.all_tasks()),
+            "limits": {
+                "max_inflight": s.max_inflight,
+                "max_inflight_per_session": s.max_inflight_per_session,
+                "max_connections": s.max_connections,
+                "max_frame_bytes": s.max_frame_bytes,
+                "rate_limit_per_min": s.rate_limit_per_min,
+            },
+        }
+        for face_stats in self.face_stats:
+            out.update(face_stats())
+        audit_stats = getattr(self.services.audit, "stats", None)
+        if callable(audit_stats):
+            out["audit"] = audit_stats()
+        if self.cluster is not None:
+            out["cluster"] = dict(self.cluster.stats)
+        if self.bridge is not None:
+            out["mcp_servers"] = self.bridge.status()["servers"]
+        return out
+
+    # --- housekeeping -----------------------------------------------------------
+
+    async def _tick(self) -> None:
+        interval = self.settings.progress_interval_s
+        period = min(1.0, interval / 2)
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self.dispatcher.heartbeat(self.sessions, interval)
+                self.admission.sweep()
+                self.sessions.sweep(time.monotonic())
+            except Exception:
+                log.exception("heartbeat failed")
+
+    def _register_gauges(self) -> None:
+        m = self.metrics
+        m.gauge("exai_connections_unauthenticated", "WebSocket connections before a valid hello",
+                lambda: self.admission.unauthenticated)  # fmt: skip
+        m.gauge("exai_sessions", "Known sessions", lambda: len(self.sessions))
+        m.gauge("exai_calls_in_flight", "Tool calls running", self.in_flight)
+        replay = self.sessions.results
+        m.gauge("exai_replay_entries", "Results kept for replay", lambda: len(replay))
+        m.gauge("exai_replay_bytes", "Bytes held by the replay cache (EXAI_REPLAY_MAX_BYTES)",
+                lambda: replay.bytes)  # fmt: skip
+        m.gauge(
+            "exai_calls_queued", "Calls waiting for capacity", lambda: self.global_limiter.waiting
+        )
+        cluster = self.cluster
+        if cluster is not None:
+            for key in ("resumed", "lookups", "results_written", "sync_failures"):
+                m.gauge(f"exai_cluster_{key}", f"Shared-state {key.replace('_', ' ')} since start",
+                        lambda key=key: cluster.stats[key])  # fmt: skip
+        audit_stats = getattr(self.services.audit, "stats", None)
+        if callable(audit_stats):
+            m.gauge("exai_audit_backlog", "Audit events not yet shipped",
+                    lambda: audit_stats().get("backlog", 0))  # fmt: skip
+            m.gauge("exai_audit_dropped", "Audit events dropped at the outbox limit",
+                    lambda: audit_stats().get("dropped", 0))  # fmt: skip
+
+
+def authenticator(settings: Settings) -> Authenticator:
+    tokens: dict[str, str] = {}
+    if settings.ws_token is not None and settings.ws_token.get_secret_value():
+        tokens[settings.ws_token.get_secret_value()] = "default"
+    if settings.ws_tokens is not None:
+        tokens.update(parse_token_list(settings.ws_tokens.get_secret_value()))
+    secret = settings.jwt_secret.get_secret_value() if settings.jwt_secret else None
+    return Authenticator(tokens, secret or None, settings.jwt_leeway_s)

@@ -1,0 +1,303 @@
+"""The run of one admitted call, step by step, ending in exactly one result.
+
+:func:`run_call` is the body of a call's task. Its steps, in order:
+
+1. **acquire** capacity (the session's limiter, then the daemon's), waiting in
+   a bounded queue only when a slot is not free at once;
+2. **execute** the tool under the call's deadline: its first step is taken
+   here and now, so a tool that finishes at once (``version``, ``echo``, most
+   rejections) never arms a timer nor sends an ack;
+3. the **outcome**: the encoded result, or the error that stopped the call
+   (``TIMEOUT``, ``CANCELLED``, a tool's error, an ``INTERNAL_ERROR`` for a bug);
+4. **accounting**: metrics, cost rows for every model call, the audit event;
+5. **delivery**: the call leaves the session, its result is kept for a retry,
+   and the result is sent.
+
+This is the hottest path in the daemon: each step is a plain function call,
+and nothing here waits unless the call has to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+from exai.accounting.ledger import charge_fields
+from exai.audit import args_digest
+from exai.daemon.call import Call, ModelEvent
+from exai.errors import CancelledError, ExaiError, InternalError, TimeoutError_
+from exai.logs import bind_call, get_logger
+from exai.protocol import (
+    CallToolFrame,
+    CallToolResult,
+    ErrorInfo,
+    ProgressFrame,
+    ResultMetadata,
+    StreamChunk,
+    dump_frame_bytes,
+    encode_result,
+    parse_server_frame,
+)
+from exai.tools.artifacts import may_spill, spill_if_large
+from exai.tools.base import NullAudit, ToolContext, ToolResult
+
+if TYPE_CHECKING:
+    from exai.daemon.dispatch import Dispatcher
+    from exai.daemon.session import Session
+
+__all__ = ["error_result", "replayed", "run_call"]
+
+log = get_logger("exai.daemon")
+
+
+async def run_call(
+    d: Dispatcher, session: Session, call: Call, tool: Any, arguments: Any, frame: CallToolFrame
+) -> None:
+    call.begin()
+    # The task runs in its own copy of the context, so this reaches every log
+    # line written while it runs (providers and store included), and no other call.
+    bind_call(session.id, call.request_id, tool.name)
+    audit = d.services.audit
+    if not isinstance(audit, NullAudit):
+        audit.emit("call_started", session_id=session.id, request_id=call.request_id,
+                   tool=tool.name, principal=session.principal.name,
+                   **_digest(frame.arguments))  # fmt: skip
+    context: ToolContext | None = None
+    result: ToolResult | None = None
+    error: ExaiError | None = None
+    try:
+        if call.cancel_reason is not None:  # stopped before this task first ran
+            raise asyncio.CancelledError
+        context, result = await _acquire_and_execute(d, session, call, tool, arguments, frame)
+    except ExaiError as exc:
+        error = exc
+    except asyncio.CancelledError:
+        error = _cancelled(call.cancel_reason, tool.name, call.timeout_s)
+        # Uncancel so the result below can still be delivered from this task.
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+    except Exception as exc:  # a bug in a tool: report it, keep serving
+        log.exception("tool raised")
+        error = InternalError(f"{tool.name} failed: {type(exc).__name__}: {exc}")
+    finally:
+        if call.timer is not None:
+            call.timer.cancel()
+    now = time.monotonic()
+    latency_ms = (now - call.started) * 1000
+    data, error = _outcome(call, tool.name, result, error, latency_ms)
+    _account(d, session, call, tool.name, result, error, context, latency_ms)
+    await _deliver(d, session, call, data, now)
+
+
+async def _acquire_and_execute(
+    d: Dispatcher, session: Session, call: Call, tool: Any, arguments: Any, frame: CallToolFrame
+) -> tuple[ToolContext, ToolResult]:
+    # Plain acquire/release, and a queue only when a slot is not free at once.
+    session_limiter, global_limiter = session.limiter, d.global_limiter
+    if not session_limiter.try_acquire():
+        d.suspending(session, call)
+        await _queue_for(d, session_limiter)
+    try:
+        if not global_limiter.try_acquire():
+            d.suspending(session, call)
+            await _queue_for(d, global_limiter)
+        try:
+            call.run()
+            context = _context(d, session, call, tool.name, frame)
+            coro = tool.run(arguments, context)
+            try:
+                pending = coro.send(None)  # the tool's first step, here and now
+            except StopIteration as done:
+                result = done.value
+            else:
+                d.suspending(session, call)
+                result = await _Rest(coro, pending)
+            if tool.spill_results and may_spill(context, result):
+                d.suspending(session, call)
+                result = await spill_if_large(context, result)
+            return context, result
+        finally:
+            global_limiter.release()
+    finally:
+        session_limiter.release()
+
+
+def _outcome(
+    call: Call, tool: str, result: ToolResult | None, error: ExaiError | None, latency_ms: float
+) -> tuple[bytes, ExaiError | None]:
+    """The encoded result frame, and the error it reports (None: success)."""
+    if error is None and result is not None:
+        try:
+            return _ok_result(call.request_id, tool, result, latency_ms), None
+        except (TypeError, ValueError) as exc:  # not a result the protocol can carry
+            log.exception("tool returned an unsendable result")
+            error = InternalError(f"{tool} returned an invalid result: {exc}")
+    assert error is not None
+    log.info("call failed", code=error.code.value, message=error.message,
+             latency_ms=round(latency_ms, 2))  # fmt: skip
+    return dump_frame_bytes(error_result(call.request_id, tool, error, latency_ms)), error
+
+
+def _account(
+    d: Dispatcher,
+    session: Session,
+    call: Call,
+    tool: str,
+    result: ToolResult | None,
+    error: ExaiError | None,
+    context: ToolContext | None,
+    latency_ms: float,
+) -> None:
+    d.metrics.call_finished(tool, "ok" if error is None else error.code.value, latency_ms / 1000)
+    charges = context.charges if context is not None else []
+    ledger = d.services.ledger
+    if charges and ledger is not None:  # every model call, whatever the call's outcome
+        thread = result.metadata.get("continuation_id") if result is not None else None
+        ledger.record(charges, principal=session.principal.name, tool=tool,
+                      session_id=session.id, request_id=call.request_id,
+                      thread_id=thread if isinstance(thread, str) else None)  # fmt: skip
+    audit = d.services.audit
+    if not isinstance(audit, NullAudit):
+        audit.emit("call_finished", session_id=session.id, request_id=call.request_id, tool=tool,
+                   principal=session.principal.name, duration_ms=round(latency_ms, 3),
+                   status="ok" if error is None else "error",
+                   error_code=None if error is None else error.code.value,
+                   **charge_fields(charges))  # fmt: skip
+
+
+async def _deliver(d: Dispatcher, session: Session, call: Call, data: bytes, now: float) -> None:
+    call.finish()
+    session.calls.pop(call.request_id, None)
+    d.running.discard(call)
+    session.last_seen = now
+    if call.ran:  # a call refused in the queue is not kept: its retry may run
+        session.remember(call, data, now)
+    await session.deliver(data)
+
+
+async def _queue_for(d: Dispatcher, limiter: Any) -> None:
+    """Wait in ``limiter``'s bounded queue, recording how long it took."""
+    waited = time.monotonic()
+    await limiter.acquire()
+    d.metrics.queue_wait.observe(time.monotonic() - waited)
+
+
+def _context(
+    d: Dispatcher, session: Session, call: Call, tool: str, frame: CallToolFrame
+) -> ToolContext:
+    rid = call.request_id
+    seq = 0
+
+    async def progress(message: str, progress: float | None, total: float | None) -> None:
+        await d.ack(session, call)
+        call.last_progress = time.monotonic()
+        await session.deliver(
+            ProgressFrame(request_id=rid, message=message, progress=progress, total=total)
+        )
+
+    async def chunk(text: str) -> None:
+        nonlocal seq
+        await d.ack(session, call)
+        call.last_progress = time.monotonic()
+        await session.deliver(StreamChunk(request_id=rid, seq=seq, text=text))
+        seq += 1
+
+    event = None
+    if call.events:
+
+        async def event(delta: Any) -> None:
+            call.last_progress = time.monotonic()
+            await session.deliver(ModelEvent(rid, delta))
+
+    return ToolContext(
+        request_id=rid,
+        session_id=session.id,
+        fingerprint_of=call.fingerprint,
+        principal=session.principal,
+        tool=tool,
+        deadline=call.deadline,
+        services=d.services,
+        log=log,
+        stream_requested=frame.stream,
+        progress_cb=progress,
+        stream_cb=chunk,
+        event_cb=event,
+        client_roots=frame.roots or (),
+    )
+
+
+class _Rest:
+    """The rest of a coroutine whose first step has run and yielded ``pending``.
+
+    Awaiting it does what ``await coro`` would have done from that point on:
+    every value the task sends and every exception it throws (a cancel) goes to
+    the coroutine, and whatever the coroutine yields goes to the task. The run
+    takes a tool's first step itself so that it knows, without scheduling a
+    callback for every call, whether the tool finished at once.
+    """
+
+    __slots__ = ("coro", "pending")
+
+    def __init__(self, coro: Any, pending: Any) -> None:
+        self.coro = coro
+        self.pending = pending
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, pending = self.coro, self.pending
+        while True:
+            try:
+                sent = yield pending
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                try:
+                    pending = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    pending = coro.send(sent)
+                except StopIteration as done:
+                    return done.value
+
+
+def _cancelled(reason: str | None, tool: str, timeout_s: float) -> ExaiError:
+    if reason == "timeout":
+        return TimeoutError_(f"{tool} did not finish within {timeout_s:g}s")
+    if reason == "shutdown":
+        return CancelledError("cancelled: the daemon is shutting down", retryable=True)
+    return CancelledError("cancelled by the client")
+
+
+def _digest(arguments: dict[str, Any]) -> dict[str, Any]:
+    # The audit trail records a digest and the size of the arguments, never their text.
+    digest, size = args_digest(arguments)
+    return {"args_digest": digest, "args_bytes": size}
+
+
+def _ok_result(rid: str, tool: str, result: ToolResult, latency_ms: float) -> bytes:
+    # The daemon's own values win over a tool's.
+    return encode_result(
+        rid, result.texts, result.metadata, tool=tool, latency_ms=round(latency_ms, 3)
+    )
+
+
+def replayed(result: bytes) -> CallToolResult:
+    """A kept result, marked as a replay."""
+    frame: CallToolResult = parse_server_frame(result)
+    meta = frame.metadata.model_copy(update={"replayed": True})
+    return frame.model_copy(update={"metadata": meta})
+
+
+def error_result(rid: str, tool: str, exc: ExaiError, latency_ms: float) -> CallToolResult:
+    info: ErrorInfo = exc.info()
+    return CallToolResult(
+        request_id=rid,
+        outputs=[],
+        error=info,
+        metadata=ResultMetadata(tool=tool, latency_ms=round(latency_ms, 3)),
+    )
