@@ -42,6 +42,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/mypy src
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -23,6 +23,9 @@ period, then connections close with 1001 and the core closes its services.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from exai.daemon.core import Core
 from exai.jobs.runner import JobRunner
 from exai.logs import get_logger
@@ -44,8 +47,10 @@ class App:
         *,
         registry: ToolRegistry | None = None,
         services: Services | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
+        self._clock = clock  # the job runner's wall clock
         self.core = Core(settings, registry=registry, services=services)
         self.ws = WebSocketFace(self.core)
         self.web: WebFace | None = None
@@ -64,7 +69,8 @@ class App:
                 await self.web.start()
             jobs = self.core.services.jobs
             if jobs is not None:
-                self.jobs = JobRunner(self.core, jobs.store, self.core.services.store)
+                self.jobs = JobRunner(self.core, jobs.store, self.core.services.store,
+                                      clock=self._clock)  # fmt: skip
                 self.jobs.start()
         except BaseException:
             await self.stop(grace_s=0.0)

@@ -7,7 +7,7 @@ passed around. One variable holding the three, rather than structlog's one
 variable per key, because the daemon sets it on every call. Output goes to
 stderr: stdout belongs to the MCP stdio transport when running as a shim.
 
-Every line passes through the audit trail's :class:`~exai.audit.scrub.Scrubber`
+Every line passes through the scrubber the edge hands in, the audit trail's
 (configured secrets, credential shapes, the credentials in URLs), since log
 lines leave the machine as often as audit events do. The console renderer also
 gets every control character escaped: a client chooses some of what is logged
@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Callable, MutableMapping
 from contextvars import ContextVar
 from typing import Any, Literal
 
@@ -81,16 +81,13 @@ def configure_logging(
     fmt: Literal["console", "json"] = "console",
     level: str = "info",
     stream=None,
-    secrets: Iterable[str] = (),
+    scrubber: Callable[[MutableMapping[str, Any]], Any] | None = None,
 ) -> None:
-    """Configure structlog; ``secrets`` are values masked wherever they appear."""
-    # Imported here: the audit package is heavy, and only the edge configures logging.
-    from exai.audit.scrub import Scrubber
-
-    scrubber = Scrubber(secrets)
+    """Configure structlog; ``scrubber`` masks secrets in every line (the edge passes the
+    audit trail's, :func:`exai.audit.scrub.log_scrubber`, so logs and audit mask alike)."""
 
     def scrub(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
-        return scrubber.scrub(event)
+        return scrubber(event) if scrubber is not None else event
 
     rendering: list[structlog.typing.Processor]
     if fmt == "json":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,6 +17,7 @@ from exai.app import App
 from exai.client import ExaiClient
 from exai.emulators.postgres import TempPostgres
 from exai.emulators.provider import EmulatorServer
+from exai.audit.scrub import log_scrubber
 from exai.logs import configure_logging
 from exai.settings import Settings
 from exai.tools.base import Services, Tool
@@ -23,7 +25,7 @@ from exai.tools.registry import ToolRegistry
 
 # Logs go to a buffer that tests can read (the secret scans do), not to the terminal.
 LOG_BUFFER = io.StringIO()
-configure_logging("json", "info", stream=LOG_BUFFER)
+configure_logging("json", "info", stream=LOG_BUFFER, scrubber=log_scrubber())
 
 
 def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
@@ -77,11 +79,12 @@ async def running_daemon(
     settings: Settings,
     extra_tools: list[Tool] | None = None,
     services: Services | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> AsyncIterator[App]:
     registry = ToolRegistry.from_entry_points(settings)
     for tool in extra_tools or []:
         registry.add(tool)
-    daemon = App(settings, registry=registry, services=services)
+    daemon = App(settings, registry=registry, services=services, clock=clock)
     await daemon.start()
     try:
         yield daemon

@@ -148,3 +148,9 @@ def _parts(text: str) -> list[str]:
             _, _, token = pair.partition("=")
             parts.append(token.strip())
     return parts
+
+
+def log_scrubber(settings: Any = None) -> Any:
+    """The scrubbing step for :func:`exai.logs.configure_logging`: log lines are
+    masked as audit events are, with ``settings``' secrets when given."""
+    return Scrubber(secrets_from_settings(settings) if settings is not None else ()).scrub

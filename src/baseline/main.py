@@ -121,6 +121,7 @@ def _fail(message: str, code: int = EXIT_USAGE) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from exai.audit.scrub import log_scrubber
     from exai.baseline.workload import WorkloadError, load_workloads, parse_workloads
     from exai.logs import configure_logging
 
@@ -135,7 +136,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.call_timeout is not None:
         client = workloads.client.model_copy(update={"call_timeout_s": args.call_timeout})
         workloads = workloads.model_copy(update={"client": client})
-    configure_logging("console", "warning")
+    configure_logging("console", "warning", scrubber=log_scrubber())
     out_dir = args.out or Path("results") / "baseline" / datetime.now(UTC).strftime(
         "%Y%m%d-%H%M%S")  # fmt: skip
     return asyncio.run(_run_async(args, workloads, source, out_dir))

@@ -46,12 +46,12 @@ def _load(**overrides: object):
 def _serve(args: argparse.Namespace) -> int:
     settings = _load(ws_host=args.host, ws_port=args.port)
     from exai.app import App
-    from exai.audit.scrub import secrets_from_settings
+    from exai.audit.scrub import log_scrubber
     from exai.bridge import BridgeConfigError
     from exai.logs import configure_logging
 
     configure_logging(settings.log_format, settings.log_level,
-                      secrets=secrets_from_settings(settings))  # fmt: skip
+                      scrubber=log_scrubber(settings))  # fmt: skip
 
     async def main() -> None:
         daemon = App(settings)

@@ -26,9 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _shim(args: argparse.Namespace) -> int:
+    from exai.audit.scrub import log_scrubber
     from exai.logs import configure_logging
 
-    configure_logging("console", "info", stream=sys.stderr)
+    configure_logging("console", "info", stream=sys.stderr, scrubber=log_scrubber())
     from exai.settings import SettingsError, load_settings
 
     try:
@@ -36,10 +37,8 @@ def _shim(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"exai: {exc}", file=sys.stderr)
         return 2
-    from exai.audit.scrub import secrets_from_settings
-
     configure_logging(settings.log_format, settings.log_level, stream=sys.stderr,
-                      secrets=secrets_from_settings(settings))  # fmt: skip
+                      scrubber=log_scrubber(settings))  # fmt: skip
     from exai.shim import ShimOptions, run_shim
 
     options = ShimOptions.from_settings(settings, args.url, args.token, args.autostart)

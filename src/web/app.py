@@ -27,7 +27,7 @@ from exai import __version__
 from exai.logs import get_logger
 from exai.port import Port
 from exai.web.guard import Guard
-from exai.web.mcp import MAX_BODY_BYTES, session_manager
+from exai.web.mcp import MAX_BODY_BYTES, session_managers
 from exai.web.mcp_calls import McpEndpoint
 from exai.web.openai import routes as openai_routes
 from exai.web.openai_errors import error_body as openai_error_body
@@ -57,7 +57,7 @@ class _AsgiEndpoint:
 class WebFace:
     def __init__(self, core: Port) -> None:
         self.core = core
-        self.mcp = session_manager(core)
+        self.mcp, self.mcp_json = session_managers(core)
         self._server: _Uvicorn | None = None
         self._task: asyncio.Task[None] | None = None
         self._mcp_task: asyncio.Task[None] | None = None
@@ -68,7 +68,7 @@ class WebFace:
         s = self.core.settings
         app = Starlette(routes=[
             Route("/health", self._health),
-            Route("/mcp", _AsgiEndpoint(McpEndpoint(self.mcp, MAX_BODY_BYTES)),
+            Route("/mcp", _AsgiEndpoint(McpEndpoint(self.mcp, self.mcp_json, MAX_BODY_BYTES)),
                   methods=["GET", "POST", "DELETE"]),
             *openai_routes(self.core),
         ])  # fmt: skip
@@ -120,8 +120,8 @@ class WebFace:
                 await self._mcp_task
 
     async def _run_mcp(self, ready: asyncio.Event) -> None:
-        # The session manager's task group must be entered and left by one task.
-        async with self.mcp.run():
+        # A session manager's task group must be entered and left by one task.
+        async with self.mcp.run(), self.mcp_json.run():
             ready.set()
             await self._mcp_done.wait()
 

@@ -28,7 +28,7 @@ from exai.shim.roots import NoRoots, SessionRoots
 from exai.shim.server import Shim
 from exai.web.guard import principal_of
 
-__all__ = ["MAX_BODY_BYTES", "HttpMcp", "session_manager"]
+__all__ = ["MAX_BODY_BYTES", "HttpMcp", "session_managers"]
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
@@ -49,10 +49,18 @@ class HttpMcp(Shim):
         client.close()
 
 
-def session_manager(core: Port) -> StreamableHTTPSessionManager:
+def session_managers(
+    core: Port,
+) -> tuple[StreamableHTTPSessionManager, StreamableHTTPSessionManager]:
+    """The SDK's session manager for ``/mcp``, and one of the same server answering
+    in JSON (for requests that asked for no progress; see :mod:`exai.web.mcp_calls`)."""
     server = HttpMcp(core).build_server()
     # The SDK checks a 2026-07-28 call's Mcp-Param-* headers against the tool's schema;
     # without this lookup it lists every tool on every call to find that one schema.
     server.get_tool_input_schema = core.tool_schema
     # Host and Origin are checked by the Guard in front of every HTTP route.
-    return StreamableHTTPSessionManager(app=server, max_request_body_size=MAX_BODY_BYTES)
+    return (
+        StreamableHTTPSessionManager(app=server, max_request_body_size=MAX_BODY_BYTES),
+        StreamableHTTPSessionManager(app=server, json_response=True,
+                                     max_request_body_size=MAX_BODY_BYTES),
+    )  # fmt: skip

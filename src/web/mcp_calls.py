@@ -7,8 +7,9 @@ handler and a disconnect watcher, a memory stream for notifications, and a
 It answers with plain JSON when the handler is done within the window, which is
 almost always, but the machinery costs about a third of an ``echo`` call's
 instructions over HTTP. A request without a progress token can receive no
-notifications, so here it is served by the SDK's JSON-response branch on an
-answer that may still become a stream:
+notifications, so here it is served by a second session manager of the same
+server, made with ``json_response=True`` (the SDK's public switch for that
+branch), on an answer that may still become a stream:
 
 - the handler runs as one task, and the request's own task waits for it, for
   the client to disconnect (which cancels the call, as in the SDK's stream
@@ -30,7 +31,6 @@ import json
 from collections.abc import MutableMapping
 from typing import Any
 
-from mcp.server._streamable_http_modern import handle_modern_request
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
@@ -41,7 +41,7 @@ from exai.web.asgi import disconnected
 
 __all__ = ["STREAM_AFTER_S", "McpEndpoint"]
 
-# The SDK's own deferral window and ping interval (_streamable_http_modern).
+# The SDK's own deferral window and ping interval in its stream mode.
 STREAM_AFTER_S = 15.0
 
 _VERSION_HEADER = MCP_PROTOCOL_VERSION_HEADER.lower().encode("ascii")
@@ -54,10 +54,17 @@ _SSE_HEADERS = [
 
 
 class McpEndpoint:
-    """The ASGI app at ``/mcp``: the session manager, with the JSON branch chosen above."""
+    """The ASGI app at ``/mcp``: the session manager, with the JSON branch chosen above
+    (``json_manager``: the same server's manager with ``json_response=True``)."""
 
-    def __init__(self, manager: StreamableHTTPSessionManager, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        manager: StreamableHTTPSessionManager,
+        json_manager: StreamableHTTPSessionManager,
+        max_body_bytes: int,
+    ) -> None:
         self.manager = manager
+        self.json_manager = json_manager
         # The body is read here, so here too it is bounded as the manager bounds it.
         self._modern_post = RequestBodyLimitMiddleware(self._post, max_body_bytes)
 
@@ -74,7 +81,7 @@ class McpEndpoint:
             # The SDK's stream mode watches receive() for the disconnect itself.
             await manager.handle_request(scope, _Replay(body, then=receive), send)
             return
-        await _answer(manager, scope, _Replay(body), receive, send)
+        await _answer(self.json_manager, scope, _Replay(body), receive, send)
 
 
 async def _answer(
@@ -82,10 +89,7 @@ async def _answer(
 ) -> None:
     """Run the SDK's JSON branch; stream pings if it runs long; cancel it if the client goes."""
     response = _Response(send)
-    handler = asyncio.ensure_future(handle_modern_request(
-        manager.app, manager.security_settings, True, manager._lifespan_state,
-        scope, replay, response.send,
-    ))  # fmt: skip
+    handler = asyncio.ensure_future(manager.handle_request(scope, replay, response.send))
     gone = asyncio.ensure_future(disconnected(receive))
     try:
         while True:

@@ -85,12 +85,26 @@ async def test_ready_is_503_when_the_store_cannot_answer(daemon_factory):
     assert status == 503 and checks["store"]["ok"] is False and checks["store"]["error"]
 
 
-async def test_ready_is_503_while_draining(daemon_factory):
-    daemon = await daemon_factory()
-    daemon.core.dispatcher.draining = True
-    status, _, body = await asyncio.to_thread(_get, f"http://127.0.0.1:{daemon.port}/ready")
-    assert status == 503 and json.loads(body)["checks"]["server"]["ok"] is False
-    daemon.core.dispatcher.draining = False
+async def test_not_ready_and_new_calls_refused_while_draining(tmp_path):
+    """Once a shutdown begins, calls still running get their grace period, the daemon
+    says it is not ready, and a client still connected gets OVER_CAPACITY, retryable."""
+    tool = CountingTool()
+    async with running_daemon(make_settings(tmp_path), [tool]) as daemon:
+        client = ExaiClient(daemon.url)
+        await client.connect()
+        long_call = asyncio.create_task(client.call("count", {"seconds": 1.0, "label": "x"}))
+        await tool.started.wait()
+        stopping = asyncio.create_task(daemon.stop(grace_s=5.0))
+        while not daemon.core.draining:
+            await asyncio.sleep(0.01)
+        ready, checks = await daemon.core.readiness()
+        assert ready is False and checks["server"]["ok"] is False
+        res = await client.call("echo", {})
+        assert res.error is not None and res.error.code == ErrorCode.OVER_CAPACITY
+        assert res.error.retryable
+        assert (await long_call).outputs[0].text == "x:1"
+        await stopping
+        await client.close()
 
 
 async def test_graceful_shutdown_lets_inflight_call_finish(tmp_path):
@@ -133,10 +147,3 @@ async def test_shutdown_closes_with_1001_and_cancels_after_grace(tmp_path):
     assert tool.cancelled == 1
 
 
-async def test_new_calls_refused_while_draining(daemon_factory, client_factory):
-    daemon = await daemon_factory()
-    client = await client_factory(daemon)
-    daemon.core.dispatcher.draining = True
-    res = await client.call("echo", {})
-    assert res.error.code == ErrorCode.OVER_CAPACITY and res.error.retryable
-    daemon.core.dispatcher.draining = False

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 from websockets.asyncio.client import connect
 
+from exai.audit.scrub import log_scrubber
 from exai.logs import configure_logging
 from tests.conftest import LOG_BUFFER
 from tests.daemon.tools import LoggingTool
@@ -52,9 +53,9 @@ async def _nasty_lines(daemon, client) -> None:
 @pytest.fixture
 def console_log() -> Iterator[io.StringIO]:
     buffer = io.StringIO()
-    configure_logging("console", "info", stream=buffer)
+    configure_logging("console", "info", stream=buffer, scrubber=log_scrubber())
     yield buffer
-    configure_logging("json", "info", stream=LOG_BUFFER)
+    configure_logging("json", "info", stream=LOG_BUFFER, scrubber=log_scrubber())
 
 
 async def test_control_characters_from_a_client_are_escaped_in_the_console_log(

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 import exai.web.mcp_calls
-from tests.web.test_mcp_http import MODERN, TOKEN, _call, _daemon, _url
+from tests.web.helpers import MODERN, TOKEN, mcp_daemon, mcp_url, tools_call
 
 HEADERS = {**MODERN, "Authorization": f"Bearer {TOKEN}"}
 
@@ -30,8 +30,8 @@ def _events(text: str) -> list[dict[str, Any]]:
 
 
 async def test_a_call_without_a_progress_token_is_one_json_answer(tmp_path: Path):
-    async with _daemon(tmp_path) as daemon, httpx.AsyncClient() as http:
-        answer = await http.post(_url(daemon), json=_call(text="plain"), headers=HEADERS)
+    async with mcp_daemon(tmp_path) as daemon, httpx.AsyncClient() as http:
+        answer = await http.post(mcp_url(daemon), json=tools_call(text="plain"), headers=HEADERS)
     assert answer.headers["content-type"] == "application/json"
     assert answer.json()["result"]["content"][0]["text"] == "plain"
 
@@ -40,8 +40,8 @@ async def test_a_long_call_without_a_token_becomes_a_stream_of_pings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setattr(exai.web.mcp_calls, "STREAM_AFTER_S", 0.2)
-    async with _daemon(tmp_path) as daemon, httpx.AsyncClient() as http:
-        answer = await http.post(_url(daemon), json=_call(text="late", delay_s=0.9),
+    async with mcp_daemon(tmp_path) as daemon, httpx.AsyncClient() as http:
+        answer = await http.post(mcp_url(daemon), json=tools_call(text="late", delay_s=0.9),
                                  headers=HEADERS)  # fmt: skip
     assert answer.headers["content-type"] == "text/event-stream"
     assert answer.text.count(": ping") >= 2
@@ -50,9 +50,9 @@ async def test_a_long_call_without_a_token_becomes_a_stream_of_pings(
 
 
 async def test_a_progress_token_gets_the_daemons_progress_as_notifications(tmp_path: Path):
-    async with _daemon(tmp_path, progress_interval_s=0.2) as daemon, httpx.AsyncClient() as http:
-        body = _with_token(_call(text="slow", delay_s=1.0), "tok-1")
-        answer = await http.post(_url(daemon), json=body, headers=HEADERS)
+    async with mcp_daemon(tmp_path, progress_interval_s=0.2) as daemon, httpx.AsyncClient() as http:
+        body = _with_token(tools_call(text="slow", delay_s=1.0), "tok-1")
+        answer = await http.post(mcp_url(daemon), json=body, headers=HEADERS)
     assert answer.headers["content-type"] == "text/event-stream"
     *notes, last = _events(answer.text)
     assert notes and {n["method"] for n in notes} == {"notifications/progress"}
@@ -62,13 +62,13 @@ async def test_a_progress_token_gets_the_daemons_progress_as_notifications(tmp_p
 
 @pytest.mark.parametrize("token", [None, "tok-2"], ids=["json", "progress"])
 async def test_a_client_that_leaves_cancels_its_call(tmp_path: Path, token: str | None):
-    body = _call(text="never", delay_s=60)
+    body = tools_call(text="never", delay_s=60)
     if token is not None:
         body = _with_token(body, token)
-    async with _daemon(tmp_path) as daemon:
+    async with mcp_daemon(tmp_path) as daemon:
         async with httpx.AsyncClient(timeout=0.5) as http:
             with pytest.raises(httpx.ReadTimeout):
-                await http.post(_url(daemon), json=body, headers=HEADERS)
+                await http.post(mcp_url(daemon), json=body, headers=HEADERS)
         deadline = time.monotonic() + 10
         while daemon.core.in_flight():
             assert time.monotonic() < deadline, "the call outlived its client"

@@ -16,26 +16,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from exai.auth import issue_token
 from exai.shim.translate import RESULT_SCHEMA
-from tests.conftest import make_settings, running_daemon
-
-TOKEN = "http-test-token"
-SECRET = "jwt-secret-for-the-http-tests-0123456789"
-MODERN = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo",
-          "Accept": "application/json, text/event-stream"}  # fmt: skip
-
-
-def _call(name: str = "echo", **arguments: Any) -> dict[str, Any]:
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip
-    params = {"name": name, "arguments": arguments or {"text": "hi"}, "_meta": meta}
-    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-
-
-@asynccontextmanager
-async def _daemon(tmp_path: Path, **overrides: Any) -> AsyncIterator[Any]:
-    settings = make_settings(tmp_path, ws_token=TOKEN, jwt_secret=SECRET, **overrides)
-    async with running_daemon(settings) as daemon:
-        yield daemon
+from tests.web.helpers import MODERN, SECRET, TOKEN, mcp_daemon, mcp_url, tools_call
 
 
 @asynccontextmanager
@@ -50,7 +31,7 @@ async def _sdk(url: str, token: str, **session_kw: Any) -> AsyncIterator[ClientS
 
 
 async def test_the_official_client_lists_and_calls_tools_over_http(tmp_path: Path):
-    async with _daemon(tmp_path) as daemon, _sdk(_url(daemon), TOKEN) as mcp:
+    async with mcp_daemon(tmp_path) as daemon, _sdk(mcp_url(daemon), TOKEN) as mcp:
         tools = {t.name: t for t in (await mcp.list_tools()).tools}
         assert {"chat", "codereview", "echo"} <= set(tools)
         assert tools["echo"].output_schema == RESULT_SCHEMA
@@ -62,20 +43,20 @@ async def test_the_official_client_lists_and_calls_tools_over_http(tmp_path: Pat
 
 
 async def test_a_2026_07_28_post_gets_a_whole_result(tmp_path: Path):
-    async with _daemon(tmp_path) as daemon, httpx.AsyncClient() as http:
+    async with mcp_daemon(tmp_path) as daemon, httpx.AsyncClient() as http:
         auth = {**MODERN, "Authorization": f"Bearer {TOKEN}"}
-        answer = await http.post(_url(daemon), json=_call(text="one post"), headers=auth)
+        answer = await http.post(mcp_url(daemon), json=tools_call(text="one post"), headers=auth)
     assert answer.status_code == 200, answer.text
     result = answer.json()["result"]
     assert result["content"][0]["text"] == "one post" and not result["isError"]
 
 
 async def test_no_token_or_a_wrong_one_is_401_with_a_challenge(tmp_path: Path):
-    async with _daemon(tmp_path) as daemon, httpx.AsyncClient() as http:
-        missing = await http.post(_url(daemon), json=_call(), headers=MODERN)
-        wrong = await http.post(_url(daemon), json=_call(),
+    async with mcp_daemon(tmp_path) as daemon, httpx.AsyncClient() as http:
+        missing = await http.post(mcp_url(daemon), json=tools_call(), headers=MODERN)
+        wrong = await http.post(mcp_url(daemon), json=tools_call(),
                                 headers={**MODERN, "Authorization": "Bearer nope"})  # fmt: skip
-        basic = await http.post(_url(daemon), json=_call(),
+        basic = await http.post(mcp_url(daemon), json=tools_call(),
                                 headers={**MODERN, "Authorization": f"Basic {TOKEN}"})  # fmt: skip
         health = await http.get(f"http://127.0.0.1:{daemon.web.port}/health")
     assert (
@@ -88,7 +69,7 @@ async def test_no_token_or_a_wrong_one_is_401_with_a_challenge(tmp_path: Path):
 
 async def test_a_jwt_maps_to_its_principal_and_scopes(tmp_path: Path):
     narrow = issue_token(SECRET, sub="alice", scopes=["echo"], ttl_s=600)
-    async with _daemon(tmp_path) as daemon, _sdk(_url(daemon), narrow) as mcp:
+    async with mcp_daemon(tmp_path) as daemon, _sdk(mcp_url(daemon), narrow) as mcp:
         allowed = await mcp.call_tool("echo", {"text": "hi"})
         refused = await mcp.call_tool("status", {})
     assert not allowed.is_error
@@ -98,8 +79,8 @@ async def test_a_jwt_maps_to_its_principal_and_scopes(tmp_path: Path):
 
 @pytest.mark.parametrize("origin", ["http://evil.example", "null", "http://localhost:1"])
 async def test_a_foreign_origin_is_refused(tmp_path: Path, origin: str):
-    async with _daemon(tmp_path) as daemon, httpx.AsyncClient() as http:
-        answer = await http.post(_url(daemon), json=_call(), headers={
+    async with mcp_daemon(tmp_path) as daemon, httpx.AsyncClient() as http:
+        answer = await http.post(mcp_url(daemon), json=tools_call(), headers={
             **MODERN, "Authorization": f"Bearer {TOKEN}", "Origin": origin})  # fmt: skip
     assert answer.status_code == 403, answer.text
     assert "origin" in answer.json()["error"]["message"]
@@ -107,42 +88,38 @@ async def test_a_foreign_origin_is_refused(tmp_path: Path, origin: str):
 
 async def test_listed_and_own_origins_are_allowed(tmp_path: Path):
     async with (
-        _daemon(tmp_path, allowed_origins=["https://app.example.com"]) as daemon,
+        mcp_daemon(tmp_path, allowed_origins=["https://app.example.com"]) as daemon,
         httpx.AsyncClient() as http,
     ):
         auth = {**MODERN, "Authorization": f"Bearer {TOKEN}"}
-        listed = await http.post(_url(daemon), json=_call(),
+        listed = await http.post(mcp_url(daemon), json=tools_call(),
                                  headers={**auth, "Origin": "https://app.example.com"})  # fmt: skip
-        own = await http.post(_url(daemon), json=_call(), headers={
+        own = await http.post(mcp_url(daemon), json=tools_call(), headers={
             **auth, "Origin": f"http://127.0.0.1:{daemon.web.port}"})  # fmt: skip
     assert listed.status_code == 200 and own.status_code == 200
 
 
 async def test_dns_rebinding_host_is_refused_on_a_loopback_daemon(tmp_path: Path):
-    async with _daemon(tmp_path) as daemon, httpx.AsyncClient() as http:
-        answer = await http.post(_url(daemon), json=_call(), headers={
+    async with mcp_daemon(tmp_path) as daemon, httpx.AsyncClient() as http:
+        answer = await http.post(mcp_url(daemon), json=tools_call(), headers={
             **MODERN, "Authorization": f"Bearer {TOKEN}",
             "Host": f"attacker.example:{daemon.web.port}"})  # fmt: skip
     assert answer.status_code == 403
-
-
-def _url(daemon: Any) -> str:
-    return f"http://127.0.0.1:{daemon.web.port}/mcp"
 
 
 async def test_failed_logins_over_http_share_the_addresss_allowance(tmp_path: Path):
     """Guessing over HTTP spends the same allowance as over WebSocket, then even the
     right token is refused unchecked from that address."""
     async with (
-        _daemon(tmp_path, auth_failures_burst=5, auth_failures_per_min=1) as daemon,
+        mcp_daemon(tmp_path, auth_failures_burst=5, auth_failures_per_min=1) as daemon,
         httpx.AsyncClient() as http,
     ):
         guesses = []
         for i in range(8):
             guess = {**MODERN, "Authorization": f"Bearer guess-{i}"}
-            guesses.append(await http.post(_url(daemon), json=_call(), headers=guess))
+            guesses.append(await http.post(mcp_url(daemon), json=tools_call(), headers=guess))
         auth = {**MODERN, "Authorization": f"Bearer {TOKEN}"}
-        right = await http.post(_url(daemon), json=_call(), headers=auth)
+        right = await http.post(mcp_url(daemon), json=tools_call(), headers=auth)
     assert all(g.status_code == 401 for g in guesses)
     assert "too many failed logins" in guesses[-1].json()["error"]["message"]
     assert right.status_code == 401 and "too many failed logins" in right.text
@@ -164,8 +141,8 @@ async def test_roots_are_asked_once_per_mcp_session_and_narrow_a_set_ceiling(tmp
                 "findings": "-", "relevant_files": [str(path)]}  # fmt: skip
 
     async with (
-        _daemon(tmp_path) as daemon,  # allowed_roots is set to tmp_path: a ceiling
-        _sdk(_url(daemon), TOKEN, list_roots_callback=list_roots) as mcp,
+        mcp_daemon(tmp_path) as daemon,  # allowed_roots is set to tmp_path: a ceiling
+        _sdk(mcp_url(daemon), TOKEN, list_roots_callback=list_roots) as mcp,
     ):
         inside = await mcp.call_tool("codereview", review(project / "main.py"))
         again = await mcp.call_tool("codereview", review(project / "main.py"))
