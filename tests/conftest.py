@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from exai.app import App
+from exai.audit.scrub import log_scrubber
 from exai.client import ExaiClient
 from exai.emulators.postgres import TempPostgres
 from exai.emulators.provider import EmulatorServer
-from exai.audit.scrub import log_scrubber
 from exai.logs import configure_logging
 from exai.settings import Settings
 from exai.tools.base import Services, Tool

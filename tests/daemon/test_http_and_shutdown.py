@@ -13,6 +13,7 @@ from exai.client import ExaiClient
 from exai.protocol import ErrorCode
 from tests.conftest import make_settings, running_daemon
 from tests.daemon.tools import CountingTool
+from tests.reliability.harness import wait_until
 
 
 def _get(url: str) -> tuple[int, str, str]:
@@ -95,8 +96,7 @@ async def test_not_ready_and_new_calls_refused_while_draining(tmp_path):
         long_call = asyncio.create_task(client.call("count", {"seconds": 1.0, "label": "x"}))
         await tool.started.wait()
         stopping = asyncio.create_task(daemon.stop(grace_s=5.0))
-        while not daemon.core.draining:
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: daemon.core.draining, 10, "the shutdown has begun")
         ready, checks = await daemon.core.readiness()
         assert ready is False and checks["server"]["ok"] is False
         res = await client.call("echo", {})
@@ -145,5 +145,3 @@ async def test_shutdown_closes_with_1001_and_cancels_after_grace(tmp_path):
             assert info.value.rcvd.code == 1001
             await stopping
     assert tool.cancelled == 1
-
-
