@@ -43,8 +43,12 @@ def _listening(port: int) -> bool:
 class DaemonProcess:
     """``exai serve`` in a subprocess on a fixed port, restartable on that port."""
 
-    def __init__(self, workdir: Path, port: int | None = None, **env: str) -> None:
+    def __init__(
+        self, workdir: Path, port: int | None = None, command: list[str] | None = None, **env: str
+    ) -> None:
         self.workdir = workdir
+        # How to run `exai serve`: this interpreter's exai by default, or an installed one.
+        self.command = command or [sys.executable, "-m", "exai.cli.main", "serve"]
         self.port = port or free_port()
         self.http_port = free_port()
         self.env = {
@@ -72,7 +76,7 @@ class DaemonProcess:
         self.env.update(env)
         log = open(self.workdir / f"daemon-{self.starts}.log", "wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "exai.cli.main", "serve"],
+            self.command,
             env={**os.environ, **self.env},
             cwd=self.workdir,
             stdout=log,

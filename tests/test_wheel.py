@@ -1,0 +1,102 @@
+"""exai installed as users install it: the wheel, in a clean venv, serves every face.
+
+The wheel is built from this checkout and installed into a new virtual
+environment with no editable install and nothing of the repository on the
+path; its own ``exai serve`` is started from a directory outside the
+repository, and each face answers a call: WebSocket (``echo``), MCP over HTTP
+(``tools/call``), and the OpenAI-compatible ``/v1`` (a completion from the
+provider emulator). A subpackage missing from the package list, or a data
+file missing from the package data, fails here rather than on a user's machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from openai import AsyncOpenAI
+
+from exai.client import ExaiClient
+from exai.emulators.provider import EmulatorServer
+from tests.shim.helpers import DaemonProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "wheel-test-token"
+
+
+def _run(*command: str | Path, cwd: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    done = subprocess.run([str(c) for c in command], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    output = done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.returncode == 0, f"{command[:3]} failed:\n{output}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv with exai installed from its wheel; returns the venv's bin directory."""
+    work = tmp_path_factory.mktemp("wheel")
+    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", work / "dist", ROOT,
+         cwd=work)  # fmt: skip
+    (wheel,) = (work / "dist").glob("exai_mcp-*.whl")
+    _run(sys.executable, "-m", "venv", work / "venv", cwd=work)
+    bin_dir = work / "venv" / "bin"
+    _run(bin_dir / "python", "-m", "pip", "install", "-q", wheel, cwd=work)
+    return bin_dir
+
+
+def test_the_installed_package_is_the_wheel_and_has_every_subpackage(installed: Path):
+    where = _run(installed / "python", "-c", "import exai, sys; print(exai.__file__)",
+                 cwd=installed)  # fmt: skip
+    assert "site-packages" in where and str(ROOT) not in where
+    subpackages = sorted(
+        "exai." + ".".join(p.parent.relative_to(ROOT / "src").parts)
+        for p in (ROOT / "src").rglob("__init__.py")
+        if p.parent != ROOT / "src"
+    )
+    listing = _run(installed / "python", "-c", (
+        "import importlib.util, json, sys; names = json.loads(sys.argv[1]);"
+        "print(json.dumps([n for n in names if importlib.util.find_spec(n) is None]))"
+    ), json.dumps(subpackages), cwd=installed)  # fmt: skip
+    assert json.loads(listing) == []
+
+
+async def test_the_installed_exai_serve_answers_on_each_face(installed: Path, tmp_path: Path):
+    emulator = EmulatorServer().start()
+    daemon = DaemonProcess(
+        tmp_path, command=[str(installed / "exai"), "serve"], EXAI_WS_TOKEN=TOKEN,
+        KIMI_API_KEY="sk-wheel", KIMI_BASE_URL=emulator.base_url_kimi,
+    )  # fmt: skip
+    try:
+        daemon.start(timeout_s=60)
+        async with ExaiClient(daemon.url, TOKEN) as client:
+            echoed = await client.call("echo", {"text": "from the wheel"})
+        assert echoed.error is None and echoed.outputs[0].text == "from the wheel"
+
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "over /mcp"}, "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {}}}}  # fmt: skip
+        headers = {"Authorization": f"Bearer {TOKEN}", "MCP-Protocol-Version": "2026-07-28",
+                   "Mcp-Method": "tools/call", "Mcp-Name": "echo",
+                   "Accept": "application/json, text/event-stream"}  # fmt: skip
+        async with httpx.AsyncClient() as http:
+            answer = await http.post(daemon.mcp_url, json=call, headers=headers)
+        assert answer.json()["result"]["content"][0]["text"] == "over /mcp"
+
+        openai = AsyncOpenAI(base_url=f"http://127.0.0.1:{daemon.http_port}/v1", api_key=TOKEN)
+        completion = await openai.chat.completions.create(
+            model="kimi-k2.6", messages=[{"role": "user", "content": "hello from the wheel"}]
+        )
+        await openai.close()
+        assert completion.choices[0].message.content
+        assert emulator.requests, "the completion reached the provider emulator"
+    finally:
+        daemon.stop()
+        emulator.stop()
