@@ -29,8 +29,10 @@ from exai.port import Port
 from exai.web.guard import Guard
 from exai.web.mcp import MAX_BODY_BYTES, session_managers
 from exai.web.mcp_calls import McpEndpoint
+from exai.web.mcp_sessions import McpSessions
 from exai.web.openai import routes as openai_routes
 from exai.web.openai_errors import error_body as openai_error_body
+from exai.web.session_book import SessionBook
 
 __all__ = ["WebFace"]
 
@@ -58,6 +60,10 @@ class WebFace:
     def __init__(self, core: Port) -> None:
         self.core = core
         self.mcp, self.mcp_json = session_managers(core)
+        s = core.settings
+        self.mcp_sessions = SessionBook(per_principal=s.mcp_max_sessions_per_principal,
+                                        total=s.mcp_max_sessions,
+                                        idle_s=s.mcp_session_idle_s)  # fmt: skip
         self._server: _Uvicorn | None = None
         self._task: asyncio.Task[None] | None = None
         self._mcp_task: asyncio.Task[None] | None = None
@@ -68,7 +74,8 @@ class WebFace:
         s = self.core.settings
         app = Starlette(routes=[
             Route("/health", self._health),
-            Route("/mcp", _AsgiEndpoint(McpEndpoint(self.mcp, self.mcp_json, MAX_BODY_BYTES)),
+            Route("/mcp", _AsgiEndpoint(McpSessions(
+                McpEndpoint(self.mcp, self.mcp_json, MAX_BODY_BYTES), self.mcp_sessions)),
                   methods=["GET", "POST", "DELETE"]),
             *openai_routes(self.core),
         ])  # fmt: skip
