@@ -168,7 +168,9 @@ class SessionBook:
         now = self._clock()
         for session_id in list(session_ids):
             session = self._sessions.get(session_id)
-            if session is not None and session.in_flight == 0 and (
-                now - session.idle_since > self.idle_s
+            if (
+                session is not None
+                and session.in_flight == 0
+                and (now - session.idle_since > self.idle_s)
             ):
                 self.ended(session_id)
