@@ -248,7 +248,7 @@ class Core:
 
     def _register_gauges(self) -> None:
         m = self.metrics
-        m.gauge("exai_connections_unauthenticated", "WebSocket connections before a valid hello",
+        m.gauge("exai_connections_unauthenticated", "Connections (WebSocket, HTTP) not logged in",
                 lambda: self.admission.unauthenticated)  # fmt: skip
         m.gauge("exai_sessions", "Known sessions", lambda: len(self.sessions))
         m.gauge("exai_calls_in_flight", "Tool calls running", self.in_flight)

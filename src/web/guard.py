@@ -6,7 +6,9 @@ checked by the same :class:`~exai.auth.Authenticator` as the WebSocket
 401 with a ``WWW-Authenticate`` header, as RFC 6750 asks; failed attempts count
 against the same per-address allowance as failed WebSocket logins
 (:class:`~exai.admission.Admission`), and once it is spent requests
-from that address are refused without their token being checked.
+from that address are refused without their token being checked. A request
+that passes tells ``on_login`` its client address, so the listener stops
+counting its connection as not logged in (:mod:`exai.web.connections`).
 
 A browser page must not reach a daemon on the user's machine: the MCP
 specification requires servers to validate ``Origin``, and a DNS-rebinding
@@ -59,6 +61,7 @@ class Guard:
         allowed_origins: list[str],
         open_paths: frozenset[str] = frozenset({"/health"}),
         throttle: Any = None,
+        on_login: Callable[[Any], None] | None = None,
         error_bodies: Mapping[str, ErrorBody] | None = None,
     ) -> None:
         self.app = app
@@ -68,6 +71,7 @@ class Guard:
         self.allowed_origins = {o.rstrip("/") for o in allowed_origins}
         self.open_paths = open_paths
         self.throttle = throttle
+        self.on_login = on_login
         self.error_bodies = dict(error_bodies or {})
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -92,6 +96,8 @@ class Guard:
                 await send_json(send, 401, body, {"www-authenticate": challenge})
                 return
             scope.setdefault("state", {})[_STATE_KEY] = principal
+            if self.on_login is not None:
+                self.on_login(scope.get("client"))
         await self.app(scope, receive, send)
 
     def _body(self, path: str, info: ErrorInfo) -> dict[str, Any]:
