@@ -19,7 +19,7 @@ from typing import Any
 
 from exai import __version__
 from exai.admission import Admission
-from exai.auth import Authenticator, Principal, parse_token_list
+from exai.auth import Authenticator, Credential, Principal, parse_token_list
 from exai.bridge import Bridge
 from exai.cluster import ClusterState, open_cluster
 from exai.daemon.dispatch import Dispatcher
@@ -156,6 +156,11 @@ class Core:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    def credential_problem(
+        self, owner: str, credential: Credential | None, now: float
+    ) -> str | None:
+        return self.auth.credential_problem(owner, credential, now)
 
     def connect(self, principal: Principal, session_id: str | None = None) -> LocalCaller:
         return LocalCaller(self, principal, session_id)

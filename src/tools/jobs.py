@@ -88,7 +88,9 @@ class JobsTool(Tool):
         elif arguments.action == "pause":
             out = (await service.pause(arguments.id, owner)).public()
         elif arguments.action == "resume":
-            out = (await service.resume(arguments.id, owner)).public()
+            # Resumed under the caller's credential: a job paused because the one
+            # that made it expired runs on under this one.
+            out = (await service.resume(arguments.id, owner, context.principal)).public()
         elif arguments.action == "run_now":
             out = {"run": (await service.run_now(arguments.id, owner)).public()}
         else:
