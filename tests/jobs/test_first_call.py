@@ -31,7 +31,7 @@ TOKEN = "first-call-token-0123456789"
 pytestmark = pytest.mark.timeout(300)
 
 
-def spawn_daemon(workdir: Path) -> tuple[subprocess.Popen[bytes], int, Any]:
+def spawn_daemon(workdir: Path, **extra: str) -> tuple[subprocess.Popen[bytes], int, Any]:
     """``exai serve`` on a free port, its output to ``daemon.log``; not waited for."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -39,7 +39,7 @@ def spawn_daemon(workdir: Path) -> tuple[subprocess.Popen[bytes], int, Any]:
     env |= {"EXAI_WS_HOST": "127.0.0.1", "EXAI_WS_PORT": str(port), "EXAI_HTTP_PORT": "0",
             "EXAI_DATA_DIR": str(workdir / "data"), "EXAI_WS_TOKEN": TOKEN,
             "EXAI_AUDIT_ENABLED": "false", "EXAI_TOOL_PROFILE": "full",
-            "EXAI_LOG_FORMAT": "json"}  # fmt: skip
+            "EXAI_LOG_FORMAT": "json", **extra}  # fmt: skip
     log = open(workdir / "daemon.log", "wb")
     process = subprocess.Popen([sys.executable, "-m", "exai.cli.main", "serve"], env=env,
                                cwd=workdir, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
