@@ -36,6 +36,7 @@ from tests.shim.helpers import mcp_session, shim_command
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(900)]
 
 SECRET = "shim-attack-jwt-secret-0123456789abcdef"
+OTHER_SECRET = "another-daemons-jwt-secret-0123456789"
 RIGHT = "shim-attack-right-token-4e1b"
 
 
@@ -44,7 +45,7 @@ def _wrong_tokens(n: int) -> list[tuple[str, str]]:
     kinds = [
         ("random", lambda i: f"guess-{i}-{'x' * (i % 7)}"),
         ("none", lambda i: ""),
-        ("jwt_other_secret", lambda i: issue_token("another-secret-0123456789abcdef-0000", f"u{i}")),
+        ("jwt_other_secret", lambda i: issue_token(OTHER_SECRET, f"u{i}")),
         ("jwt_expired", lambda i: jwt.encode({"sub": f"u{i}", "exp": now - 120 - i}, SECRET,
                                              "HS256")),
         ("jwt_bad_claim", lambda i: jwt.encode({"sub": f"u{i}", "exp": now + 600,
