@@ -139,11 +139,14 @@ class Settings(BaseSettings):
         16 * 1024, "Largest frame accepted before a hello has succeeded (the hello, with its "
         "token); a larger one closes the connection with 1009.", ge=1024,
     )  # fmt: skip
-    max_connections: int = _daemon(4096, "Open connections, in total.", ge=1)
-    max_connections_per_ip: int = _daemon(2048, "Open connections from one address.", ge=1)
+    max_connections: int = _daemon(4096, "Open connections, in total, on each listener "
+                                   "(WebSocket, HTTP).", ge=1)  # fmt: skip
+    max_connections_per_ip: int = _daemon(2048, "Open connections from one address, on each "
+                                          "listener (WebSocket, HTTP).", ge=1)  # fmt: skip
     max_unauthenticated_per_ip: int = _daemon(
-        256, "Connections from one address (an IPv6 /64) that have not said a valid hello yet; "
-        "beyond this the upgrade is refused with HTTP 429.", ge=1,
+        256, "Connections from one address (an IPv6 /64) not logged in yet, WebSocket and HTTP "
+        "together: a WebSocket before a valid hello, an HTTP connection before a request with "
+        "a valid token; beyond this the connection is refused with HTTP 429.", ge=1,
     )  # fmt: skip
     auth_failures_per_min: float = _daemon(
         30.0, "Failed hellos an address may make per minute once its burst is spent; while it "
