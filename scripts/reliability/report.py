@@ -288,6 +288,7 @@ LAYOUT: list[tuple[str, str, list[tuple[str, str]]]] = [
             ("budget_direct_calls", "their direct chat calls"),
             ("budget_jobs", "chat jobs they scheduled"),
             ("budget_runs", "the jobs' runs"),
+            ("budget_runs_never_started", "fires queued before a job was disabled, never run"),
             ("budget_provider_requests", "requests that reached the provider"),
             ("expiry_jobs", "jobs scheduled with a JWT expiring 3 s later, firing every 0.1 s"),
             ("expiry_runs_before", "runs before the expiry"),

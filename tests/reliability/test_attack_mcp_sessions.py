@@ -112,10 +112,12 @@ async def test_a_flood_of_initialize_from_one_token_opens_only_its_cap(daemon, f
     tally: Counter[int] = Counter()
     opened: list[str] = []
     limits = httpx.Limits(max_connections=50)
+    at_once = asyncio.Semaphore(50)  # no request waits on the client's pool
     async with httpx.AsyncClient(timeout=30, limits=limits) as http:
 
         async def one() -> None:
-            answer = await http.post(url, json=INIT, headers=_headers(ALICE))
+            async with at_once:
+                answer = await http.post(url, json=INIT, headers=_headers(ALICE))
             tally[answer.status_code] += 1
             if answer.status_code == 200:
                 opened.append(answer.headers["mcp-session-id"])
