@@ -18,6 +18,7 @@ address, which names the connection it came on.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +40,8 @@ class HttpConnections:
         self.max_per_address = max_per_address
         self._address: dict[Any, str] = {}  # connection -> its address key
         self._per_address: Counter[str] = Counter()
-        self._by_client: dict[tuple[str, int], Any] = {}
+        # Keyed as the ASGI scope's "client" names a connection: (host, port).
+        self._by_client: dict[tuple[Any, ...], Any] = {}
         self.refused: Counter[str] = Counter()  # "capacity" | "unauthenticated"
         self.timed_out: Counter[str] = Counter()  # "headers" | "body"
 
@@ -61,13 +63,13 @@ class HttpConnections:
         self._address[connection] = key
         self._per_address[key] += 1
         if client is not None:
-            self._by_client[client] = connection
+            self._by_client[tuple(client)] = connection
         return None
 
-    def logged_in(self, client: tuple[str, int] | None) -> None:
+    def logged_in(self, client: Sequence[Any] | None) -> None:
         """A request from ``client`` passed the token check: its connection no longer
         counts as not logged in."""
-        connection = self._by_client.get(client) if client is not None else None
+        connection = self._by_client.get(tuple(client)) if client else None
         if connection is not None:
             self.admission.release(connection)
 
@@ -77,8 +79,8 @@ class HttpConnections:
         key = self._address.pop(connection, None)
         if key is None:
             return
-        if client is not None and self._by_client.get(client) is connection:
-            del self._by_client[client]
+        if client is not None and self._by_client.get(tuple(client)) is connection:
+            del self._by_client[tuple(client)]
         self._per_address[key] -= 1
         if self._per_address[key] <= 0:
             del self._per_address[key]
