@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -169,6 +170,21 @@ class Settings(BaseSettings):
         "across daemons (EXAI_RATE_LIMIT_PER_MIN scaled to it).", ge=1,
     )  # fmt: skip
     enable_echo: bool = _daemon(True, "Offer the echo tool (load tests, connectivity checks).")
+    public_url: str | None = _daemon(
+        None, "The address people reach the HTTP listener at (https://exai.example.com), for "
+        "links to the console in job notifications; empty: the listener's own address.",
+    )  # fmt: skip
+    admin_principals: CommaList = Field(
+        default_factory=list,
+        description="Principals with the operator's view of the console (every principal's "
+        "spend, the audit trail, health, settings), comma-separated; a JWT with the scope "
+        "exai:admin has it too.",
+        json_schema_extra={"group": "daemon"},
+    )
+    console_session_ttl_s: float = _daemon(
+        8 * 3600.0, "How long a console sign-in lasts (never longer than the JWT it was made "
+        "with).", gt=0,
+    )  # fmt: skip
 
     # --- tools --------------------------------------------------------------
     tool_profile: Literal["lean", "standard", "full"] = _tools(
@@ -418,12 +434,24 @@ class Settings(BaseSettings):
 
     @field_validator("tools_allow", "tools_deny", "allowed_roots", "openai_compat_models",
                      "fallback_models", "allowed_origins", "memory_embedding_providers",
-                     "jobs_notify_hosts", mode="before")  # fmt: skip
+                     "jobs_notify_hosts", "admin_principals", mode="before")  # fmt: skip
     @classmethod
     def _split_commas(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http(s) URL such as https://exai.example.com")
+        if parts.query or parts.fragment:
+            raise ValueError("must not carry a query or a fragment")
+        return value.strip().rstrip("/")
 
     @field_validator("budgets")
     @classmethod
@@ -484,7 +512,7 @@ def env_name(field: str) -> str:
 # List settings whose default (empty) is the same on every machine.
 _LIST_DEFAULTS = frozenset({"tools_allow", "tools_deny", "openai_compat_models", "fallback_models",
                             "allowed_origins", "memory_embedding_providers",
-                            "jobs_notify_hosts"})  # fmt: skip
+                            "jobs_notify_hosts", "admin_principals"})  # fmt: skip
 
 
 def env_example() -> str:

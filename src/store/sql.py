@@ -60,6 +60,7 @@ from exai.store.rows import (
     not_found_error,
     thread_row,
 )
+from exai.store.search import ThreadSearch
 from exai.store.tokens import FAMILIES
 
 __all__ = ["SqlStore"]
@@ -122,9 +123,10 @@ class _KeyTaken(Exception):
     """A concurrent transaction claimed the request's key first; run again to find its turn."""
 
 
-class SqlStore(CostAccounts, ConversationStore):
-    """Everything a conversation store does, over any :class:`Executor`, and the
-    per-call cost rows kept beside the conversations (:class:`CostAccounts`)."""
+class SqlStore(CostAccounts, ThreadSearch, ConversationStore):
+    """Everything a conversation store does, over any :class:`Executor`, the
+    per-call cost rows kept beside the conversations (:class:`CostAccounts`) and
+    the search of a principal's threads (:class:`ThreadSearch`)."""
 
     dialect: Dialect
 
