@@ -9,8 +9,8 @@ by their session cookie. The pages share what is here:
 - :meth:`~Console.page` renders a template into a response carrying the
   console's security headers: a Content-Security-Policy that allows scripts,
   styles and requests from this origin only (no inline script, no inline
-  style, no framing, forms posting only here), ``nosniff``, no referrer, no
-  caching of pages that hold a person's data;
+  style, no framing, forms posting only here), ``nosniff``, no referrer sent
+  to other sites, no caching of pages that hold a person's data;
 - :meth:`~Console.form` reads a POSTed form, bounded in size, and refuses it
   (403) unless it carries the session's CSRF token;
 - :meth:`~Console.call` runs a tool as the signed-in principal through the
@@ -45,7 +45,7 @@ from exai.web.console.sessions import (
     cookie_value,
     tokens_match,
 )
-from exai.web.console.views import when
+from exai.web.console.views import money, when
 from exai.web.guard import CookieRealm, principal_of
 
 __all__ = ["PREFIX", "Console", "security_headers", "signed_in"]
@@ -57,7 +57,11 @@ _CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
-_STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+_STATIC_TYPES = {
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
 # Tools a page needs that a daemon's profile may leave out, and what turns them on.
 _JOB_TOOLS = frozenset({"schedule", "jobs", "unschedule"})
 
@@ -74,7 +78,7 @@ def security_headers(*, cache: bool = False) -> dict[str, str]:
     return {
         "content-security-policy": _CSP,
         "x-content-type-options": "nosniff",
-        "referrer-policy": "no-referrer",
+        "referrer-policy": "same-origin",
         "x-frame-options": "DENY",
         "cache-control": "private, max-age=3600" if cache else "no-store",
     }
@@ -91,6 +95,7 @@ class Console:
             lstrip_blocks=True,
         )
         self.templates.filters["when"] = when
+        self.templates.filters["money"] = money
         self.templates.filters["markdown"] = render_markdown
         self.secure = (core.public_url or core.settings.public_url or "").startswith("https:")
         self._static = {

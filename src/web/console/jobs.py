@@ -122,6 +122,10 @@ class _Jobs:
             "delete": "Removed.",
             "run": "Queued a run now; it starts within a tick.",
         }
+        if action == "run":
+            job = await self.reads.job(self.console.principal(request), job_id)
+            if job is not None and job["paused"]:
+                done["run"] = "Queued a run; the job is paused, so it starts when you resume it."
         session.flash("ok", done[action])
         return self.console.redirect(
             f"{PREFIX}/jobs" if action == "delete" else f"{PREFIX}/jobs/{job_id}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,6 +27,7 @@ __all__ = [
     "group_turns",
     "job_arguments",
     "memory_arguments",
+    "money",
     "safe_next",
     "when",
 ]
@@ -57,6 +59,17 @@ class Turn:
     files: list[str] = field(default_factory=list)
     attachments: list[str] = field(default_factory=list)
     entries: list[Entry] = field(default_factory=list)
+
+
+def money(amount: Any) -> str:
+    """A decimal amount as people read it: no trailing zeros past the cents, no exponent."""
+    try:
+        value = Decimal(str(amount))
+    except InvalidOperation:
+        return str(amount)
+    text = format(value.normalize(), "f")
+    whole, _, cents = text.partition(".")
+    return f"{whole}.{cents.ljust(2, '0')}"
 
 
 def when(ts: float | None) -> str:
@@ -102,7 +115,7 @@ def group_turns(messages: list[dict[str, Any]], costs: dict[Any, dict[str, str]]
                     number,
                     message["seq"],
                     message["created_at"],
-                    cost=[f"{amount} {cur}" for cur, amount in sorted(spent.items())],
+                    cost=[f"{money(amount)} {cur}" for cur, amount in sorted(spent.items())],
                 )
             )
         turn = turns[-1]
