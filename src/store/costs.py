@@ -170,15 +170,17 @@ class CostAccounts:
         """What each turn of the principal's thread cost: ``{first seq of the turn:
         {currency: nanos}}``, from the turn's own call (found by its request key, so
         two turns under one request id in different sessions stay apart). Calls to
-        unpriced models and turns no call of the principal stored are absent."""
+        unpriced models and turns no call of the principal stored are absent. The
+        thread's rows are found through ``call_costs_thread`` (schema version 6).
+        """
         sql = (
             "SELECT r.first_seq, c.currency, SUM(c.cost_total) FROM {p}call_costs c"
             " JOIN {p}request_turns r ON r.owner = c.principal AND r.session_id = c.session_id"
             " AND r.request_id = c.request_id AND r.thread_id = c.thread_id"
-            " WHERE c.principal = ? AND c.thread_id = ? AND c.currency IS NOT NULL"
+            " WHERE c.thread_id = ? AND c.principal = ? AND c.currency IS NOT NULL"
             " GROUP BY r.first_seq, c.currency"
         )
-        rows = await self._read(lambda db: db.fetch(self.dialect.sql(sql), principal, thread_id))
+        rows = await self._read(lambda db: db.fetch(self.dialect.sql(sql), thread_id, principal))
         out: dict[int, dict[str, int]] = {}
         for seq, currency, nanos in rows:
             out.setdefault(int(seq), {})[str(currency)] = int(nanos or 0)
