@@ -334,6 +334,7 @@ def test_another_principal_sees_nothing_of_the_first(live, emulator, visitors):
 
 def test_the_operator_sees_health_audit_settings_and_everyones_spend(live, emulator, visitors):
     assert live.call(BOB, "chat", {"prompt": "bob spends a little"}).error is None
+    assert live.call(ALICE, "chat", {"prompt": "alice spends a little"}).error is None
     alice = visitors()
     alice.sign_in(ALICE, "/console/admin/health")
     assert "ready" in alice.page.inner_text("h1")
@@ -361,7 +362,7 @@ def test_the_operator_sees_health_audit_settings_and_everyones_spend(live, emula
     wait_until(lambda: (alice.page.reload(), bars.all_text_contents())[1], what="the charts")
     names = " ".join(bars.all_text_contents())
     assert "alice" in names and "bob" in names
-    assert "5 USD/day" in alice.page.inner_text("table")
+    assert "5.00 USD/day" in alice.page.inner_text("table")
     alice.shot("admin_spend")
     assert alice.problems == []
 

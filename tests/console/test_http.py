@@ -235,3 +235,38 @@ async def test_every_state_change_needs_the_csrf_token(tmp_path, emulator, path)
         )
         assert refused.status_code == 403 and "CSRF" in refused.text
         assert (await http.get("/console/threads")).status_code == 200  # still signed in
+
+
+async def test_a_browser_that_leaves_a_streamed_reply_cancels_its_call(tmp_path, emulator):
+    async with console(tmp_path, emulator) as http:
+        daemon = http.daemon  # type: ignore[attr-defined]
+        async with ExaiClient(daemon.url, ALICE) as alice:
+            first = await alice.call("chat", {"prompt": "a thread to continue"})
+        csrf = await sign_in(http, ALICE)
+        emulator.script({"latency_ms": 5_000})  # a model that would answer in 5 s
+        asked = len(emulator.requests)
+        url = f"/console/threads/{first.metadata.continuation_id}/continue"
+        async with http.stream(
+            "POST",
+            url,
+            data={"csrf": csrf, "prompt": "slow one"},
+            headers={"accept": "text/event-stream"},
+        ) as streamed:
+            assert streamed.status_code == 200
+            for _ in range(200):  # until the model has the request
+                if len(emulator.requests) > asked:
+                    break
+                await asyncio.sleep(0.05)
+            assert daemon.core.in_flight() == 1
+        # The browser went away: the call is cancelled before the model answers, and its
+        # turn is never stored (had it run on, the next call would see 6 messages).
+        for _ in range(200):
+            if daemon.core.in_flight() == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert daemon.core.in_flight() == 0
+        async with ExaiClient(daemon.url, ALICE) as alice:
+            history = await alice.call(
+                "chat", {"prompt": "and now?", "continuation_id": first.metadata.continuation_id}
+            )
+        assert "(saw 4 messages)" in history.outputs[0].text  # the cancelled turn was not stored

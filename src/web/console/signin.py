@@ -53,8 +53,10 @@ class _SignIn:
         self.console = console
         self.core = console.core
 
-    def _form(self, request: Request, *, status: int = 200, error: str = "") -> Response:
-        target = safe_next(request.query_params.get("next"))
+    def _form(
+        self, request: Request, *, status: int = 200, error: str = "", then: str | None = None
+    ) -> Response:
+        target = safe_next(then if then is not None else request.query_params.get("next"))
         token = secrets.token_urlsafe(24)
         response = self.console.page(
             request,
@@ -91,6 +93,7 @@ class _SignIn:
                 status=403,
                 error="The sign-in form had expired or did "
                 "not come from this page; please sign in again.",
+                then=fields.get("next"),
             )
         peer = request.client.host if request.client else "?"
         token = fields.get("token", "").strip() or None
@@ -98,7 +101,9 @@ class _SignIn:
             principal = check_token(self.core.auth, self.core.admission, token, peer)
         except UnauthorizedError as exc:
             self.core.emit("auth_failed", peer=peer, reason=exc.message, face="console")
-            return self._form(request, status=401, error=f"Not signed in: {exc.message}")
+            return self._form(
+                request, status=401, error=f"Not signed in: {exc.message}", then=fields.get("next")
+            )
         session = self.console.sessions.sign_in(principal, time.time())
         self.core.emit(
             "connection_opened",
