@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import sqlite3
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from exai.jobs.schema import SQLITE_MIGRATIONS
-from exai.jobs.sql import Body, JobDialect, SqlJobStore
-from exai.store.executor import ThreadConnection, drive
+from exai.jobs.sql import Body, SqlJobStore
+from exai.store.executor import Dialect, ThreadConnection, drive
+from exai.store.migrations import apply_sqlite_migrations
 
 __all__ = ["SqliteJobStore"]
 
@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 
 class SqliteJobStore(SqlJobStore):
-    dialect = JobDialect()
+    dialect = Dialect()
 
     def __init__(self, path: Path, conn: sqlite3.Connection, pool: ThreadPoolExecutor) -> None:
         self.path = path
@@ -51,20 +51,10 @@ class SqliteJobStore(SqlJobStore):
 
         conn = await loop.run_in_executor(pool, connect)
         store = cls(path, conn, pool)
-        await store._write(store._migrate)
+        await store._write(
+            lambda tx: apply_sqlite_migrations(tx, "jobs_schema_version", SQLITE_MIGRATIONS)
+        )
         return store
-
-    async def _migrate(self, tx: Any) -> None:
-        await tx.execute("CREATE TABLE IF NOT EXISTS jobs_schema_version"
-                         " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)")  # fmt: skip
-        row = await tx.fetchrow("SELECT COALESCE(MAX(version), 0) FROM jobs_schema_version")
-        done = int(row[0]) if row else 0
-        for version, script in SQLITE_MIGRATIONS:
-            if version > done:
-                for statement in filter(str.strip, script.split(";")):
-                    await tx.execute(statement)
-                await tx.execute("INSERT INTO jobs_schema_version VALUES (?, ?)", version,
-                                 time.time())  # fmt: skip
 
     async def _write(self, body: Body[T]) -> T:
         context = contextvars.copy_context()

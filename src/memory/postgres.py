@@ -30,7 +30,6 @@ from typing import Any
 
 import asyncpg
 
-from exai.errors import ValidationError_
 from exai.logs import get_logger
 from exai.memory.base import (
     ANY_OWNER,
@@ -43,26 +42,13 @@ from exai.memory.base import (
 )
 from exai.memory.queue import PostgresExtractionQueue
 from exai.memory.ranking import cosine
-from exai.memory.schema import POSTGRES_MIGRATIONS
-from exai.store.postgres import apply_migrations, driver_options
+from exai.memory.schema import MEMORY_COLUMNS, POSTGRES_MIGRATIONS, decode_memory
+from exai.store.migrations import apply_migrations
+from exai.store.postgres import check_schema_name, driver_options
 
 __all__ = ["PostgresMemoryStore"]
 
 log = get_logger("exai.memory")
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-
-_COLUMNS = (
-    "id, owner, content, type, tags, project, content_hash, source, created_at, updated_at,"
-    " embedding_model, dimension"
-)
-
-
-def _memory(row: Sequence[Any]) -> Memory:
-    return Memory(
-        id=row[0], owner=row[1], content=row[2], type=row[3], tags=json.loads(row[4]),
-        project=row[5], content_hash=row[6], source=row[7], created_at=row[8],
-        updated_at=row[9], embedding_model=row[10], dimension=row[11],
-    )  # fmt: skip
 
 
 def _literal(vector: Sequence[float]) -> str:
@@ -109,8 +95,7 @@ class PostgresMemoryStore(MemoryStore):
         cls, url: str, *, schema: str = "exai", clock: Callable[[], float] = time.time,
         pgvector: bool = True, max_size: int = 10,
     ) -> PostgresMemoryStore:  # fmt: skip
-        if not _SCHEMA_NAME.match(schema):
-            raise ValidationError_(f"{schema!r} is not a plain lower-case Postgres schema name")
+        check_schema_name(schema)
         dsn, options = driver_options(url)
         vector_schema, reason, iterative = await _vector_extension(dsn, pgvector)
         path = f'"{schema}", "{vector_schema}", public' if vector_schema else f'"{schema}", public'
@@ -209,11 +194,11 @@ class PostgresMemoryStore(MemoryStore):
                 await self._index(conn, len(vector))
             await conn.execute(self._insert_sql(), *self._insert_args(memory, vector, model))
             row = await conn.fetchrow(
-                f"SELECT {_COLUMNS} FROM {self.schema}.memories"
+                f"SELECT {MEMORY_COLUMNS} FROM {self.schema}.memories"
                 " WHERE owner = $1 AND content_hash = $2",
                 memory.owner, memory.content_hash,
             )  # fmt: skip
-        return _memory(row)
+        return decode_memory(row)
 
     async def insert_many(
         self, memories: Sequence[tuple[NewMemory, Sequence[float] | None]], model: str | None
@@ -268,31 +253,31 @@ class PostgresMemoryStore(MemoryStore):
     async def get(self, memory_id: str, owner: Owner) -> Memory:
         async with self._pool.acquire() as conn:
             row = await conn.fetchrow(
-                f"SELECT {_COLUMNS} FROM {self.schema}.memories WHERE id = $1", memory_id
+                f"SELECT {MEMORY_COLUMNS} FROM {self.schema}.memories WHERE id = $1", memory_id
             )
         if row is None or (owner is not ANY_OWNER and row[1] != owner):
             raise MemoryNotFoundError(memory_id)
-        return _memory(row)
+        return decode_memory(row)
 
     async def find_hash(self, owner: str, content_hash: str) -> Memory | None:
         async with self._pool.acquire() as conn:
             row = await conn.fetchrow(
-                f"SELECT {_COLUMNS} FROM {self.schema}.memories"
+                f"SELECT {MEMORY_COLUMNS} FROM {self.schema}.memories"
                 " WHERE owner = $1 AND content_hash = $2",
                 owner, content_hash,
             )  # fmt: skip
-        return _memory(row) if row else None
+        return decode_memory(row) if row else None
 
     async def fetch(self, owner: str, ids: Sequence[str]) -> list[Memory]:
         if not ids:
             return []
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(
-                f"SELECT {_COLUMNS} FROM {self.schema}.memories"
+                f"SELECT {MEMORY_COLUMNS} FROM {self.schema}.memories"
                 " WHERE owner = $1 AND id = ANY($2::text[])",
                 owner, list(ids),
             )  # fmt: skip
-        return [_memory(r) for r in rows]
+        return [decode_memory(r) for r in rows]
 
     async def list_memories(
         self, owner: Owner, *, types: Sequence[str] | None = None,
@@ -304,12 +289,12 @@ class PostgresMemoryStore(MemoryStore):
         f.types_projects(types, projects)
         n = len(f.args)
         sql = (
-            f"SELECT {_COLUMNS} FROM {self.schema}.memories WHERE true{f.sql}"
+            f"SELECT {MEMORY_COLUMNS} FROM {self.schema}.memories WHERE true{f.sql}"
             f" ORDER BY updated_at DESC, id LIMIT ${n + 1} OFFSET ${n + 2}"
         )
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(sql, *f.args, limit, offset)
-        return [_memory(r) for r in rows]
+        return [decode_memory(r) for r in rows]
 
     async def count(self, owner: Owner) -> int:
         async with self._pool.acquire() as conn:
@@ -369,12 +354,12 @@ class PostgresMemoryStore(MemoryStore):
     ) -> list[Memory]:
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(
-                f"SELECT {_COLUMNS} FROM {self.schema}.memories WHERE embedding_model IS NULL"
+                f"SELECT {MEMORY_COLUMNS} FROM {self.schema}.memories WHERE embedding_model IS NULL"
                 " OR embedding_model IS DISTINCT FROM $1 OR dimension IS DISTINCT FROM $2"
                 " ORDER BY created_at, id LIMIT $3",
                 model, dimension, limit,
             )  # fmt: skip
-        return [_memory(r) for r in rows]
+        return [decode_memory(r) for r in rows]
 
     def status(self) -> dict[str, Any]:
         out: dict[str, Any] = {"backend": "postgres", "keyword": "full-text (ts_rank_cd)"}

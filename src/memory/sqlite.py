@@ -42,17 +42,14 @@ from exai.memory.base import (
 )
 from exai.memory.queue import SqliteExtractionQueue
 from exai.memory.ranking import cosine
-from exai.memory.schema import SQLITE_MIGRATIONS, sqlite_statements
+from exai.memory.schema import MEMORY_COLUMNS, SQLITE_MIGRATIONS, decode_memory
+from exai.store.executor import ThreadConnection, drive
+from exai.store.migrations import apply_sqlite_migrations
 
 __all__ = ["SqliteMemoryStore", "connect_sqlite"]
 
 T = TypeVar("T")
 log = get_logger("exai.memory")
-
-_COLUMNS = (
-    "id, owner, content, type, tags, project, content_hash, source, created_at, updated_at,"
-    " embedding_model, dimension"
-)
 
 
 def connect_sqlite(path: str, load_vec: bool = True) -> tuple[Any, str | None]:
@@ -111,14 +108,6 @@ def _pack(vector: Sequence[float]) -> bytes:
 
 def _unpack(blob: bytes) -> tuple[float, ...]:
     return struct.unpack(f"<{len(blob) // 4}f", blob)
-
-
-def _memory(row: Sequence[Any]) -> Memory:
-    return Memory(
-        id=row[0], owner=row[1], content=row[2], type=row[3], tags=json.loads(row[4]),
-        project=row[5], content_hash=row[6], source=row[7], created_at=row[8],
-        updated_at=row[9], embedding_model=row[10], dimension=row[11],
-    )  # fmt: skip
 
 
 def _filters(
@@ -185,19 +174,8 @@ class SqliteMemoryStore(MemoryStore):
         return await asyncio.get_running_loop().run_in_executor(self._pool, transaction)
 
     def _migrate(self, db: Any) -> None:
-        db.execute(
-            "CREATE TABLE IF NOT EXISTS memory_schema_version"
-            " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-        )
-        current = db.execute("SELECT COALESCE(MAX(version), 0) FROM memory_schema_version")
-        done = int(current.fetchone()[0])
-        for version, script in SQLITE_MIGRATIONS:
-            if version > done:
-                for statement in sqlite_statements(script):
-                    db.execute(statement)
-                db.execute(
-                    "INSERT INTO memory_schema_version VALUES (?, ?)", (version, time.time())
-                )
+        migrations = SQLITE_MIGRATIONS
+        drive(apply_sqlite_migrations(ThreadConnection(db), "memory_schema_version", migrations))
         if self._no_vec is None:
             for (name,) in db.execute(
                 "SELECT name FROM sqlite_master WHERE name LIKE 'memory_vec_%' AND type = 'table'"
@@ -262,10 +240,10 @@ class SqliteMemoryStore(MemoryStore):
         def body(db: Any) -> Memory:
             self._insert_one(db, memory, vector, model)
             row = db.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND content_hash = ?",
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE owner = ? AND content_hash = ?",
                 (memory.owner, memory.content_hash),
             ).fetchone()
-            return _memory(row)
+            return decode_memory(row)
 
         return await self._run(body)
 
@@ -329,10 +307,11 @@ class SqliteMemoryStore(MemoryStore):
     # --- reads --------------------------------------------------------------------
 
     def _get(self, db: Any, memory_id: str, owner: Owner) -> Memory:
-        row = db.execute(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?"
+        row = db.execute(sql, (memory_id,)).fetchone()
         if row is None or (owner is not ANY_OWNER and row[1] != owner):
             raise MemoryNotFoundError(memory_id)
-        return _memory(row)
+        return decode_memory(row)
 
     async def get(self, memory_id: str, owner: Owner) -> Memory:
         return await self._run(lambda db: self._get(db, memory_id, owner))
@@ -340,10 +319,10 @@ class SqliteMemoryStore(MemoryStore):
     async def find_hash(self, owner: str, content_hash: str) -> Memory | None:
         def body(db: Any) -> Memory | None:
             row = db.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND content_hash = ?",
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE owner = ? AND content_hash = ?",
                 (owner, content_hash),
             ).fetchone()
-            return _memory(row) if row else None
+            return decode_memory(row) if row else None
 
         return await self._run(body)
 
@@ -353,10 +332,12 @@ class SqliteMemoryStore(MemoryStore):
         # By id first: "+owner" keeps the planner off the owner index, which would
         # read every one of the owner's rows to find a few.
         sql = (
-            f"SELECT {_COLUMNS} FROM memories WHERE id IN ({','.join('?' * len(ids))})"
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({','.join('?' * len(ids))})"
             " AND +owner = ?"
         )
-        return await self._run(lambda db: [_memory(r) for r in db.execute(sql, (*ids, owner))])
+        return await self._run(
+            lambda db: [decode_memory(r) for r in db.execute(sql, (*ids, owner))]
+        )
 
     async def list_memories(
         self, owner: Owner, *, types: Sequence[str] | None = None,
@@ -367,11 +348,11 @@ class SqliteMemoryStore(MemoryStore):
             where += " AND owner = ?"
             args.append(owner)
         sql = (
-            f"SELECT {_COLUMNS} FROM memories WHERE 1 = 1{where}"
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE 1 = 1{where}"
             " ORDER BY updated_at DESC, id LIMIT ? OFFSET ?"
         )
         return await self._run(
-            lambda db: [_memory(r) for r in db.execute(sql, (*args, limit, offset))]
+            lambda db: [decode_memory(r) for r in db.execute(sql, (*args, limit, offset))]
         )
 
     async def count(self, owner: Owner) -> int:
@@ -445,11 +426,11 @@ class SqliteMemoryStore(MemoryStore):
         self, model: str | None, dimension: int | None, limit: int
     ) -> list[Memory]:
         sql = (
-            f"SELECT {_COLUMNS} FROM memories WHERE embedding_model IS NULL"
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE embedding_model IS NULL"
             " OR embedding_model IS NOT ? OR dimension IS NOT ? ORDER BY rowid LIMIT ?"
         )
         return await self._run(
-            lambda db: [_memory(r) for r in db.execute(sql, (model, dimension, limit))]
+            lambda db: [decode_memory(r) for r in db.execute(sql, (model, dimension, limit))]
         )
 
     def status(self) -> dict[str, Any]:
