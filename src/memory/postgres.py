@@ -4,25 +4,16 @@ The tables live in the conversation store's schema (``exai``) beside its own,
 with a migrations table of their own (``memory_schema_version``): memory has its
 own versions and never shares the conversation store's numbering.
 
-Vectors are kept twice: as ``real[]`` (always) and, when the ``vector``
-extension can be created, as a pgvector ``vector`` searched through one HNSW
-index per dimension (a partial index on ``embedding::vector(d)`` for rows of
-that dimension, since one HNSW index covers one dimension). Without pgvector
-(a plain Postgres such as Debian's 15), vectors are searched by reading the
-principal's ``real[]`` vectors and comparing them in Python: correct, slower,
-and said so in :meth:`PostgresMemoryStore.status`. When pgvector appears later,
-the next start copies the arrays into the vector column.
-
-HNSW returns its nearest candidates before other conditions filter them, so a
-search for one principal among many could come back short; pgvector's
-iterative scan (0.8 and later) keeps scanning until the filtered results are
-enough.
+Vectors are kept as ``real[]`` always and, when pgvector can be used, in a
+``vector`` column searched through HNSW indexes (:mod:`exai.memory.pgvector`).
+Without pgvector (a plain Postgres such as Debian's 15), vectors are searched by
+reading the principal's ``real[]`` vectors and comparing them in Python: correct,
+slower, and said so in :meth:`PostgresMemoryStore.status`.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -40,6 +31,7 @@ from exai.memory.base import (
     Owner,
     ScoredId,
 )
+from exai.memory.pgvector import PgVectors, literal, vector_extension
 from exai.memory.queue import PostgresExtractionQueue
 from exai.memory.ranking import cosine
 from exai.memory.schema import MEMORY_COLUMNS, POSTGRES_MIGRATIONS, decode_memory
@@ -49,10 +41,6 @@ from exai.store.postgres import check_schema_name, driver_options
 __all__ = ["PostgresMemoryStore"]
 
 log = get_logger("exai.memory")
-
-
-def _literal(vector: Sequence[float]) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
 class _Filters:
@@ -80,15 +68,14 @@ class PostgresMemoryStore(MemoryStore):
 
     def __init__(
         self, pool: asyncpg.Pool, schema: str, vector_reason: str | None,
-        clock: Callable[[], float],
+        clock: Callable[[], float], iterative: bool = False,
     ) -> None:  # fmt: skip
         self._pool = pool
         self.schema = schema
         self._no_vec = vector_reason
         self._clock = clock
-        self._indexed: set[int] = set()
+        self._vec = PgVectors(schema, iterative) if vector_reason is None else None
         self.extraction = PostgresExtractionQueue(pool, schema, clock)
-        self._iterative = False  # pgvector's iterative index scan (0.8+) is there
 
     @classmethod
     async def open(
@@ -97,18 +84,17 @@ class PostgresMemoryStore(MemoryStore):
     ) -> PostgresMemoryStore:  # fmt: skip
         check_schema_name(schema)
         dsn, options = driver_options(url)
-        vector_schema, reason, iterative = await _vector_extension(dsn, pgvector)
-        path = f'"{schema}", "{vector_schema}", public' if vector_schema else f'"{schema}", public'
+        found = await vector_extension(dsn, pgvector)
+        path = f'"{schema}", "{found.schema}", public' if found.schema else f'"{schema}", public'
 
         async def init(conn: Any) -> None:
             await conn.execute(f"SET search_path TO {path}")
 
         pool = await asyncpg.create_pool(dsn, min_size=1, max_size=max_size, command_timeout=60,
                                          init=init, **options)  # fmt: skip
-        store = cls(pool, schema, reason, clock)
-        store._iterative = iterative
-        if reason:
-            log.warning("pgvector unavailable: vectors are searched by a scan", reason=reason)
+        store = cls(pool, schema, found.reason, clock, found.iterative)
+        if found.reason:
+            log.warning("pgvector unavailable: vectors are searched by a scan", reason=found.reason)
         try:
             await store._migrate()
         except BaseException:
@@ -117,33 +103,15 @@ class PostgresMemoryStore(MemoryStore):
         return store
 
     async def _migrate(self) -> None:
-        s = self.schema
         async with self._pool.acquire() as conn, conn.transaction():
-            await apply_migrations(conn, s, "memory", "memory_schema_version",
+            await apply_migrations(conn, self.schema, "memory", "memory_schema_version",
                                    POSTGRES_MIGRATIONS)  # fmt: skip
-            if self._no_vec is None:
-                await conn.execute(
-                    f"ALTER TABLE {s}.memories ADD COLUMN IF NOT EXISTS embedding vector"
-                )
-                await conn.execute(
-                    f"UPDATE {s}.memories SET embedding = embedding_array::vector"
-                    " WHERE embedding IS NULL AND embedding_array IS NOT NULL"
-                )
-                dims = await conn.fetch(
-                    f"SELECT DISTINCT dimension FROM {s}.memories WHERE dimension IS NOT NULL"
-                )
-                for row in dims:
-                    await self._index(conn, int(row[0]))
+            if self._vec is not None:
+                await self._vec.prepare(conn)
 
     async def _index(self, conn: Any, dimension: int) -> None:
-        if dimension in self._indexed or self._no_vec is not None:
-            return
-        d = int(dimension)
-        await conn.execute(
-            f"CREATE INDEX IF NOT EXISTS memories_hnsw_{d} ON {self.schema}.memories"
-            f" USING hnsw ((embedding::vector({d})) vector_cosine_ops) WHERE dimension = {d}"
-        )
-        self._indexed.add(d)
+        if self._vec is not None:
+            await self._vec.index(conn, dimension)
 
     # --- writes -------------------------------------------------------------------
 
@@ -165,7 +133,7 @@ class PostgresMemoryStore(MemoryStore):
         else:
             args = [model, len(vector), [float(x) for x in vector]]
         if self._no_vec is None:
-            args.append(_literal(vector) if vector is not None else None)
+            args.append(literal(vector) if vector is not None else None)
         return args
 
     def _insert_sql(self) -> str:
@@ -329,23 +297,13 @@ class PostgresMemoryStore(MemoryStore):
         f.types_projects(types, projects)
         where = f"owner = $1 AND embedding_model = $2 AND dimension = $3{f.sql}"
         async with self._pool.acquire() as conn:
-            if self._no_vec is not None:
+            if self._vec is not None:
+                scored = await self._vec.search(conn, where, f.args, vector, limit)
+            else:
                 rows = await conn.fetch(
                     f"SELECT id, embedding_array FROM {self.schema}.memories WHERE {where}", *f.args
                 )
                 scored = [ScoredId(r[0], cosine(vector, r[1])) for r in rows]
-            else:
-                q = len(f.args) + 1
-                distance = f"(embedding::vector({d})) <=> ${q}::vector({d})"
-                async with conn.transaction():
-                    if self._iterative:
-                        await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                    rows = await conn.fetch(
-                        f"SELECT id, {distance} AS distance FROM {self.schema}.memories"
-                        f" WHERE {where} ORDER BY {distance} LIMIT ${q + 1}",
-                        *f.args, _literal(vector), limit,
-                    )  # fmt: skip
-                scored = [ScoredId(r[0], 1.0 - float(r[1])) for r in rows]
         scored.sort(key=lambda s: (-s.score, s.id))
         return scored[:limit]
 
@@ -373,27 +331,3 @@ class PostgresMemoryStore(MemoryStore):
     async def aclose(self) -> None:
         if not self._pool.is_closing():
             await self._pool.close()
-
-
-async def _vector_extension(dsn: str, wanted: bool) -> tuple[str | None, str | None, bool]:
-    """Where the ``vector`` extension lives (created if allowed) or why it cannot be used,
-    and whether it has the iterative index scan (pgvector 0.8 and later)."""
-    if not wanted:
-        return None, "turned off (EXAI_MEMORY_PGVECTOR=false)", False
-    conn = await asyncpg.connect(dsn)
-    try:
-        failure = None
-        try:
-            await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        except asyncpg.PostgresError as exc:
-            failure = f"CREATE EXTENSION vector failed: {exc}"
-        row = await conn.fetchrow(
-            "SELECT extnamespace::regnamespace::text, extversion FROM pg_extension"
-            " WHERE extname = 'vector'"
-        )
-        if row is None:
-            return None, failure or "the vector extension is missing", False
-        version = tuple(int(p) for p in re.findall(r"\d+", str(row[1]))[:2])
-        return str(row[0]).strip('"'), None, version >= (0, 8)
-    finally:
-        await conn.close()
