@@ -304,7 +304,7 @@ class Dispatcher:
         self.running.discard(call)
         session.last_seen = now
         if call.ran:
-            session.remember(call, data, now)
+            session.remember(call, data, now, error)
         await session.deliver(data)
 
     async def _queue_for(self, limiter: CapacityLimiter) -> None:
