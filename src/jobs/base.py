@@ -8,9 +8,10 @@ finishes; its output goes to the job's conversation thread. A *notification*
 (ntfy or a signed webhook) is kept until it is delivered or given up on.
 
 :class:`JobStore` is the storage contract; SQLite and Postgres implement it
-with the same SQL (:mod:`exai.jobs.sql`). The decisions (when to fire, whether
-a lease expired, retry or give up) are pure functions in :mod:`exai.jobs.policy`
-and :mod:`exai.jobs.schedule`.
+with the same SQL (:mod:`exai.jobs.sql`). The decisions (when to fire, retry or
+give up) are pure functions in :mod:`exai.jobs.policy` and
+:mod:`exai.jobs.schedule`; whether a lease passed is decided by the statement that
+resets the run (see :mod:`exai.jobs.policy` for why).
 """
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ from exai.memory.ranking import (
     content_hash,
     dedup_action,
     fuse,
-    parse_type_weights,
     query_terms,
     recency_factor,
 )
+from exai.settings.values import parse_type_weights
 from exai.store.history import thread_system_prompt
 
 NOW = 1_800_000_000.0
