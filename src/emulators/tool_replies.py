@@ -1,11 +1,11 @@
 """The emulated model's calls to the caller's tools: which, with what ids, and in what text.
 
 Part of the provider emulator (a TEST FIXTURE). The emulated model calls a
-caller's tool when a test scripts it (``Scripted.tool_calls``) or when the
-request forces a call (``tool_choice`` ``"required"``, which calls the first tool
-offered, or a named function) with empty arguments; with ``tool_choice: "none"``
-it calls nothing. Ids are made the way each vendor makes them, and are the same
-for the same request:
+caller's tool when a test scripts it (``Scripted.tool_calls``, made whenever the
+request offers any tool) or when the request forces a call (``tool_choice``
+``"required"``, which calls the first tool offered, or a named function) with
+empty arguments; with ``tool_choice: "none"`` it calls nothing. Ids are made
+the way each vendor makes them, and are the same for the same request:
 
 - Moonshot numbers calls through the conversation, ``functions.<name>:<n>`` (n
   counts the calls already in the messages), so two conversations that make the
@@ -60,11 +60,13 @@ def planned_calls(
     """The tool calls the emulated model makes in reply to ``body``, OpenAI shape."""
     choice = body.get("tool_choice")
     offered = _offered(body)
-    if choice == "none" or not offered:
+    if choice == "none" or not body.get("tools"):
         return []
     wanted: list[tuple[str, Any]]
-    if scripted:
+    if scripted:  # as scripted, even a tool not offered: what a misbehaving model does
         wanted = [(c["name"], c.get("arguments", {})) for c in scripted]
+    elif not offered:
+        return []
     elif isinstance(choice, dict):
         wanted = [(choice.get("function", {}).get("name", offered[0]), {})]
     elif choice == "required":

@@ -131,7 +131,7 @@ class ModelCalls:
         first_error: ExaiError | None = None
         attempts: list[dict[str, Any]] = []
         for info in self._chain(model_info, request):
-            if first_error is not None and info.provider in {a["provider"] for a in attempts}:
+            if first_error is not None and info.provider in _failed(attempts):
                 continue
             try:
                 fitted = self.prepare(info, request)
@@ -154,7 +154,7 @@ class ModelCalls:
         first_error: ExaiError | None = None
         attempts: list[dict[str, Any]] = []
         for info in self._chain(model_info, request):
-            if first_error is not None and info.provider in {a["provider"] for a in attempts}:
+            if first_error is not None and info.provider in _failed(attempts):
                 continue
             try:
                 fitted = self.prepare(info, request)
@@ -311,6 +311,11 @@ def _falls_back(exc: ExaiError) -> bool:
     if isinstance(exc, (RateLimitedError, OverCapacityError)):
         return True
     return isinstance(exc, ProviderError) and exc.retryable
+
+
+def _failed(attempts: list[dict[str, Any]]) -> set[str]:
+    """Providers that failed (a model skipped for its parameters does not count)."""
+    return {a["provider"] for a in attempts if a["code"] != "VALIDATION_ERROR"}
 
 
 def _attempt(info: ModelInfo, exc: ExaiError) -> dict[str, Any]:

@@ -145,10 +145,11 @@ class ToolReasoning:
         self, owner: str, messages: Sequence[dict[str, Any]], turn: dict[str, Any]
     ) -> None:
         """Keep ``turn``'s reasoning (an assistant tool-call message exai returned)
-        for the conversation ``messages`` it answered."""
-        reasoning = _reasoning(turn)
-        if not reasoning or not turn.get("tool_calls") or self.max_bytes <= 0:
+        for the conversation ``messages`` it answered. A round without reasoning
+        is kept too, so that it is known to have none."""
+        if not turn.get("tool_calls") or self.max_bytes <= 0:
             return
+        reasoning = _reasoning(turn)
         running = _seed(owner)
         for message in messages:
             running.update(_unit(message))
@@ -170,10 +171,11 @@ class ToolReasoning:
         self, owner: str, messages: Sequence[dict[str, Any]]
     ) -> tuple[list[dict[str, Any]], list[int]]:
         """``messages`` with the reasoning this cache knows put back on tool-call
-        messages that lack it, and the indices of those it does not know. The input
+        messages that lack it, and the indices of the rounds it does not know
+        (a round it knows to have had no reasoning is not among them). The input
         is not modified."""
         out = list(messages)
-        missing: list[int] = []
+        unknown: list[int] = []
         now = self._clock()
         for index, key in round_digests(owner, messages).items():
             if _reasoning(messages[index]):
@@ -185,12 +187,13 @@ class ToolReasoning:
                 entry = None
             if entry is None:
                 self.stats.misses += 1
-                missing.append(index)
+                unknown.append(index)
                 continue
             self._entries.move_to_end(key)
             self.stats.hits += 1
-            out[index] = {**messages[index], "reasoning_content": entry[0]}
-        return out, missing
+            if entry[0]:
+                out[index] = {**messages[index], "reasoning_content": entry[0]}
+        return out, unknown
 
 
 def lacking_reasoning(messages: Sequence[dict[str, Any]]) -> list[int]:
@@ -217,43 +220,41 @@ def settle_reasoning(
     :class:`ReplayRule` for a request.
     """
     messages = request.messages
+    unknown = lacking_reasoning(messages)
     if cache is not None and request.owner is not None:
-        messages, _ = cache.restore(request.owner, messages)
-    missing = lacking_reasoning(messages)
+        messages, unknown = cache.restore(request.owner, messages)
     request.messages = messages
-    if not missing:
+    lacking = lacking_reasoning(messages)
+    if not lacking:
         return request, []
     rule = rule_for(request)
-    where = ", ".join(f"messages[{i}]" for i in missing)
     if rule.requires_tool_reasoning:
+        where = ", ".join(f"messages[{i}]" for i in lacking)
+        why = (
+            "not known to this daemon (made elsewhere, expired, or not made by exai)"
+            if unknown
+            else "empty (the round was made without thinking)"
+        )
         if info.thinking == "switchable" and asked_thinking is not True:
             request.thinking, request.thinks = False, False
-            return request, [
-                {
-                    "param": "thinking",
-                    "message": (
-                        f"the reasoning of the tool round in {where} is not known to this daemon "
-                        f"(made elsewhere, expired, or not made by exai), and {info.name} refuses "
-                        "a tool round without it while thinking; thinking was turned off for this "
-                        "request"
-                    ),
-                }
-            ]
+            message = (
+                f"the reasoning of the tool round in {where} is {why}, and {info.name} "
+                "refuses a tool round without reasoning while it thinks; thinking was "
+                "turned off for this request"
+            )
+            return request, [{"param": "thinking", "message": message}]
         raise ValidationError_(
             f"{where}: {info.name} refuses an assistant tool-call message without its "
-            "reasoning while it thinks, and this daemon does not know that round's reasoning "
-            "(made elsewhere, expired, or not made by exai); send reasoning_content with it, "
-            "turn thinking off, or choose a model whose thinking can be turned off",
-            details={"param": f"messages[{missing[0]}]", "messages": missing},
+            f"reasoning while it thinks, and that reasoning is {why}; send "
+            "reasoning_content with it, turn thinking off, or choose a model whose thinking "
+            "can be turned off",
+            details={"param": f"messages[{lacking[0]}]", "messages": lacking},
         )
-    if rule.tool_reasoning:
-        return request, [
-            {
-                "param": f"messages[{missing[0]}]",
-                "message": (
-                    f"the reasoning of the tool round in {where} is not known to this daemon; "
-                    "the round was sent without it"
-                ),
-            }
-        ]
+    if rule.tool_reasoning and unknown:
+        where = ", ".join(f"messages[{i}]" for i in unknown)
+        message = (
+            f"the reasoning of the tool round in {where} is not known to this daemon; "
+            "the round was sent without it"
+        )
+        return request, [{"param": f"messages[{unknown[0]}]", "message": message}]
     return request, []

@@ -73,7 +73,7 @@ class Message(BaseModel):
     role: Literal["system", "user", "assistant", "tool"]
     content: str | list[dict[str, Any]] | None = None
     tool_calls: list[ToolCall] | None = None
-    tool_call_id: str | None = None
+    tool_call_id: str | None = Field(default=None, validate_default=True)
 
     @field_validator("tool_call_id")
     @classmethod
