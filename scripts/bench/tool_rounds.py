@@ -34,9 +34,12 @@ import statistics
 import tempfile
 import time
 import tracemalloc
+from itertools import pairwise
 from typing import Any
 
+from exai.emulators.prompt_cache import PromptCache
 from exai.emulators.provider import EmulatorServer
+from exai.emulators.replies import prompt_tokens
 from exai.providers import ChatRequest, ProviderRegistry
 from exai.providers.tool_reasoning import ENTRY_OVERHEAD, ToolReasoning
 from exai.settings import Settings
@@ -130,25 +133,28 @@ async def _loop(emulator: EmulatorServer, data_dir: str, option: str) -> dict[st
                 {"role": "assistant", "content": None, "tool_calls": [call]},
                 {"role": "tool", "tool_call_id": call["id"], "content": prose(rng, 600)},
             ]
-    stats = registry.tool_reasoning.stats if registry.tool_reasoning else None
-    if stats is not None and option in ("keep", "restart"):
-        hits, misses = hits + stats.hits, misses + stats.misses
+    if option in ("keep", "restart"):
+        hits, misses = _counted(registry, hits, misses)
     await registry.aclose()
     by_seq = {r["seq"]: r for r in emulator.requests}
     bodies = [by_seq[s]["body"]["messages"] for s in agent_seqs]
-    kept = sum(shares_prefix(a, len(a), b) for a, b in zip(bodies, bodies[1:], strict=False))
+    kept = sum(shares_prefix(a, len(a), b) for a, b in pairwise(bodies))
     return {"option": option, "requests": len(bodies), "thought": thought, "hits": hits,
             "misses": misses, "prefix_kept": kept, "transitions": len(bodies) - 1,
             **_cached(emulator, agent_seqs)}  # fmt: skip
 
 
-def _cached(emulator: EmulatorServer, seqs: list[int]) -> dict[str, Any]:
-    """Prompt and cached tokens of the agent requests, as the emulator counted them."""
-    # The emulator's usage is in the response, which the request log does not keep;
-    # recompute it from the same prompt cache by replaying the prompts in order.
-    from exai.emulators.prompt_cache import PromptCache
-    from exai.emulators.replies import prompt_tokens
+def _counted(registry: ProviderRegistry, hits: int, misses: int) -> tuple[int, int]:
+    stats = registry.tool_reasoning.stats if registry.tool_reasoning is not None else None
+    if stats is None:
+        return hits, misses
+    return hits + stats.hits, misses + stats.misses
 
+
+def _cached(emulator: EmulatorServer, seqs: list[int]) -> dict[str, Any]:
+    """Prompt and cached tokens of the agent requests, as the emulator counts them."""
+    # The emulator's usage is in its responses, which the request log does not keep;
+    # the same prompt cache, fed the same prompts in the same order, gives it again.
     cache = PromptCache()
     prompt = cached = 0
     for request in emulator.requests:
