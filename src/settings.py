@@ -248,7 +248,8 @@ class Settings(BaseSettings):
     )
     tool_reasoning_max_mb: float = _providers(
         64.0, "Memory for the reasoning of tool rounds returned to stateless callers, kept to "
-        "send back with them (thinking models want it); least recently used first out.",
+        "send back with them (thinking models want it); least recently used first out; 0 keeps "
+        "none.",
         ge=0,
     )  # fmt: skip
     tool_reasoning_ttl_s: float = _providers(

@@ -195,6 +195,8 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         metadata["fallback_from"] = response.fallback_from
     if response.reasoning:
         metadata["reasoning"] = response.reasoning
+    if response.notes:
+        metadata["notes"] = response.notes
     if assembled.turns_dropped:
         metadata["turns_dropped"] = assembled.turns_dropped
     if assembled.files_included:
