@@ -14,6 +14,7 @@ from exai.providers.base import ChatRequest, Delta
 from exai.providers.exchange import ChatCompletionsProvider
 from exai.providers.glm import GLMProvider
 from exai.providers.kimi import KimiProvider
+from exai.providers.openai_compat import OpenAICompatibleProvider
 
 from .helpers import user
 
@@ -207,3 +208,26 @@ async def test_a_call_to_a_tool_nobody_offered_is_a_provider_error(
 
     with pytest.raises(ProviderError, match="'read_file', which exai did not offer"):
         await kimi.complete(request)
+
+
+async def test_an_openai_compatible_endpoint_gets_every_parameter(
+    compat: OpenAICompatibleProvider, emulator: EmulatorServer
+) -> None:
+    """OpenAI's own API takes them all, so the plugin for compatible servers sends them as
+    given (the registry checks nothing away for it)."""
+    schema = {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "object"}}}
+    emulator.script({"tool_calls": [{"name": "grep", "arguments": {"pattern": "x"}}]})
+    request = ChatRequest(
+        model="moonshot-v1-8k", messages=user("x"), tools=[READ, GREP],
+        tool_choice={"type": "function", "function": {"name": "grep"}},
+        parallel_tool_calls=False, seed=4, stop=["a", "b"], top_p=0.3, response_format=schema,
+    )  # fmt: skip
+
+    response = await compat.complete(request)
+
+    body = emulator.requests[0]["body"]
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "grep"}}
+    assert body["parallel_tool_calls"] is False and body["seed"] == 4
+    assert body["stop"] == ["a", "b"] and body["top_p"] == 0.3
+    assert body["response_format"] == schema
+    assert response.tool_calls[0]["function"]["name"] == "grep"
