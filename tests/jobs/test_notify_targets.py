@@ -82,21 +82,31 @@ async def test_internal_targets_are_refused_when_a_job_is_made(tmp_path, store, 
 async def test_a_public_name_or_an_allowed_internal_host_is_accepted(tmp_path, store):
     public = JobService(store, make_settings(tmp_path), resolve=Resolver({
         "ntfy.example": [["93.184.216.34"]]}))  # fmt: skip
-    job, _ = await public.create(Principal("erin"), JobSpec(
-        "echo", {}, "interval", "3600", notify={"kind": "ntfy", "url": "https://ntfy.example/t"}))
+    job, _ = await public.create(
+        Principal("erin"),
+        JobSpec(
+            "echo", {}, "interval", "3600", notify={"kind": "ntfy", "url": "https://ntfy.example/t"}
+        ),
+    )
     assert job.notify == {"kind": "ntfy", "url": "https://ntfy.example/t"}
     # A name that does not resolve now is accepted and checked at each send.
-    await public.create(Principal("erin"), JobSpec(
-        "echo", {}, "interval", "3600", notify={"kind": "ntfy", "url": "https://nx.invalid/t"}))
+    await public.create(
+        Principal("erin"),
+        JobSpec(
+            "echo", {}, "interval", "3600", notify={"kind": "ntfy", "url": "https://nx.invalid/t"}
+        ),
+    )
     named = JobService(store, make_settings(tmp_path, jobs_notify_hosts=["127.0.0.1"]))
     for form in ("127.0.0.1", "2130706433", "[::ffff:127.0.0.1]"):  # one address, three spellings
-        await named.create(Principal("erin"), JobSpec(
-            "echo", {}, "interval", "3600", notify={"kind": "ntfy", "url": f"http://{form}/t"}))
+        await named.create(
+            Principal("erin"),
+            JobSpec(
+                "echo", {}, "interval", "3600", notify={"kind": "ntfy", "url": f"http://{form}/t"}
+            ),
+        )
 
 
-async def test_a_stored_internal_target_is_refused_at_send_and_never_retried(
-    tmp_path, receiver
-):
+async def test_a_stored_internal_target_is_refused_at_send_and_never_retried(tmp_path, receiver):
     """A target stored before the rule (or under other settings) is checked again
     when it is sent: numeric forms of loopback reach nothing."""
     settings = make_settings(tmp_path, jobs_notify_attempts=3, **FAST)
@@ -191,8 +201,9 @@ async def test_notification_credentials_are_masked_in_every_view_but_the_send(
     assert "hook-user:****@" in views[-1] and "auth=****" in views[-1]
     # The send itself used the real URL: credentials and query as given.
     [got] = receiver.received
-    assert got.headers["authorization"] == "Basic " + base64.b64encode(
-        b"hook-user:pw-S3CRET").decode()
+    assert (
+        got.headers["authorization"] == "Basic " + base64.b64encode(b"hook-user:pw-S3CRET").decode()
+    )
     assert got.path == "/t"
 
 
