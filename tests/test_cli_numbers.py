@@ -16,6 +16,7 @@ CASES = [
     (["jobs", "add", "echo", "every 1h", "--timeout", "-5"], "--timeout"),
     (["jobs", "add", "echo", "every 1h", "--max-retries", "99999999999999999999"], "--max-retries"),
     (["jobs", "history", "job_x", "--limit", "0"], "--limit"),
+    (["jobs", "history", "job_x", "--limit", "9" * 400], "--limit"),  # no float holds it
     (["call", "echo", "--timeout", "1e308"], "--timeout"),
     (["conversations", "list", "--limit", "-3"], "--limit"),
     (["memory", "list", "--limit", "1e3"], "--limit"),

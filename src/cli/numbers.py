@@ -27,7 +27,8 @@ def number(low: float, high: float, *, integer: bool = False) -> Callable[[str],
             raise argparse.ArgumentTypeError(
                 f"must be {kind} from {low:g} to {high:g}, not {text[:40]!r}"
             ) from None
-        if not math.isfinite(value) or not low <= value <= high:
+        finite = integer or math.isfinite(value)  # ints compare exactly at any size
+        if not finite or not low <= value <= high:
             raise argparse.ArgumentTypeError(
                 f"must be {kind} from {low:g} to {high:g}, not {text[:40]!r}"
             )
