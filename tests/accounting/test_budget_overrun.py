@@ -61,26 +61,32 @@ async def spend_today(settings: Any) -> Decimal:
     return Decimal(nanos) / 10**9
 
 
-async def preload(settings: Any) -> None:
-    """Spend recorded by another daemon sharing the store: 91% of the budget."""
+async def preload(settings: Any, already: Decimal = ALREADY) -> None:
+    """Spend recorded by another daemon sharing the store (91% of the budget)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = await SqliteStore.open(settings.sqlite_path)
     try:
         await store.record_costs([CostRow(time.time() - 1, "another-daemon", "alice", "chat",
                                           "s", "r", None, MODEL, "kimi", 1, 0, 1, 0, "USD",
-                                          0, 0, 0, int(ALREADY * 10**9))])  # fmt: skip
+                                          0, 0, 0, int(already * 10**9))])  # fmt: skip
     finally:
         await store.aclose()
 
 
 async def storm(
-    tmp_path: Path, emulator: Any, client_factory: Any, arguments: dict[str, Any], calls: int = 40
+    tmp_path: Path,
+    emulator: Any,
+    client_factory: Any,
+    arguments: dict[str, Any],
+    calls: int = 40,
+    already: Decimal = ALREADY,
 ) -> dict[str, Any]:
-    """``calls`` concurrent calls of ``arguments`` at 91% of the budget; what came of them."""
+    """``calls`` concurrent calls of ``arguments`` with ``already`` spent (91% of the
+    budget); what came of them."""
     emulator.reset()
     emulator.configure(latency_ms=300)
     settings = settings_for(tmp_path, emulator)
-    await preload(settings)
+    await preload(settings, already)
     async with running_daemon(settings) as daemon:
         clients = [await client_factory(daemon, TOKEN) for _ in range(4)]
         results = await asyncio.gather(*(
