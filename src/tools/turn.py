@@ -289,8 +289,7 @@ def response_cost(providers: Any, response: ChatResponse) -> Cost | None:
 
 
 def _estimate(request: ChatRequest, info: ModelInfo) -> Cost | None:
-    """What a budget holds for the call: its prompt if none of it were cached, and a
-    reply as long as the call's output cap (its own, else the model's)."""
+    """What a budget holds: the prompt, uncached, and a reply as long as the output cap."""
     if info.price is None:
         return None
     tokens = estimator_for(info.provider).messages(request.messages)

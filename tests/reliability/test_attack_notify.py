@@ -150,7 +150,8 @@ async def test_notifications_reach_no_internal_address(daemon, receiver, figures
     rounds = scaled(200, minimum=20)
     dns = FlippingResolver(["127.0.0.1", "::1", "169.254.169.254", "10.0.0.1", "::ffff:7f00:1"])
     service = JobService(await SqliteJobStore.open(tmp_path / "rebind.sqlite3"),
-                         make_settings(tmp_path / "rebind"), resolve=dns)  # fmt: skip
+                         make_settings(tmp_path / "rebind", jobs_max_per_principal=100_000),
+                         resolve=dns)  # fmt: skip
     refused_at_send = 0
     async with httpx.AsyncClient(timeout=3) as http:
         for i in range(rounds):
