@@ -13,10 +13,13 @@ import asyncio
 import base64
 import json
 import socket
+import ssl
+import subprocess
 import time
 
 import httpx
 import pytest
+import uvicorn
 
 from exai.auth import Principal
 from exai.cli.main import main as cli
@@ -27,6 +30,7 @@ from exai.jobs.schedule import parse_schedule
 from exai.jobs.service import JobService, JobSpec
 from exai.jobs.sqlite import SqliteJobStore
 from tests.conftest import make_settings, running_daemon
+from tests.jobs.conftest import Receiver
 from tests.jobs.helpers import FAST, finished_runs, wait_for
 
 # Every way of writing an internal address that the attack run tried, and more.
@@ -209,3 +213,45 @@ async def test_notification_credentials_are_masked_in_every_view_but_the_send(
 
 async def _value(value):
     return value
+
+
+async def test_https_checks_the_certificate_against_the_name_while_connecting_to_the_address(
+    tmp_path,
+):
+    """TLS gets the name (SNI and the certificate check) while the connection goes to
+    the address the check saw: a certificate for the name passes, one for another
+    name does not. A local TLS receiver with a throwaway CA (test fixtures)."""
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+        "-days", "1", "-subj", "/CN=exai test CA")  # fmt: skip
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr",
+        "-subj", "/CN=hooks.tls.test")  # fmt: skip
+    (tmp_path / "ext.cnf").write_text("subjectAltName=DNS:hooks.tls.test\n")
+    run("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "srv.pem", "-days", "1", "-extfile", "ext.cnf")  # fmt: skip
+    app = Receiver()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error",
+                                           lifespan="off", ssl_certfile=str(tmp_path / "srv.pem"),
+                                           ssl_keyfile=str(tmp_path / "srv.key")))  # fmt: skip
+    task = asyncio.create_task(server.serve())
+    while not server.started:  # noqa: ASYNC110 (uvicorn offers no event to wait on)
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    dns = Resolver({"hooks.tls.test": [["127.0.0.1"]], "other.tls.test": [["127.0.0.1"]]})
+    trust = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+    try:
+        async with httpx.AsyncClient(timeout=5, verify=trust) as client:
+            good = await send(client, _note(f"https://hooks.tls.test:{port}/ok"), None,
+                              time.time(), hosts=["hooks.tls.test"], resolve=dns)  # fmt: skip
+            wrong = await send(client, _note(f"https://other.tls.test:{port}/no"), None,
+                               time.time(), hosts=["other.tls.test"], resolve=dns)  # fmt: skip
+    finally:
+        server.should_exit = True
+        await task
+    assert good.error is None, good.error
+    assert wrong.error is not None and "certificate" in wrong.error.lower()
+    assert [r.path for r in app.received] == ["/ok"]
+    assert app.received[0].headers["host"] == f"hooks.tls.test:{port}"
