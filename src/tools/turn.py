@@ -261,6 +261,8 @@ async def ask_model(context: ToolContext, request: ChatRequest, info: ModelInfo)
     reservation = None
     if ledger is not None:
         reservation = await ledger.admit(context.principal, lambda: _estimate(request, info))
+        if reservation.key is not None:  # a budget's hold covers one reply, not its sequels
+            request = replace(request, continue_cut=False)
     try:
         if context.stream_requested:
             response = await _streamed(context, providers, request, info)
@@ -287,11 +289,12 @@ def response_cost(providers: Any, response: ChatResponse) -> Cost | None:
 
 
 def _estimate(request: ChatRequest, info: ModelInfo) -> Cost | None:
-    """The prompt's cost if none of it were cached: what a budget holds for the call."""
+    """What a budget holds: the prompt, uncached, and a reply as long as the output cap."""
     if info.price is None:
         return None
     tokens = estimator_for(info.provider).messages(request.messages)
-    return call_cost(info.price, Usage(prompt_tokens=tokens))
+    cap = min(request.max_output_tokens or info.max_output_tokens, info.max_output_tokens)
+    return call_cost(info.price, Usage(prompt_tokens=tokens, completion_tokens=cap))
 
 
 def _as_dict(cost: Cost | None) -> dict[str, Any] | None:
