@@ -191,9 +191,10 @@ class CompletionTool(Tool):
         if arguments.stream:  # the argument and the protocol's "stream" flag mean the same
             context.stream_requested = True
         messages = [m.model_dump(exclude_unset=True) for m in arguments.messages]
+        tools = [t.model_dump(exclude_none=True) for t in arguments.tools or []]
         needs = ModelNeeds(
             thinking=arguments.thinking_mode == "on",
-            min_context_tokens=estimator_for("generic").messages(messages),
+            min_context_tokens=estimator_for("generic").messages(messages, tools),
             tool=context.tool,
         )
         info = providers.resolve(arguments.model, needs)
@@ -207,7 +208,7 @@ class CompletionTool(Tool):
             thinking=None if thinking == "auto" else thinking == "on",
             request_id=context.request_id,
             continue_cut=arguments.max_tokens is None,
-            tools=[t.model_dump(exclude_none=True) for t in arguments.tools or []],
+            tools=tools,
             tool_choice=_dumped(arguments.tool_choice),
             parallel_tool_calls=arguments.parallel_tool_calls,
             stop=[stop] if isinstance(stop, str) else stop,

@@ -292,7 +292,7 @@ def _estimate(request: ChatRequest, info: ModelInfo) -> Cost | None:
     """What a budget holds: the prompt, uncached, and a reply as long as the output cap."""
     if info.price is None:
         return None
-    tokens = estimator_for(info.provider).messages(request.messages)
+    tokens = estimator_for(info.provider).messages(request.messages, request.tools)
     cap = min(request.max_output_tokens or info.max_output_tokens, info.max_output_tokens)
     return call_cost(info.price, Usage(prompt_tokens=tokens, completion_tokens=cap))
 

@@ -191,3 +191,28 @@ async def test_the_openai_face_reports_cost(settings, emulator):
     want = call_cost(PRICES[KIMI], Usage(prompt_tokens=usage.prompt_tokens,
                                          completion_tokens=usage.completion_tokens))  # fmt: skip
     assert reply.exai["cost"] == want.as_dict()
+
+
+async def test_a_budget_holds_the_callers_tool_schemas_too(settings, emulator, client_factory):
+    # Prompt tokens cost 1 USD each here. An agent's request sends its function tools
+    # with every turn, and vendors bill their schemas as prompt; a budget that the
+    # message alone fits must refuse the same message sent with a large schema.
+    dear = {KIMI: Price(currency="USD", input="1000000", output="0.01")}
+    s = settings(dear, budgets="*=40 USD/day")
+    message = {"messages": [{"role": "user", "content": "x"}], "model": KIMI,
+               "max_tokens": 1, "thinking_mode": "off"}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {
+            f"field_{i}": {"type": "string", "description": "a long description of this field " * 3}
+            for i in range(20)
+        },
+    }
+    tools = [{"type": "function", "function": {"name": "edit", "parameters": schema}}]
+    async with running_daemon(s) as daemon:
+        client = await client_factory(daemon)
+        with_tools = await client.call("completion", {**message, "tools": tools})
+        assert with_tools.error is not None
+        assert with_tools.error.code == ErrorCode.BUDGET_EXCEEDED and emulator.requests == []
+        plain = await client.call("completion", message)
+    assert plain.error is None and len(emulator.requests) == 1
