@@ -11,7 +11,7 @@ Tools resolve a model, build a :class:`~exai.providers.base.ChatRequest` and cal
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -141,13 +141,20 @@ class ProviderRegistry:
 
     # --- choosing ---------------------------------------------------------------
 
-    def resolve(self, model: str | None, needs: ModelNeeds | None = None) -> ModelInfo:
+    def resolve(
+        self,
+        model: str | None,
+        needs: ModelNeeds | None = None,
+        serves: Callable[[ModelInfo], object] | None = None,
+    ) -> ModelInfo:
         """The model to call. ``None`` means the configured default; ``"auto"``
-        chooses from ``needs`` and the routing rules."""
+        chooses from ``needs`` and the routing rules. ``serves`` raises
+        ``ValidationError_`` for a model that cannot take the request as it is
+        (its parameters): ``"auto"`` passes over those, a named model is not asked."""
         needs = needs or ModelNeeds()
         name = (model or self._settings.default_model).strip()
         if name.lower() == "auto":
-            return self._auto(needs)
+            return self._auto(needs, serves)
         info = self._catalogue.get(name)
         if info is None:
             gone = self._catalogue.retired(name)
@@ -172,7 +179,9 @@ class ProviderRegistry:
             )
         return info
 
-    def _auto(self, needs: ModelNeeds) -> ModelInfo:
+    def _auto(
+        self, needs: ModelNeeds, serves: Callable[[ModelInfo], object] | None = None
+    ) -> ModelInfo:
         for rule in self._rules:
             if rule.matches(needs):
                 try:
@@ -186,6 +195,8 @@ class ProviderRegistry:
                     ) from None
         usable = self._usable_models()
         ranked = rank_models(usable, needs)
+        if ranked and serves is not None:
+            return _first_that_serves(ranked, serves)
         if ranked:
             return ranked[0]
         hints = [p.setup_hint for p in self._providers.values() if p.setup_hint]
@@ -228,3 +239,18 @@ class ProviderRegistry:
                 await provider.aclose()
             except Exception as exc:
                 log.warning("provider_close_failed", provider=provider.name, error=str(exc))
+
+
+def _first_that_serves(ranked: list[ModelInfo], serves: Callable[[ModelInfo], object]) -> ModelInfo:
+    """The best-ranked model that can take the request; if none can, the best one's
+    refusal (it names the parameter) is the answer."""
+    first: ValidationError_ | None = None
+    for info in ranked:
+        try:
+            serves(info)
+        except ValidationError_ as exc:
+            first = first or exc
+            continue
+        return info
+    assert first is not None
+    raise first

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from exai.errors import InternalError
 from exai.providers import ChatRequest, ModelNeeds
+from exai.providers.catalogue import ModelInfo
 from exai.store.tokens import estimator_for
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
 from exai.tools.turn import ThinkingMode, ask_model, response_cost
@@ -197,27 +198,35 @@ class CompletionTool(Tool):
             min_context_tokens=estimator_for("generic").messages(messages, tools),
             tool=context.tool,
         )
-        info = providers.resolve(arguments.model, needs)
         thinking = arguments.thinking_mode
         stop = arguments.stop
-        request = ChatRequest(
-            model=info.model_id,
-            messages=messages,
-            temperature=arguments.temperature,
-            max_output_tokens=arguments.max_tokens,
-            thinking=None if thinking == "auto" else thinking == "on",
-            request_id=context.request_id,
-            continue_cut=arguments.max_tokens is None,
-            tools=tools,
-            tool_choice=_dumped(arguments.tool_choice),
-            parallel_tool_calls=arguments.parallel_tool_calls,
-            stop=[stop] if isinstance(stop, str) else stop,
-            top_p=arguments.top_p,
-            seed=arguments.seed,
-            response_format=_dumped(arguments.response_format),
-            client_history=True,
-            owner=context.principal.name,
+
+        def request_for(info: ModelInfo) -> ChatRequest:
+            return ChatRequest(
+                model=info.model_id,
+                messages=messages,
+                temperature=arguments.temperature,
+                max_output_tokens=arguments.max_tokens,
+                thinking=None if thinking == "auto" else thinking == "on",
+                request_id=context.request_id,
+                continue_cut=arguments.max_tokens is None,
+                tools=tools,
+                tool_choice=_dumped(arguments.tool_choice),
+                parallel_tool_calls=arguments.parallel_tool_calls,
+                stop=[stop] if isinstance(stop, str) else stop,
+                top_p=arguments.top_p,
+                seed=arguments.seed,
+                response_format=_dumped(arguments.response_format),
+                client_history=True,
+                owner=context.principal.name,
+            )
+
+        # "auto" passes over models whose API cannot take the request's parameters
+        # (a forced tool_choice, a seed...) rather than choosing one that refuses them.
+        info = providers.resolve(
+            arguments.model, needs, serves=lambda m: providers.prepare(request_for(m), m)
         )
+        request = request_for(info)
         response = await ask_model(context, request, info)
         cost = response_cost(providers, response)
         metadata: dict[str, Any] = {

@@ -237,3 +237,19 @@ async def test_without_events_the_text_streams_as_before(context_for, emulator):
     result = await CompletionTool().run(arguments, context)
 
     assert "".join(chunks) == result.text and result.text.startswith("emulated reply #1")
+
+
+async def test_auto_passes_over_a_model_whose_api_refuses_a_parameter(
+    settings, emulator, client_factory
+):
+    # Moonshot's API has no seed; Z.ai's has. "auto" ranks Kimi first, so a request
+    # with a seed goes to the best model that takes one; a named Kimi model refuses.
+    async with running_daemon(settings()) as daemon:
+        client = await client_factory(daemon)
+        routed = await client.call("completion", {"messages": QUESTION, "seed": 7})
+        named = await client.call("completion", {"messages": QUESTION, "seed": 7,
+                                                 "model": "kimi-k2.6"})  # fmt: skip
+    assert routed.error is None, routed.error
+    assert routed.metadata.provider == "glm" and emulator.requests[0]["body"]["seed"] == 7
+    assert named.error is not None and named.error.code == ErrorCode.VALIDATION_ERROR
+    assert named.error.details["param"] == "seed" and len(emulator.requests) == 1
