@@ -5,7 +5,7 @@ every configured token, so the time taken does not reveal which prefix matched.
 A JWT needs ``sub``, ``exp`` and may carry ``nbf``, ``scopes`` (a list of tool
 names, or ``"*"``; scopes restrict which tools the principal may call) and
 ``exai_budget`` (``{amount, currency, period}``: what the principal may spend
-per UTC day or month, see :mod:`exai.accounting.budgets`).
+per UTC day or month, see :mod:`exai.settings.values`).
 
 A principal is an *operator* when a JWT gives it the scope ``exai:admin``
 (:data:`ADMIN_SCOPE`) or ``EXAI_ADMIN_PRINCIPALS`` names it (:func:`is_admin`):
@@ -30,8 +30,8 @@ from typing import Any
 
 import jwt
 
-from exai.accounting.budgets import Budget, parse_budget
 from exai.errors import UnauthorizedError
+from exai.settings.values import Budget, parse_budget
 
 __all__ = ["ADMIN_SCOPE", "Authenticator", "Principal", "is_admin", "issue_token"]
 

@@ -9,13 +9,9 @@ about X" for one person's threads, not a ranked search over everyone's.
 
 from __future__ import annotations
 
-from abc import abstractmethod
-from collections.abc import Callable
-from typing import Any
-
 from exai.store.base import Thread
-from exai.store.executor import Dialect
 from exai.store.rows import THREAD_COLUMNS, decode_thread
+from exai.store.sql_base import SqlBase
 
 __all__ = ["ThreadSearch", "like_pattern"]
 
@@ -28,15 +24,8 @@ def like_pattern(text: str) -> str:
     return f"%{escaped}%"
 
 
-class ThreadSearch:
-    """Mixed into the SQL store beside :class:`~exai.store.costs.CostAccounts`."""
-
-    dialect: Dialect
-    limits: Any
-    _clock: Callable[[], float]
-
-    @abstractmethod
-    async def _read(self, body: Any) -> Any: ...
+class ThreadSearch(SqlBase):
+    """Mixed into :class:`~exai.store.sql.SqlStore` with the other table groups."""
 
     async def search_threads(
         self, owner: str, text: str, *, limit: int = 50, offset: int = 0
