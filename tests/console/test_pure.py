@@ -52,6 +52,13 @@ def test_sessions_have_unguessable_distinct_ids_and_csrf_tokens():
     assert all(s.id not in s.public_id for s in made)
 
 
+def test_expired_sessions_are_swept_when_someone_signs_in():
+    sessions = ConsoleSessions(ttl_s=100)
+    old = sessions.sign_in(Principal("alice"), now=0.0)
+    sessions.sign_in(Principal("bob"), now=150.0)
+    assert len(sessions) == 1 and sessions.sign_out(old.id) is None
+
+
 def test_signing_out_ends_the_session_and_the_oldest_go_past_the_limit():
     sessions = ConsoleSessions(ttl_s=100, max_sessions=2)
     first, second, third = (sessions.sign_in(Principal(n), 0.0) for n in ("a", "b", "c"))

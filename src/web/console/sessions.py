@@ -84,6 +84,7 @@ class ConsoleSessions:
         return len(self._sessions)
 
     def sign_in(self, principal: Principal, now: float) -> ConsoleSession:
+        self.sweep(now)  # sessions nobody came back to go when someone signs in
         expires = now + self.ttl_s
         if principal.expires_at is not None:
             expires = min(expires, principal.expires_at)
