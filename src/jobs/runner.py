@@ -227,6 +227,10 @@ class JobRunner:
         payload = {"event": f"job_run_{status}", "job_id": job.id, "job_name": job.name,
                    "run_id": run_id, "status": status, "thread_id": thread_id,
                    "tool": job.tool, **extra}  # fmt: skip
+        # The thread in the console, where its owner reads and continues it after signing in.
+        base = self.core.public_url
+        if thread_id and base:
+            payload["thread_url"] = f"{base}/console/threads/{thread_id}"
         await self.store.add_notification(job, run_id, payload, self.clock())
 
     async def deliver_notifications(self) -> int:
