@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,7 +44,13 @@ def _run(*command: str | Path, cwd: Path) -> str:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A venv with exai installed from its wheel; returns the venv's bin directory."""
     work = tmp_path_factory.mktemp("wheel")
-    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", work / "dist", ROOT,
+    # Built from a copy of what the build reads: setuptools writes its build/ beside the
+    # sources, and two test workers building in the checkout would trip over each other.
+    source = work / "source"
+    shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", work / "dist", source,
          cwd=work)  # fmt: skip
     (wheel,) = (work / "dist").glob("exai_mcp-*.whl")
     _run(sys.executable, "-m", "venv", work / "venv", cwd=work)
