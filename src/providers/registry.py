@@ -17,6 +17,7 @@ from contextlib import aclosing, asynccontextmanager
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from exai import tracing
 from exai.errors import (
     ExaiError,
     OverCapacityError,
@@ -28,6 +29,7 @@ from exai.limits import CapacityLimiter
 from exai.logs import get_logger
 from exai.providers.base import ChatRequest, ChatResponse, Delta, Provider
 from exai.providers.catalogue import Catalogue, CatalogueError, ModelInfo, load_catalogue
+from exai.providers import traced
 from exai.providers.plugins import load_plugins
 from exai.providers.pricing import call_cost
 from exai.providers.routing import (
@@ -250,6 +252,7 @@ class ProviderRegistry:
                     raise
                 first_error = first_error or exc
                 attempts.append(_attempt(info, exc))
+                tracing.event("fallback", {"exai.model": info.name, "error.type": exc.code.value})
                 continue
             if first_error is not None:
                 response.fallback_from = model_info.name
@@ -273,6 +276,8 @@ class ProviderRegistry:
                         raise
                     first_error = first_error or exc
                     attempts.append(_attempt(info, exc))
+                    tracing.event("fallback", {"exai.model": info.name,
+                                               "error.type": exc.code.value})  # fmt: skip
                     continue
                 fallback_from = model_info.name if first_error is not None else None
                 delta: Delta | None = first
@@ -301,15 +306,17 @@ class ProviderRegistry:
     async def _complete_with(self, info: ModelInfo, request: ChatRequest) -> ChatResponse:
         self._require_usable(info)
         provider = self._providers[info.provider]
-        async with self._limiters[info.provider].slot():
-            started = time.monotonic()
-            try:
-                response = await provider.complete(info.fit(request))
-            except BaseException as exc:
-                self._record(info, request, started, error=exc)
-                raise
-        response.model = info.name
-        self._record(info, request, started, response=response)
+        with traced.request_span(info, request, stream=False) as span:
+            async with self._limiters[info.provider].slot():
+                started = time.monotonic()
+                try:
+                    response = await provider.complete(info.fit(request))
+                except BaseException as exc:
+                    self._record(info, request, started, error=exc)
+                    raise
+            response.model = info.name
+            cost = self._record(info, request, started, response=response)
+            traced.finish_request_span(span, response, cost)
         return response
 
     async def _stream_with(
@@ -317,18 +324,25 @@ class ProviderRegistry:
     ) -> AsyncGenerator[Delta, None]:
         self._require_usable(info)
         provider = self._providers[info.provider]
-        async with self._limiters[info.provider].slot():
-            started = time.monotonic()
-            try:
-                async with _closing(provider.stream(info.fit(request))) as deltas:
-                    async for delta in deltas:
-                        if delta.response is not None:
-                            delta.response.model = info.name
-                            self._record(info, request, started, response=delta.response)
-                        yield delta
-            except BaseException as exc:
-                self._record(info, request, started, error=exc)
-                raise
+        with traced.request_span(info, request, stream=True) as span:
+            async with self._limiters[info.provider].slot():
+                started = time.monotonic()
+                try:
+                    first = True
+                    async with _closing(provider.stream(info.fit(request))) as deltas:
+                        async for delta in deltas:
+                            if first:
+                                first = False
+                                traced.first_chunk(span, started)
+                            if delta.response is not None:
+                                delta.response.model = info.name
+                                cost = self._record(info, request, started,
+                                                    response=delta.response)  # fmt: skip
+                                traced.finish_request_span(span, delta.response, cost)
+                            yield delta
+                except BaseException as exc:
+                    self._record(info, request, started, error=exc)
+                    raise
 
     # --- bookkeeping ------------------------------------------------------------
 
@@ -340,8 +354,9 @@ class ProviderRegistry:
         *,
         response: ChatResponse | None = None,
         error: BaseException | None = None,
-    ) -> None:
-        """The ``provider_request`` audit event, and the provider's last error."""
+    ) -> Any:
+        """The ``provider_request`` audit event, and the provider's last error; returns
+        the request's cost (None: unknown)."""
         if isinstance(error, (GeneratorExit, asyncio.CancelledError)):
             status, code, retries = "cancelled", "CANCELLED", 0
         elif error is not None:
@@ -371,6 +386,7 @@ class ProviderRegistry:
             status=status,
             error_code=code,
         )
+        return cost
 
     def _note_error(self, provider: str, exc: ExaiError) -> None:
         self._last_errors[provider] = _LastError(exc.code.value, exc.message, time.time())

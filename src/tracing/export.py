@@ -1,0 +1,120 @@
+"""What stands between exai's spans and the collector: scrubbing and counting.
+
+:class:`GuardedExporter` wraps the SDK's OTLP exporter. It runs on the batch
+processor's thread, never on a call's path, and for every span it sends
+
+- masks credentials in every string the span carries (attributes, event
+  attributes, the status message), with the scrubber the edge hands in: the
+  audit trail's, so a trace masks what an audit event masks;
+- counts what happened: spans exported, spans and batches that failed (a dead
+  collector shows up here and in ``/metrics``, and loses spans, never calls).
+
+Prompt and completion text are kept off spans where they are made (see
+``exai.tracing.state.content``), not filtered here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import Status
+
+from exai.logs import get_logger
+
+__all__ = ["ExportStats", "GuardedExporter"]
+
+log = get_logger("exai.tracing")
+
+ScrubText = Callable[[str], str]
+
+
+class ExportStats:
+    """Counts kept by the exporter's thread and read by /metrics (ints: no lock needed to read)."""
+
+    def __init__(self) -> None:
+        self.spans_exported = 0
+        self.spans_failed = 0
+        self.batches_failed = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"spans_exported": self.spans_exported, "spans_failed": self.spans_failed,
+                "batches_failed": self.batches_failed}  # fmt: skip
+
+
+class GuardedExporter(SpanExporter):
+    def __init__(self, inner: SpanExporter, scrub: ScrubText | None = None) -> None:
+        self.inner = inner
+        self.scrub = scrub
+        self.stats = ExportStats()
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        batch = [self._scrubbed(s) for s in spans] if self.scrub is not None else list(spans)
+        try:
+            result = self.inner.export(batch)
+        except Exception as exc:  # an exporter bug must not kill the processor's thread
+            log.warning("trace export raised", error=repr(exc))
+            result = SpanExportResult.FAILURE
+        with self._lock:
+            if result is SpanExportResult.SUCCESS:
+                self.stats.spans_exported += len(batch)
+            else:
+                self.stats.spans_failed += len(batch)
+                self.stats.batches_failed += 1
+                failed = self.stats.batches_failed
+        if result is not SpanExportResult.SUCCESS and _worth_logging(failed):
+            log.warning("traces could not be exported; calls are not affected",
+                        spans=len(batch), batches_failed=failed)  # fmt: skip
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+    # --- scrubbing ----------------------------------------------------------------
+
+    def _scrubbed(self, sp: ReadableSpan) -> ReadableSpan:
+        status = sp.status
+        if status is not None and status.description:
+            status = Status(status.status_code, self._text(status.description))
+        events = [Event(e.name, self._attrs(e.attributes), e.timestamp) for e in sp.events]
+        return ReadableSpan(
+            name=sp.name,
+            context=sp.context,
+            parent=sp.parent,
+            resource=sp.resource,
+            attributes=self._attrs(sp.attributes),
+            events=events,
+            links=sp.links,
+            kind=sp.kind,
+            status=status,
+            start_time=sp.start_time,
+            end_time=sp.end_time,
+            instrumentation_scope=sp.instrumentation_scope,
+        )
+
+    def _attrs(self, attributes: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in (attributes or {}).items():
+            if isinstance(value, str):
+                out[key] = self._text(value)
+            elif isinstance(value, tuple | list):
+                out[key] = tuple(self._text(v) if isinstance(v, str) else v for v in value)
+            else:
+                out[key] = value
+        return out
+
+    def _text(self, text: str) -> str:
+        assert self.scrub is not None
+        return self.scrub(text)
+
+
+def _worth_logging(failures: int) -> bool:
+    """The first failure, then every hundredth: a dead collector must not flood the log."""
+    return failures == 1 or failures % 100 == 0
