@@ -450,7 +450,7 @@ class Settings(BaseSettings):
         # The format exai.tracing.setup.headers_from reads; the message never echoes
         # the value, which is usually a collector's API key.
         pairs = value.get_secret_value().split(",") if value is not None else []
-        if any(p.strip() and not p.partition("=")[0].strip() or p.strip() and "=" not in p
+        if any((p.strip() and not p.partition("=")[0].strip()) or (p.strip() and "=" not in p)
                for p in pairs):  # fmt: skip
             raise ValueError("expected key=value pairs separated by commas")
         return value

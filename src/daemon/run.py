@@ -136,7 +136,11 @@ async def _acquire_and_execute(
 
 
 def _outcome(
-    call: Call, tool: str, result: ToolResult | None, error: ExaiError | None, latency_ms: float,
+    call: Call,
+    tool: str,
+    result: ToolResult | None,
+    error: ExaiError | None,
+    latency_ms: float,
     trace_id: str | None = None,
 ) -> tuple[bytes, ExaiError | None]:
     """The encoded result frame, and the error it reports (None: success)."""

@@ -95,8 +95,10 @@ def queue_span(limiter: Any) -> Any:
 
 def _result_attributes(metadata: dict[str, Any]) -> dict[str, Any]:
     """What a result's metadata tells about the call, as span attributes."""
-    usage = metadata.get("usage") if isinstance(metadata.get("usage"), dict) else {}
-    cost = metadata.get("cost") if isinstance(metadata.get("cost"), dict) else {}
+    usage: dict[str, Any] = metadata.get("usage") or {}
+    cost: dict[str, Any] = metadata.get("cost") or {}
+    if not isinstance(usage, dict) or not isinstance(cost, dict):  # a tool's own shapes
+        usage, cost = {}, {}
     out: dict[str, Any] = {
         "gen_ai.conversation.id": metadata.get("continuation_id"),
         "gen_ai.response.model": metadata.get("model"),

@@ -27,9 +27,9 @@ from exai.errors import (
 )
 from exai.limits import CapacityLimiter
 from exai.logs import get_logger
+from exai.providers import traced
 from exai.providers.base import ChatRequest, ChatResponse, Delta, Provider
 from exai.providers.catalogue import Catalogue, CatalogueError, ModelInfo, load_catalogue
-from exai.providers import traced
 from exai.providers.plugins import load_plugins
 from exai.providers.pricing import call_cost
 from exai.providers.routing import (

@@ -31,7 +31,6 @@ from exai.client import ClientError, ExaiClient, HelloRefused, RequestFailed
 from exai.logs import get_logger
 from exai.protocol import ErrorCode, ErrorInfo, ProgressFrame, StreamChunk, ToolInfo
 from exai.shim.roots import ProcessRoots, RootsSource
-from exai.tracing import state as tracing_state
 from exai.shim.translate import (
     ProgressCounter,
     error_to_mcp,
@@ -39,6 +38,7 @@ from exai.shim.translate import (
     tool_to_mcp,
     tools_fingerprint,
 )
+from exai.tracing import state as tracing_state
 
 __all__ = ["Shim"]
 

@@ -109,12 +109,13 @@ class TurnResult:
 
 async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
     """One turn, under its own span when tracing is on (see :mod:`exai.tracing`)."""
-    with tracing.span("turn", attributes={"gen_ai.conversation.id": turn.continuation_id,
-                                          "exai.files": len(turn.files) or None}) as span:  # fmt: skip
+    started = {"gen_ai.conversation.id": turn.continuation_id, "exai.files": len(turn.files)}
+    with tracing.span("turn", attributes=started) as span:
         result = await _run_turn(context, turn, span)
         if span is not None:
-            tracing.set_attributes(span, {"gen_ai.conversation.id": result.continuation_id,
-                                          "exai.replayed": result.model is None or None})  # fmt: skip
+            ended = {"gen_ai.conversation.id": result.continuation_id,
+                     "exai.replayed": result.model is None}  # fmt: skip
+            tracing.set_attributes(span, ended)
         return result
 
 
@@ -183,9 +184,11 @@ async def _run_turn(context: ToolContext, turn: TurnRequest, span: Any) -> TurnR
             low_water=context.settings.history_low_water,
             memory_block=memory["text"] if memory else None,
         )
-        tracing.set_attributes(assembling, {"exai.messages": len(assembled.messages),
-                                            "exai.turns_dropped": assembled.turns_dropped,
-                                            "exai.files_included": len(assembled.files_included)})  # fmt: skip
+        tracing.set_attributes(assembling, {
+            "exai.messages": len(assembled.messages),
+            "exai.turns_dropped": assembled.turns_dropped,
+            "exai.files_included": len(assembled.files_included),
+        })  # fmt: skip
     request = ChatRequest(
         model=info.model_id,
         messages=assembled.messages,

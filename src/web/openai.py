@@ -124,7 +124,8 @@ class _ChatCompletions:
                 parent=tracing.extract_from(headers),
                 attributes={"exai.face": "openai", "http.request.method": "POST",
                             "url.path": "/v1/chat/completions", "gen_ai.operation.name": "chat",
-                            "gen_ai.request.model": call.model, "gen_ai.request.stream": call.stream,
+                            "gen_ai.request.model": call.model,
+                            "gen_ai.request.stream": call.stream,
                             "exai.principal": client.principal.name},
             ):  # fmt: skip
                 if call.stream:

@@ -88,8 +88,8 @@ async def test_a_traceparent_on_the_frame_becomes_the_parent(
 ):
     async with running_daemon(_settings(tmp_path, emulator)) as daemon:
         client = await client_factory(daemon)
-        res = await client.call("echo", {"text": "hi"}, trace={"traceparent": TRACEPARENT,
-                                                                "tracestate": "vendor=1"})  # fmt: skip
+        trace = {"traceparent": TRACEPARENT, "tracestate": "vendor=1"}
+        res = await client.call("echo", {"text": "hi"}, trace=trace)
     assert res.error is None
     face = spans.one("call_tool echo")
     assert f"{face.context.trace_id:032x}" == PARENT_TRACE
@@ -152,9 +152,7 @@ async def test_prompt_and_completion_text_when_the_operator_turns_it_on(
     assert SECRET not in spans_with_content.text()
 
 
-async def test_tracing_off_adds_nothing_and_a_bad_traceparent_is_refused(
-    tmp_path, client_factory
-):
+async def test_tracing_off_adds_nothing_and_a_bad_traceparent_is_refused(tmp_path, client_factory):
     async with running_daemon(make_settings(tmp_path)) as daemon:
         client = await client_factory(daemon)
         res = await client.call("echo", {"text": "hi"}, trace={"traceparent": TRACEPARENT})

@@ -74,9 +74,14 @@ def test_the_exporter_masks_credentials_in_every_string():
                                     processor=SimpleSpanProcessor)  # fmt: skip
     tracing.install(provider)
     try:
-        with tracing.span("provider", attributes={"url": f"https://u:{secret}@host/x",
-                                                  "auth": f"Bearer {secret}",
-                                                  "list": (f"a {secret}", "b")}) as sp:
+        with tracing.span(
+            "provider",
+            attributes={
+                "url": f"https://u:{secret}@host/x",
+                "auth": f"Bearer {secret}",
+                "list": (f"a {secret}", "b"),
+            },
+        ) as sp:
             tracing.event("retry", {"error.message": f"bad key {secret}"})
             tracing.fail(sp, RuntimeError(f"upstream said {secret}"))
     finally:

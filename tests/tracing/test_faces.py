@@ -75,6 +75,7 @@ async def test_openai_face_takes_the_traceparent_header(tmp_path, spans, provide
                 extra_headers={"traceparent": TRACEPARENT},
             )  # fmt: skip
     assert done.choices[0].message.content
+    assert done.model_extra["exai"]["trace_id"] == PARENT_TRACE
     face = spans.one("POST /v1/chat/completions")
     assert face.kind is SpanKind.SERVER and _is_child_of_the_callers(face)
     assert face.attributes["gen_ai.request.model"] == "kimi-k2.6"
