@@ -80,17 +80,26 @@ class GuardedExporter(SpanExporter):
     # --- scrubbing ----------------------------------------------------------------
 
     def _scrubbed(self, sp: ReadableSpan) -> ReadableSpan:
+        """``sp`` with its strings masked; ``sp`` itself when nothing needed masking,
+        which is almost always (so most spans are not copied)."""
+        attributes = self._attrs(sp.attributes)
+        events = [(e, self._attrs(e.attributes)) for e in sp.events]
         status = sp.status
-        if status is not None and status.description:
-            status = Status(status.status_code, self._text(status.description))
-        events = [Event(e.name, self._attrs(e.attributes), e.timestamp) for e in sp.events]
+        description = status.description if status is not None else None
+        masked = self._text(description) if description else description
+        if attributes is None and masked == description and all(a is None for _, a in events):
+            return sp
+        if masked != description:
+            status = Status(status.status_code, masked)
         return ReadableSpan(
             name=sp.name,
             context=sp.context,
             parent=sp.parent,
             resource=sp.resource,
-            attributes=self._attrs(sp.attributes),
-            events=events,
+            attributes=attributes if attributes is not None else sp.attributes,
+            events=[
+                Event(e.name, a if a is not None else e.attributes, e.timestamp) for e, a in events
+            ],
             links=sp.links,
             kind=sp.kind,
             status=status,
@@ -99,15 +108,21 @@ class GuardedExporter(SpanExporter):
             instrumentation_scope=sp.instrumentation_scope,
         )
 
-    def _attrs(self, attributes: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def _attrs(self, attributes: Any) -> dict[str, Any] | None:
+        """The attributes with their strings masked, or None if none changed."""
+        out: dict[str, Any] | None = None
         for key, value in (attributes or {}).items():
             if isinstance(value, str):
-                out[key] = self._text(value)
-            elif isinstance(value, tuple | list):
-                out[key] = tuple(self._text(v) if isinstance(v, str) else v for v in value)
+                masked: Any = self._text(value)
+            elif isinstance(value, tuple | list) and any(isinstance(v, str) for v in value):
+                masked = tuple(self._text(v) if isinstance(v, str) else v for v in value)
+                masked = value if tuple(value) == masked else masked
             else:
-                out[key] = value
+                continue
+            if masked != value:
+                if out is None:
+                    out = dict(attributes)
+                out[key] = masked
         return out
 
     def _text(self, text: str) -> str:
