@@ -15,6 +15,7 @@ Prompt and completion text are kept off spans where they are made (see
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -48,7 +49,9 @@ class ExportStats:
 class GuardedExporter(SpanExporter):
     def __init__(self, inner: SpanExporter, scrub: ScrubText | None = None) -> None:
         self.inner = inner
-        self.scrub = scrub
+        # Most strings on spans repeat (tool names, principals, session ids): each is
+        # masked once. Only the processor's one thread calls this.
+        self.scrub = functools.lru_cache(maxsize=4096)(scrub) if scrub is not None else None
         self.stats = ExportStats()
         self._lock = threading.Lock()
 
