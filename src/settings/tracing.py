@@ -60,6 +60,7 @@ class TracingSettings(BaseModel):
         # the value, which is usually a collector's API key.
         pairs = value.get_secret_value().split(",") if value is not None else []
         for pair in pairs:
-            if pair.strip() and not pair.partition("=")[0].strip() or pair.strip() and "=" not in pair:
+            key, sep, _ = pair.partition("=")
+            if pair.strip() and (not sep or not key.strip()):
                 raise ValueError("expected key=value pairs separated by commas")
         return value
