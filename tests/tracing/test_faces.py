@@ -6,6 +6,7 @@ trace of its own."""
 from __future__ import annotations
 
 import json
+import os
 
 import httpx
 from openai import AsyncOpenAI
@@ -104,3 +105,20 @@ async def test_a_job_run_is_a_trace_of_its_own_tied_to_its_job(tmp_path, spans, 
     assert run.attributes["exai.job.attempt"] == 1
     call = [s for s in spans.children(run) if s.name == "execute_tool echo"]
     assert call and call[0].attributes["exai.session.id"].startswith("job-")
+
+
+async def test_the_stdio_shim_passes_the_clients_context_to_the_daemon(tmp_path, spans):
+    """The official MCP client, launching a real ``exai shim`` (not tracing itself),
+    sends a ``traceparent`` in ``_meta``; the daemon's span is its child."""
+    from tests.shim.helpers import mcp_session
+
+    async with running_daemon(make_settings(tmp_path)) as daemon:
+        env = {**os.environ, "EXAI_LOG_LEVEL": "warning", "EXAI_WS_TOKEN": "",
+               "OTEL_EXPORTER_OTLP_ENDPOINT": ""}  # fmt: skip
+        async with mcp_session(env, tmp_path, args=["--url", daemon.url]) as session:
+            result = await session.call_tool("echo", {"text": "via the shim"},
+                                             meta={"traceparent": TRACEPARENT})  # fmt: skip
+    assert not result.is_error
+    face = spans.one("call_tool echo")
+    assert _is_child_of_the_callers(face)
+    assert result.structured_content["trace_id"] == PARENT_TRACE
