@@ -5,7 +5,12 @@ every configured token, so the time taken does not reveal which prefix matched.
 A JWT needs ``sub``, ``exp`` and may carry ``nbf``, ``scopes`` (a list of tool
 names, or ``"*"``; scopes restrict which tools the principal may call) and
 ``exai_budget`` (``{amount, currency, period}``: what the principal may spend
-per UTC day or month, see :mod:`exai.accounting.budgets`).
+per UTC day or month, see :mod:`exai.settings.values`).
+
+A principal is an *operator* when a JWT gives it the scope ``exai:admin``
+(:data:`ADMIN_SCOPE`) or ``EXAI_ADMIN_PRINCIPALS`` names it (:func:`is_admin`):
+it sees every principal's spend, the audit trail, health and settings in the
+console. Scopes ``None`` or ``"*"`` (every tool) do not make an operator.
 
 Every principal carries the :class:`Credential` it was authenticated by: the
 kind, an identifier (an HMAC fingerprint of the token, never the token), and
@@ -27,27 +32,30 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 import jwt
 
-from exai.accounting.budgets import Budget, parse_budget
 from exai.errors import UnauthorizedError
+from exai.settings.values import Budget, parse_budget
 
 __all__ = [
+    "ADMIN_SCOPE",
     "Authenticator",
     "Credential",
     "Principal",
     "budget_from_claim",
     "budget_to_claim",
     "credential_id",
+    "is_admin",
     "issue_token",
 ]
 
 ANONYMOUS = "anonymous"
+ADMIN_SCOPE = "exai:admin"
 _ID_KEY = b"exai credential id"
 
 
@@ -90,11 +98,19 @@ class Principal:
     scopes: frozenset[str] | None = None  # None: every tool
     method: str = "token"
     budget: Budget | None = None  # from the token; None: EXAI_BUDGETS decides
+    expires_at: float | None = None  # a JWT's exp; what is made from it must not outlive it
     # Not part of who the principal is: two tokens of one principal are the same principal.
     credential: Credential | None = field(default=None, compare=False)
 
     def may_call(self, tool: str) -> bool:
         return self.scopes is None or "*" in self.scopes or tool in self.scopes
+
+
+def is_admin(principal: Principal, admins: Collection[str]) -> bool:
+    """Whether ``principal`` has the operator's view (its own scope, or named by the setting)."""
+    return principal.name in admins or (
+        principal.scopes is not None and ADMIN_SCOPE in principal.scopes
+    )
 
 
 def budget_to_claim(budget: Budget) -> dict[str, str]:
@@ -207,10 +223,8 @@ class Authenticator:
         except jwt.InvalidTokenError as exc:
             raise UnauthorizedError(f"invalid token: {exc}") from None
         principal = _principal_from_claims(claims)
-        credential = Credential("jwt", credential_id(token), self._jwt_key,
-                                float(claims["exp"]))  # fmt: skip
-        return Principal(principal.name, principal.scopes, principal.method, principal.budget,
-                         credential)  # fmt: skip
+        credential = Credential("jwt", credential_id(token), self._jwt_key, principal.expires_at)
+        return replace(principal, credential=credential)
 
 
 _OPEN = Credential("none", "open")
@@ -238,7 +252,9 @@ def _principal_from_claims(claims: dict[str, Any]) -> Principal:
             budget = parse_budget(claims["exai_budget"], "exai_budget")
         except ValueError as exc:
             raise UnauthorizedError(f"invalid token: {exc}") from None
-    return Principal(sub, scopes=scope_set, method="jwt", budget=budget)
+    exp = claims.get("exp")
+    return Principal(sub, scopes=scope_set, method="jwt", budget=budget,
+                     expires_at=float(exp) if exp is not None else None)  # fmt: skip
 
 
 def issue_token(

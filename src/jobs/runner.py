@@ -37,6 +37,7 @@ from typing import Any
 
 import httpx
 
+from exai import tracing
 from exai.auth import Principal, budget_from_claim
 from exai.errors import ConversationNotFoundError
 from exai.jobs.base import Claimed, Job, JobStore
@@ -138,23 +139,34 @@ class JobRunner:
         if continues and job.thread_id and not arguments.get("continuation_id"):
             arguments["continuation_id"] = job.thread_id
         client = self.core.connect(principal, session_id=f"job-{run.id}")
-        call = asyncio.ensure_future(client.call(job.tool, arguments,
-                                                 request_id=f"attempt-{run.attempt}",
-                                                 timeout_s=job.timeout_s))  # fmt: skip
-        keeper = asyncio.create_task(self._keep_lease(run.id, call))
-        try:
-            result = await call
-        except asyncio.CancelledError:
-            if not call.cancelled():
-                raise
-            log.warning(
-                "job run stopped: lease lost or daemon stopping", run_id=run.id, job_id=job.id
-            )
-            return
-        finally:
-            keeper.cancel()
-            client.close()
-        await self._finish(claimed, result)
+        # Each run is a trace of its own (no caller is waiting on it); the job's
+        # attributes tie its runs together.
+        with tracing.span(
+            f"job {job.tool}", kind=tracing.SERVER, parent=tracing.ROOT,
+            attributes={"exai.face": "jobs", "exai.job.id": job.id, "exai.job.name": job.name,
+                        "exai.job.run_id": run.id, "exai.job.attempt": run.attempt,
+                        "exai.principal": job.owner, "gen_ai.tool.name": job.tool,
+                        "gen_ai.conversation.id": job.thread_id},
+        ):  # fmt: skip
+            call = asyncio.ensure_future(client.call(job.tool, arguments,
+                                                     request_id=f"attempt-{run.attempt}",
+                                                     timeout_s=job.timeout_s))  # fmt: skip
+            keeper = asyncio.create_task(self._keep_lease(run.id, call))
+            try:
+                result = await call
+            except asyncio.CancelledError:
+                if not call.cancelled():
+                    raise
+                log.warning(
+                    "job run stopped: lease lost or daemon stopping", run_id=run.id, job_id=job.id
+                )
+                return
+            finally:
+                keeper.cancel()
+                client.close()
+            if result.error is not None:
+                tracing.fail_current(result.error)
+            await self._finish(claimed, result)
 
     async def _refuse(self, claimed: Claimed, problem: str) -> None:
         """The job's credential no longer grants it: no call; the job is paused."""
@@ -247,6 +259,10 @@ class JobRunner:
         payload = {"event": f"job_run_{status}", "job_id": job.id, "job_name": job.name,
                    "run_id": run_id, "status": status, "thread_id": thread_id,
                    "tool": job.tool, **extra}  # fmt: skip
+        # The thread in the console, where its owner reads and continues it after signing in.
+        base = self.core.public_url
+        if thread_id and base:
+            payload["thread_url"] = f"{base}/console/threads/{thread_id}"
         await self.store.add_notification(job, run_id, payload, self.clock())
 
     async def deliver_notifications(self) -> int:
@@ -256,13 +272,18 @@ class JobRunner:
         notes = await self.store.due_notifications(self.worker, self.clock(),
                                                    s.jobs_notify_timeout_s * 3, 20)  # fmt: skip
         for note in notes:
-            # Checked again at sending: the allowed hosts may have changed since the
-            # job was made. A refused host is not retried; the notification is kept.
-            refused = host_refused(note.url, s.jobs_notify_hosts)
-            error = refused or await send(self._http, note, secret, self.clock())
+            # Checked again at sending, on the address the request will go to: the
+            # allowed hosts, or what the name resolves to, may have changed since the
+            # job was made. A refused target is not retried; the notification is kept.
+            error = host_refused(note.url, s.jobs_notify_hosts)
+            retry = error is None
+            if error is None:
+                sent = await send(self._http, note, secret, self.clock(),
+                                  hosts=s.jobs_notify_hosts)  # fmt: skip
+                error, retry = sent.error, sent.retry
             tries = note.attempts + 1
             later = None
-            if error is not None and refused is None and tries < s.jobs_notify_attempts:
+            if error is not None and retry and tries < s.jobs_notify_attempts:
                 later = self.clock() + notify_delay(tries)
             await self.store.notification_result(note.id, delivered=error is None,
                                                  now=self.clock(), error=error,

@@ -16,6 +16,7 @@ import socket
 import time
 from collections.abc import Generator
 from typing import Any
+from urllib.parse import urlsplit
 
 import uvicorn
 from starlette.applications import Starlette
@@ -27,6 +28,7 @@ from exai import __version__
 from exai.logs import get_logger
 from exai.port import Port
 from exai.web.connections import HttpConnections
+from exai.web.console import Console
 from exai.web.guard import Guard
 from exai.web.listener import ListenerLimits, protocol_for
 from exai.web.mcp import MAX_BODY_BYTES, session_managers
@@ -68,6 +70,7 @@ class WebFace:
                                         idle_s=s.mcp_session_idle_s)  # fmt: skip
         self.connections = HttpConnections(core.admission, max_total=s.max_connections,
                                            max_per_address=s.max_connections_per_ip)  # fmt: skip
+        self.console = Console(core)
         self._server: _Uvicorn | None = None
         self._task: asyncio.Task[None] | None = None
         self._mcp_task: asyncio.Task[None] | None = None
@@ -82,12 +85,24 @@ class WebFace:
                 McpEndpoint(self.mcp, self.mcp_json, MAX_BODY_BYTES), self.mcp_sessions)),
                   methods=["GET", "POST", "DELETE"]),
             *openai_routes(self.core),
+            *self.console.routes(),
         ])  # fmt: skip
+        # The console's own pages post forms from the address people reach it at.
+        origins = [*s.allowed_origins, *([_origin(s.public_url)] if s.public_url else [])]
         return Guard(app, self.core.auth, host=s.ws_host, port=self.port,
-                     allowed_origins=s.allowed_origins,
+                     allowed_origins=origins,
                      throttle=self.core.admission,
                      on_login=self.connections.logged_in,
-                     error_bodies={"/v1": openai_error_body})  # fmt: skip
+                     error_bodies={"/v1": openai_error_body},
+                     cookie_realms=(self.console.realm(),))  # fmt: skip
+
+    @property
+    def own_url(self) -> str:
+        """The listener's own address, for links when EXAI_PUBLIC_URL is not set."""
+        host = self.core.settings.ws_host
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.getfqdn()
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
 
     async def start(self) -> None:
         s = self.core.settings
@@ -121,7 +136,8 @@ class WebFace:
                 self._task.result()
             await asyncio.sleep(0.01)
         self._register_gauges()
-        log.info("http listening", host=s.ws_host, port=self.port, faces=["/mcp", "/v1"])
+        log.info("http listening", host=s.ws_host, port=self.port,
+                 faces=["/mcp", "/v1", "/console"])  # fmt: skip
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -160,3 +176,8 @@ class WebFace:
     async def _health(self, request: Request) -> Response:
         uptime = round(time.time() - self.core.started_at, 1)
         return JSONResponse({"status": "ok", "uptime_s": uptime})
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
