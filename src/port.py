@@ -103,6 +103,13 @@ class Reads(Protocol):
         """The whole text of a stored artifact of the principal's thread, or None."""
         ...
 
+    def count_tokens(
+        self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> int:
+        """exai's estimate (never under) of the prompt tokens of ``messages`` and
+        ``tools`` for the model ``model`` names (a name, an alias or ``auto``)."""
+        ...
+
 
 class Port(Protocol):
     """The core as a face sees it."""

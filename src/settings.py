@@ -49,6 +49,7 @@ _audit = _group("audit")
 _shim = _group("shim and bridge")
 _memory = _group("memory")
 _jobs = _group("jobs")
+_faces = _group("model faces")
 
 
 def _tools_list(description: str) -> Any:
@@ -407,6 +408,26 @@ class Settings(BaseSettings):
         "shared daemon this keeps its notifications from reaching internal services.",
         json_schema_extra={"group": "jobs"},
     )
+    faces_ping_s: float = _faces(
+        10.0, "A streamed answer of the model faces (/v1/chat/completions, /v1/messages, "
+        "/v1/responses) that has been quiet this long gets a keep-alive event, so no proxy's "
+        "idle timeout cuts a long call.", gt=0,
+    )  # fmt: skip
+    anthropic_models: str = _faces(
+        "claude-*=auto",
+        "What the Anthropic face (/v1/messages) serves an Anthropic model name with: "
+        "pattern=model pairs, comma-separated, tried in order (* and ? match any text, e.g. "
+        "*haiku*=glm-4.5-air,claude-*=auto). A name no pattern matches is looked up as it is "
+        "(kimi-k2.6, an alias, auto).",
+    )
+    faces_memory: CommaList = Field(
+        default_factory=list,
+        description="Principals whose requests to the model faces carry their relevant "
+        "memories (a marked block before the last user message) and queue their messages "
+        "for memory extraction, comma-separated; * is every principal. A JWT's exai_memory "
+        "claim (true or false) wins. Empty: no memory on the model faces.",
+        json_schema_extra={"group": "model faces"},
+    )
 
     @field_validator("memory_type_weights")
     @classmethod
@@ -418,11 +439,20 @@ class Settings(BaseSettings):
 
     @field_validator("tools_allow", "tools_deny", "allowed_roots", "openai_compat_models",
                      "fallback_models", "allowed_origins", "memory_embedding_providers",
-                     "jobs_notify_hosts", mode="before")  # fmt: skip
+                     "jobs_notify_hosts", "faces_memory", mode="before")  # fmt: skip
     @classmethod
     def _split_commas(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("anthropic_models")
+    @classmethod
+    def _model_map(cls, value: str) -> str:
+        for pair in filter(None, (p.strip() for p in value.split(","))):
+            pattern, sep, model = pair.partition("=")
+            if not sep or not pattern.strip() or not model.strip():
+                raise ValueError(f"{pair!r} is not pattern=model")
         return value
 
     @field_validator("budgets")
@@ -484,7 +514,7 @@ def env_name(field: str) -> str:
 # List settings whose default (empty) is the same on every machine.
 _LIST_DEFAULTS = frozenset({"tools_allow", "tools_deny", "openai_compat_models", "fallback_models",
                             "allowed_origins", "memory_embedding_providers",
-                            "jobs_notify_hosts"})  # fmt: skip
+                            "jobs_notify_hosts", "faces_memory"})  # fmt: skip
 
 
 def env_example() -> str:

@@ -2,15 +2,18 @@
 
 Lists and lookups that describe what the core holds, answered from the
 services without a tool call: the model catalogue as ``/v1/models`` lists it,
-and the whole text of an artifact a result was cut to. Ownership is checked
+the whole text of an artifact a result was cut to, and a prompt's tokens as
+the model it would go to counts them (``/v1/messages/count_tokens``). Ownership is checked
 here as the store checks it for tools: a principal reads only its own.
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from exai.errors import ExaiError
+from exai.store.tokens import estimator_for
 
 if TYPE_CHECKING:
     from exai.daemon.core import Core
@@ -41,3 +44,19 @@ class CoreReads:
         except ExaiError:
             return None
         return str(whole.content)
+
+    def count_tokens(
+        self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> int:
+        family = "generic"
+        providers = self._core.services.providers
+        if providers is not None:
+            try:
+                family = providers.resolve(model).model_id
+            except ExaiError:
+                pass  # an unknown model: the generic estimate, which fits every family
+        estimator = estimator_for(family)
+        counted = estimator.messages(messages)
+        if tools:
+            counted += estimator.text(json.dumps(tools, ensure_ascii=False))
+        return counted
