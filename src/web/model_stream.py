@@ -16,7 +16,10 @@ the same for all of them, and written once here:
   spent) gets its own HTTP status and the API's error body; after that, a failure
   can only be an error event in the stream;
 - a call that is quiet for ``ping_s`` seconds gets the API's keep-alive event
-  (starting the stream if need be), so no proxy's idle timeout cuts it.
+  (starting the stream if need be), so no proxy's idle timeout cuts it;
+- what the result holds and no event carried (a tool that answered without
+  streaming, a turn replayed from the store) is sent as events at the end, so a
+  streamed answer never lacks what the whole one would have.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from exai.port import Caller, Port
@@ -34,6 +38,7 @@ from exai.web.model_call import ModelCall
 
 __all__ = [
     "ErrorResponder",
+    "Event",
     "StreamEncoder",
     "audit_request",
     "result_text",
@@ -41,6 +46,7 @@ __all__ = [
     "run_whole",
     "sse",
     "sse_event",
+    "unstreamed",
 ]
 
 ErrorResponder = Callable[[ErrorInfo], tuple[int, dict[str, Any], dict[str, str]]]
@@ -74,6 +80,35 @@ class StreamEncoder(Protocol):
     def ping(self) -> bytes:
         """A keep-alive event."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A model event the face makes itself, shaped as the provider's deltas are."""
+
+    kind: str
+    text: str = ""
+    index: int | None = None
+    tool_call: dict[str, Any] | None = None
+
+
+def unstreamed(result: CallToolResult, seen: set[str]) -> list[Event]:
+    """Events for what ``result`` holds that no event of a kind in ``seen`` carried."""
+    extra = result.metadata.model_extra or {}
+    events: list[Event] = []
+    reasoning = extra.get("reasoning")
+    if "reasoning" not in seen and isinstance(reasoning, str) and reasoning:
+        events.append(Event("reasoning", reasoning))
+    text = result_text(result)
+    if "text" not in seen and text:
+        events.append(Event("text", text))
+    if "tool_call" not in seen:
+        for index, call in enumerate(extra.get("tool_calls") or []):
+            function = call.get("function") or {}
+            head = {**call, "function": {**function, "arguments": ""}}
+            events.append(Event("tool_call", index=index, tool_call=head))
+            events.append(Event("tool_arguments", function.get("arguments") or "", index))
+    return events
 
 
 def sse(data: dict[str, Any] | str) -> bytes:
@@ -145,6 +180,11 @@ async def run_streamed(
     )
     gone = asyncio.ensure_future(disconnected(receive))
     started = False
+    seen: set[str] = set()
+
+    def encode(delta: Any) -> bytes:
+        seen.add(getattr(delta, "kind", ""))
+        return encoder.delta(delta)
 
     async def emit(data: bytes) -> None:
         nonlocal started
@@ -173,9 +213,9 @@ async def run_streamed(
             if not waiting.done():
                 waiting.cancel()
                 break
-            await emit(encoder.delta(waiting.result()))
+            await emit(encode(waiting.result()))
         result = task.result()
-        rest = b"".join(encoder.delta(events.get_nowait()) for _ in range(events.qsize()))
+        rest = b"".join(encode(events.get_nowait()) for _ in range(events.qsize()))
         if result.error is not None and not started and not rest:
             await send_json(send, *error_response(result.error))
             return result
@@ -183,7 +223,8 @@ async def run_streamed(
         if result.error is not None:
             await emit(encoder.failure(result.error))
         else:
-            await emit(encoder.closing(result))
+            missing = b"".join(encoder.delta(event) for event in unstreamed(result, seen))
+            await emit(missing + encoder.closing(result))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return result
     finally:
