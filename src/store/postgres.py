@@ -27,6 +27,7 @@ import asyncpg
 from exai.errors import ValidationError_
 from exai.store.base import StoreLimits
 from exai.store.executor import Dialect
+from exai.store.responses import POSTGRES_MIGRATION as POSTGRES_RESPONSES
 from exai.store.sql import Body, SqlStore, T
 
 __all__ = ["MIGRATIONS", "PgConnection", "PostgresStore", "apply_migrations", "driver_options"]
@@ -206,6 +207,7 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
         """,
     ),
+    (6, POSTGRES_RESPONSES),  # the Responses API's stored responses (exai.store.responses)
 ]
 
 # Workflow steps holding their thread's lock at once, per daemon; more wait.

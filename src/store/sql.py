@@ -43,6 +43,7 @@ from exai.store.base import (
 )
 from exai.store.costs import CostAccounts
 from exai.store.executor import Dialect, Executor
+from exai.store.responses import ResponseRows
 from exai.store.lineage import ancestry_depth, check_depth, check_fork_point, restore_rows
 from exai.store.rows import (
     MESSAGE_COLUMNS,
@@ -122,9 +123,10 @@ class _KeyTaken(Exception):
     """A concurrent transaction claimed the request's key first; run again to find its turn."""
 
 
-class SqlStore(CostAccounts, ConversationStore):
-    """Everything a conversation store does, over any :class:`Executor`, and the
-    per-call cost rows kept beside the conversations (:class:`CostAccounts`)."""
+class SqlStore(CostAccounts, ResponseRows, ConversationStore):
+    """Everything a conversation store does, over any :class:`Executor`, the
+    per-call cost rows kept beside the conversations (:class:`CostAccounts`), and
+    the Responses API's stored responses (:class:`ResponseRows`)."""
 
     dialect: Dialect
 
@@ -236,7 +238,9 @@ class SqlStore(CostAccounts, ConversationStore):
     async def prune(self, now: float | None = None) -> int:
         cutoff = (self._clock() if now is None else now) - self.limits.ttl_s
         sql = self._q("DELETE FROM {p}threads WHERE deleted_at IS NOT NULL OR updated_at <= ?")
-        return await self._write(lambda tx: tx.execute(sql, cutoff))
+        threads: int = await self._write(lambda tx: tx.execute(sql, cutoff))
+        await self.prune_responses(now)
+        return threads
 
     # --- messages ---------------------------------------------------------
 

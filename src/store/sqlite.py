@@ -31,6 +31,7 @@ import aiosqlite
 
 from exai.store.base import StoreLimits
 from exai.store.executor import Dialect, Executor, ThreadConnection, drive
+from exai.store.responses import SQLITE_MIGRATION as SQLITE_RESPONSES
 from exai.store.sql import Body, SqlStore, T
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -186,6 +187,7 @@ MIGRATIONS: list[tuple[int, str]] = [
         5,
         "",
     ),
+    (6, SQLITE_RESPONSES),  # the Responses API's stored responses (exai.store.responses)
 ]
 
 _BUSY_TIMEOUT_S = 10.0
