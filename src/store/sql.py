@@ -43,8 +43,8 @@ from exai.store.base import (
 )
 from exai.store.costs import CostAccounts
 from exai.store.executor import Dialect, Executor
-from exai.store.responses import ResponseRows
 from exai.store.lineage import ancestry_depth, check_depth, check_fork_point, restore_rows
+from exai.store.responses import ResponseRows
 from exai.store.rows import (
     MESSAGE_COLUMNS,
     MESSAGE_INSERT_COLUMNS,

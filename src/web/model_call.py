@@ -27,6 +27,7 @@ __all__ = [
     "Note",
     "RequestRefused",
     "check_known",
+    "memory_on",
     "want_bool",
     "want_dict",
     "want_list",
@@ -82,6 +83,15 @@ class ModelCall:
     notes: tuple[Note, ...] = ()
     client_ref: str | None = None
     tool: str = TOOL
+
+
+def memory_on(principal: Any, faces_memory: Iterable[str]) -> bool:
+    """Whether a principal's model-face requests bring its memories: its token's
+    ``exai_memory`` claim, else EXAI_FACES_MEMORY (names, or ``*``)."""
+    if getattr(principal, "memory", None) is not None:
+        return bool(principal.memory)
+    listed = set(faces_memory)
+    return "*" in listed or principal.name in listed
 
 
 def check_known(body: Mapping[str, Any], known: Iterable[str], where: str = "") -> None:

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from exai.port import Caller, Port
 from exai.protocol import CallToolResult, ErrorInfo
 from exai.web.asgi import Receive, Send, disconnected, send_json, unless_client_leaves
-from exai.web.model_call import ModelCall
+from exai.web.model_call import ModelCall, memory_on
 
 __all__ = [
     "ErrorResponder",
@@ -126,6 +126,15 @@ def result_text(result: CallToolResult) -> str:
     return "\n\n".join(output.text for output in result.outputs)
 
 
+def arguments_of(core: Port, client: Caller, call: ModelCall) -> dict[str, Any]:
+    """The call's arguments, with the principal's memories asked for when it has them on
+    (EXAI_FACES_MEMORY or its token's ``exai_memory``). A thread (``chat``) brings its
+    own memory, frozen when it started."""
+    if call.tool == "completion" and memory_on(client.principal, core.settings.faces_memory):
+        return {**call.arguments, "memory": True}
+    return call.arguments
+
+
 def audit_request(core: Port, client: Caller, call: ModelCall, request_id: str) -> None:
     """The face's part of the call in the audit trail, beside the call's own events."""
     core.emit(
@@ -148,8 +157,9 @@ async def run_whole(
     """The call's result, or None (the call cancelled) if the client leaves first."""
     request_id = client.new_request_id()
     audit_request(core, client, call, request_id)
+    arguments = arguments_of(core, client, call)
     return await unless_client_leaves(
-        client.call(call.tool, call.arguments, request_id=request_id), receive
+        client.call(call.tool, arguments, request_id=request_id), receive
     )
 
 
@@ -172,7 +182,7 @@ async def run_streamed(
     task = asyncio.ensure_future(
         client.call(
             call.tool,
-            call.arguments,
+            arguments_of(core, client, call),
             request_id=request_id,
             stream=True,
             on_event=events.put_nowait,
