@@ -98,6 +98,9 @@ def _param(info: ErrorInfo) -> str | None:
     """The request field at fault, from a validation error's first field."""
     if _shape(info) is _UNKNOWN_MODEL:
         return "model"
+    named = (info.details or {}).get("param")
+    if isinstance(named, str):  # the provider layer names the parameter it could not serve
+        return named
     fields = (info.details or {}).get("fields") or []
     if not fields or not isinstance(fields[0], dict):
         return _shape(info).param

@@ -43,8 +43,8 @@ async def test_a_function_calling_loop_runs_stateless_and_whole(tmp_path, emulat
         assert choice.finish_reason == "tool_calls"
         (call,) = choice.message.tool_calls
         assert call.type == "function" and call.id
-        messages += [choice.message.model_dump(exclude_none=True),
-                     {"role": "tool", "tool_call_id": call.id, "content": _run_tool(call)}]  # fmt: skip
+        result = {"role": "tool", "tool_call_id": call.id, "content": _run_tool(call)}
+        messages += [choice.message.model_dump(exclude_none=True), result]
         second = await client.chat.completions.create(model="kimi-k2.6", messages=messages,
                                                       tools=[READ])  # fmt: skip
         assert second.choices[0].message.content == "It says: the secret word is pelican"
