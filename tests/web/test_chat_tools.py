@@ -17,8 +17,10 @@ from exai.memory.block import BLOCK_START
 from tests.web.faces import BASH, READ, TOKENS, base_url, faces_daemon, last_sent, sent_bodies
 
 QUESTION = [{"role": "user", "content": "what does notes.txt say?"}]
-STEP = {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}],
-        "when": {"offers_tool": "read_file", "last_role": "user"}}  # fmt: skip
+STEP = {
+    "tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}],
+    "when": {"offers_tool": "read_file", "last_role": "user"},
+}
 ANSWER = {"text": "It says: {last_tool_result}", "when": {"last_role": "tool"}}
 NO_THINKING = {"thinking": {"type": "disabled"}}
 
@@ -37,24 +39,29 @@ async def test_a_function_calling_loop_runs_stateless_and_whole(tmp_path, emulat
     emulator.script(STEP, ANSWER)
     async with faces_daemon(tmp_path, emulator) as daemon, _client(daemon) as client:
         messages = list(QUESTION)
-        first = await client.chat.completions.create(model="kimi-k2.6", messages=messages,
-                                                     tools=[READ], tool_choice="auto")  # fmt: skip
+        first = await client.chat.completions.create(
+            model="kimi-k2.6", messages=messages, tools=[READ], tool_choice="auto"
+        )
         choice = first.choices[0]
         assert choice.finish_reason == "tool_calls"
         (call,) = choice.message.tool_calls
         assert call.type == "function" and call.id
         result = {"role": "tool", "tool_call_id": call.id, "content": _run_tool(call)}
         messages += [choice.message.model_dump(exclude_none=True), result]
-        second = await client.chat.completions.create(model="kimi-k2.6", messages=messages,
-                                                      tools=[READ])  # fmt: skip
+        second = await client.chat.completions.create(
+            model="kimi-k2.6", messages=messages, tools=[READ]
+        )
         assert second.choices[0].message.content == "It says: the secret word is pelican"
         assert second.choices[0].finish_reason == "stop"
         assert await daemon.services.store.list_threads() == []
     sent = last_sent(emulator)
     assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "tool"]
     assert sent["messages"][1]["tool_calls"][0]["id"] == call.id
-    assert sent["messages"][2] == {"role": "tool", "tool_call_id": call.id,
-                                   "content": "the secret word is pelican"}  # fmt: skip
+    assert sent["messages"][2] == {
+        "role": "tool",
+        "tool_call_id": call.id,
+        "content": "the secret word is pelican",
+    }
     assert [t["function"]["name"] for t in sent["tools"]] == ["read_file"]
 
 
@@ -62,9 +69,12 @@ async def test_a_function_calling_loop_runs_streamed(tmp_path, emulator):
     emulator.script(STEP, ANSWER)
     async with faces_daemon(tmp_path, emulator) as daemon, _client(daemon) as client:
         stream = await client.chat.completions.create(
-            model="glm-4.6", messages=QUESTION, tools=[READ, BASH], stream=True,
+            model="glm-4.6",
+            messages=QUESTION,
+            tools=[READ, BASH],
+            stream=True,
             stream_options={"include_usage": True},
-        )  # fmt: skip
+        )
         chunks = [chunk async for chunk in stream]
         pieces = [tc for c in chunks if c.choices for tc in c.choices[0].delta.tool_calls or []]
         assert pieces[0].index == 0 and pieces[0].id and pieces[0].function.name == "read_file"
@@ -74,13 +84,24 @@ async def test_a_function_calling_loop_runs_streamed(tmp_path, emulator):
         assert ends[-1] == "tool_calls" and chunks[-1].choices == []
         assert chunks[-1].usage.total_tokens > 0
         call_id = pieces[0].id
-        history = [*QUESTION,
-                   {"role": "assistant", "content": None, "tool_calls": [
-                       {"id": call_id, "type": "function",
-                        "function": {"name": "read_file", "arguments": arguments}}]},
-                   {"role": "tool", "tool_call_id": call_id, "content": "pelican"}]  # fmt: skip
-        stream = await client.chat.completions.create(model="glm-4.6", messages=history,
-                                                      tools=[READ, BASH], stream=True)  # fmt: skip
+        history = [
+            *QUESTION,
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": arguments},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": call_id, "content": "pelican"},
+        ]
+        stream = await client.chat.completions.create(
+            model="glm-4.6", messages=history, tools=[READ, BASH], stream=True
+        )
         text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert text == "It says: pelican"
     assert len(last_sent(emulator)["messages"]) == 3
@@ -88,16 +109,22 @@ async def test_a_function_calling_loop_runs_streamed(tmp_path, emulator):
 
 @pytest.mark.parametrize(
     ("choice", "called"),
-    [("none", None), ("required", "read_file"),
-     ({"type": "function", "function": {"name": "bash"}}, "bash")],
+    [
+        ("none", None),
+        ("required", "read_file"),
+        ({"type": "function", "function": {"name": "bash"}}, "bash"),
+    ],
     ids=["none", "required", "named"],
-)  # fmt: skip
+)
 async def test_tool_choice_is_applied(tmp_path, emulator, choice, called):
     async with faces_daemon(tmp_path, emulator) as daemon, _client(daemon) as client:
         completion = await client.chat.completions.create(
-            model="kimi-k2.6", messages=QUESTION, tools=[READ, BASH], tool_choice=choice,
+            model="kimi-k2.6",
+            messages=QUESTION,
+            tools=[READ, BASH],
+            tool_choice=choice,
             extra_body=NO_THINKING,
-        )  # fmt: skip
+        )
     assert last_sent(emulator)["tool_choice"] == choice
     calls = completion.choices[0].message.tool_calls or []
     assert [c.function.name for c in calls] == ([called] if called else [])
@@ -107,15 +134,19 @@ async def test_a_thinking_kimi_round_reaches_the_model_with_every_message(tmp_pa
     """No OpenAI client sends reasoning_content back; exai puts it back on the round."""
     emulator.script({**STEP, "reasoning": "I should read the file"}, ANSWER)
     async with faces_daemon(tmp_path, emulator) as daemon, _client(daemon) as client:
-        first = await client.chat.completions.create(model="kimi-k2-thinking", messages=QUESTION,
-                                                     tools=[READ])  # fmt: skip
+        first = await client.chat.completions.create(
+            model="kimi-k2-thinking", messages=QUESTION, tools=[READ]
+        )
         (call,) = first.choices[0].message.tool_calls
-        history = [*QUESTION,
-                   {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
-                   {"role": "tool", "tool_call_id": call.id, "content": "pelican"},
-                   {"role": "user", "content": "and in French?"}]  # fmt: skip
-        second = await client.chat.completions.create(model="kimi-k2-thinking",
-                                                      messages=history, tools=[READ])  # fmt: skip
+        history = [
+            *QUESTION,
+            {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+            {"role": "tool", "tool_call_id": call.id, "content": "pelican"},
+            {"role": "user", "content": "and in French?"},
+        ]
+        second = await client.chat.completions.create(
+            model="kimi-k2-thinking", messages=history, tools=[READ]
+        )
         assert second.choices[0].message.content
     sent = last_sent(emulator)["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
@@ -127,21 +158,31 @@ async def test_legacy_functions_run_a_loop_too(tmp_path, emulator):
     emulator.script(STEP, ANSWER)
     function = READ["function"]
     async with faces_daemon(tmp_path, emulator) as daemon, _client(daemon) as client:
-        first = await client.chat.completions.create(model="glm-4.6", messages=QUESTION,
-                                                     functions=[function])  # fmt: skip
+        first = await client.chat.completions.create(
+            model="glm-4.6", messages=QUESTION, functions=[function]
+        )
         assert first.choices[0].finish_reason == "function_call"
         asked = first.choices[0].message.function_call
         assert asked.name == "read_file"
-        history = [*QUESTION, {"role": "assistant", "content": None,
-                               "function_call": {"name": asked.name,
-                                                 "arguments": asked.arguments}},
-                   {"role": "function", "name": "read_file", "content": "pelican"}]  # fmt: skip
-        second = await client.chat.completions.create(model="glm-4.6", messages=history,
-                                                      functions=[function])  # fmt: skip
+        history = [
+            *QUESTION,
+            {
+                "role": "assistant",
+                "content": None,
+                "function_call": {"name": asked.name, "arguments": asked.arguments},
+            },
+            {"role": "function", "name": "read_file", "content": "pelican"},
+        ]
+        second = await client.chat.completions.create(
+            model="glm-4.6", messages=history, functions=[function]
+        )
     assert second.choices[0].message.content == "It says: pelican"
     sent = last_sent(emulator)
-    assert sent["messages"][2] == {"role": "tool", "tool_call_id": "call_fn_1",
-                                   "content": "pelican"}  # fmt: skip
+    assert sent["messages"][2] == {
+        "role": "tool",
+        "tool_call_id": "call_fn_1",
+        "content": "pelican",
+    }
     assert sent["tools"] == [READ]
 
 
@@ -165,9 +206,11 @@ async def test_each_parameter_is_applied_adapted_with_a_note_or_refused_by_name(
     async with faces_daemon(tmp_path, emulator) as daemon, _client(daemon) as client:
         try:
             completion = await client.chat.completions.create(
-                model=model, messages=[{"role": "user", "content": "reply in JSON"}],
-                **{name: value}, **extra,
-            )  # fmt: skip
+                model=model,
+                messages=[{"role": "user", "content": "reply in JSON"}],
+                **{name: value},
+                **extra,
+            )
         except openai.BadRequestError as refused:
             assert refused.body["param"] == name and refused.body["message"]
             assert emulator.requests == []
@@ -180,9 +223,14 @@ async def test_each_parameter_is_applied_adapted_with_a_note_or_refused_by_name(
 
 @pytest.mark.parametrize(
     ("extra", "param"),
-    [({"logit_bias": {"1": 2}}, "logit_bias"), ({"presence_penalty": 0.5}, "presence_penalty"),
-     ({"n": 2}, "n"), ({"store": True}, "store"), ({"top_logprobs": 2}, "top_logprobs")],
-)  # fmt: skip
+    [
+        ({"logit_bias": {"1": 2}}, "logit_bias"),
+        ({"presence_penalty": 0.5}, "presence_penalty"),
+        ({"n": 2}, "n"),
+        ({"store": True}, "store"),
+        ({"top_logprobs": 2}, "top_logprobs"),
+    ],
+)
 async def test_what_exai_does_not_apply_is_refused_by_name(tmp_path, emulator, extra, param):
     async with faces_daemon(tmp_path, emulator) as daemon, _client(daemon) as client:
         with pytest.raises(openai.BadRequestError) as caught:
