@@ -126,7 +126,7 @@ async def test_both_key_headers_authenticate_and_errors_have_anthropics_shape(tm
         async with _client(daemon) as client:
             with pytest.raises(anthropic.BadRequestError) as bad:
                 await client.messages.create(
-                    model="kimi-k2.6", max_tokens=64, messages=ASK, top_k=5
+                    model="kimi-k2.6", max_tokens=64, messages=ASK, extra_body={"top_k": 5}
                 )
             with pytest.raises(anthropic.NotFoundError):
                 await client.messages.create(model="gpt-17-ultra", max_tokens=64, messages=ASK)
