@@ -190,9 +190,16 @@ async def run_streamed(
     )
     gone = asyncio.ensure_future(disconnected(receive))
     started = False
+    opening: bytes | None = None  # made before the first event is encoded, sent with it
     seen: set[str] = set()
 
+    def open_once() -> None:
+        nonlocal opening
+        if opening is None:
+            opening = encoder.opening()
+
     def encode(delta: Any) -> bytes:
+        open_once()
         seen.add(getattr(delta, "kind", ""))
         return encoder.delta(delta)
 
@@ -204,7 +211,8 @@ async def run_streamed(
             head = _SSE_HEADERS + (headers or [])
             await send({"type": "http.response.start", "status": 200, "headers": head})
             started = True
-            data = encoder.opening() + data
+            open_once()
+            data = (opening or b"") + data
         await send({"type": "http.response.body", "body": data, "more_body": True})
 
     try:
@@ -231,9 +239,11 @@ async def run_streamed(
             return result
         await emit(rest)
         if result.error is not None:
+            open_once()
             await emit(encoder.failure(result.error))
         else:
-            missing = b"".join(encoder.delta(event) for event in unstreamed(result, seen))
+            missing = b"".join(encode(event) for event in unstreamed(result, seen))
+            open_once()
             await emit(missing + encoder.closing(result))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return result
