@@ -12,7 +12,8 @@ more of those, in order:
 - an assistant message's text, ``tool_use`` blocks and ``thinking`` become one
   assistant message with ``tool_calls`` and ``reasoning_content``;
 - a ``system`` message in the conversation (Claude Code's mid-conversation system
-  turns) stays a system message.
+  turns) stays a system message; a message's own ``output_config`` (an effort
+  level for that turn) is checked and adapted as the request's is.
 
 Ids: a vendor's tool-call ids (Moonshot's ``functions.Read:0``) may hold
 characters Anthropic's ``tool_use`` ids do not, so such an id goes out as
@@ -40,6 +41,7 @@ from typing import Any
 from exai.web.model_call import Note, RequestRefused, check_known, want_dict, want_str
 
 __all__ = [
+    "EFFORTS",
     "Converted",
     "convert_messages",
     "incoming_id",
@@ -114,6 +116,7 @@ class Converted:
     messages: list[dict[str, Any]] = field(default_factory=list)
     loaded_tools: set[str] = field(default_factory=set)
     notes: list[Note] = field(default_factory=list)
+    efforts: list[str] = field(default_factory=list)  # where a turn asked for an effort level
 
 
 def convert_messages(messages: Any) -> Converted:
@@ -124,7 +127,9 @@ def convert_messages(messages: Any) -> Converted:
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
         message = want_dict(message, where)
-        check_known(message, ("role", "content"), f"{where}.")
+        check_known(message, ("role", "content", "output_config"), f"{where}.")
+        if message.get("output_config") is not None:
+            out.efforts.append(_turn_effort(message["output_config"], f"{where}.output_config"))
         role = message.get("role")
         content = message.get("content")
         if role not in ("user", "assistant", "system"):
@@ -249,6 +254,19 @@ def _assistant(blocks: list[Any], where: str, out: Converted) -> dict[str, Any]:
     if reasoning:
         message["reasoning_content"] = "\n\n".join(reasoning)
     return message
+
+
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+
+
+def _turn_effort(config: Any, where: str) -> str:
+    """Check a message's own ``output_config`` (Claude Code's per-turn control, which
+    carries only an effort level); where its effort is."""
+    config = want_dict(config, where)
+    check_known(config, ("effort",), f"{where}.")
+    if config.get("effort") not in EFFORTS:
+        raise RequestRefused(f"{where}.effort is one of {list(EFFORTS)}", param=f"{where}.effort")
+    return f"{where}.effort"
 
 
 def _image(block: dict[str, Any], at: str) -> dict[str, Any]:

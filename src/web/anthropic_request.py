@@ -30,7 +30,7 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any
 
-from exai.web.anthropic_blocks import Converted, convert_messages, system_text
+from exai.web.anthropic_blocks import EFFORTS, Converted, convert_messages, system_text
 from exai.web.model_call import (
     ModelCall,
     Note,
@@ -80,7 +80,6 @@ _TOOL_KEYS = (
     "defer_loading",
     "strict",
 )
-_EFFORTS = ("low", "medium", "high", "xhigh", "max")
 
 
 @dataclass(frozen=True)
@@ -162,7 +161,7 @@ def _common(body: dict[str, Any], model: str) -> tuple[dict[str, Any], list[Note
     if tools:
         arguments["tools"] = tools
     arguments.update(_tool_choice(body.get("tool_choice"), {t["function"]["name"] for t in tools}))
-    notes += _output_config(body.get("output_config"), arguments)
+    notes += _output_config(body.get("output_config"), arguments, converted.efforts)
     thinking = (body.get("thinking") or {}).get("type")
     if thinking in ("enabled", "disabled"):
         arguments["thinking_mode"] = "on" if thinking == "enabled" else "off"
@@ -293,24 +292,20 @@ def _context_management(raw: Any, converted: Converted) -> None:
             message.pop("reasoning_content")
 
 
-def _output_config(raw: Any, arguments: dict[str, Any]) -> list[Note]:
-    if raw is None:
-        return []
-    config = want_dict(raw, "output_config")
+def _output_config(raw: Any, arguments: dict[str, Any], turn_efforts: list[str]) -> list[Note]:
+    """Apply ``output_config``; an effort level, the request's or a turn's, is noted once."""
+    config = want_dict(raw, "output_config") if raw is not None else {}
     check_known(config, ("effort", "format"), "output_config.")
     notes = []
     effort = config.get("effort")
-    if effort is not None:
-        if effort not in _EFFORTS:
-            raise RequestRefused(
-                f"output_config.effort is one of {list(_EFFORTS)}", param="output_config.effort"
-            )
-        notes.append(
-            Note(
-                "output_config.effort",
-                "Kimi and GLM take no effort level; the model worked at its own",
-            )
+    if effort is not None and effort not in EFFORTS:
+        raise RequestRefused(
+            f"output_config.effort is one of {list(EFFORTS)}", param="output_config.effort"
         )
+    if effort is not None or turn_efforts:
+        where = "output_config.effort" if effort is not None else turn_efforts[0]
+        message = "Kimi and GLM take no effort level; the model worked at its own"
+        notes.append(Note(where, message))
     if config.get("format") is not None:
         fmt = want_dict(config["format"], "output_config.format")
         check_known(fmt, ("type", "schema"), "output_config.format.")

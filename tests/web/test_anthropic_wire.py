@@ -69,7 +69,11 @@ FIRST = {
         {"type": "text", "text": "read notes.txt"},
     ],
 }
-ENVIRONMENT = {"role": "system", "content": [{"type": "text", "text": "# Environment"}]}
+ENVIRONMENT = {
+    "role": "system",
+    "content": [{"type": "text", "text": "# Environment"}],
+    "output_config": {"effort": "medium"},
+}
 
 
 def test_claude_codes_first_request_becomes_one_completion_call():
@@ -247,6 +251,10 @@ def test_clear_thinking_keeps_the_reasoning_of_the_last_turns_only():
             "context_management.edits[0].type",
         ),
         ({"output_config": {"effort": "huge"}}, "output_config.effort"),
+        (
+            {"messages": [{**ENVIRONMENT, "output_config": {"effort": "x"}}]},
+            "messages[0].output_config.effort",
+        ),
         ({"metadata": {"user_id": "u", "tier": 1}}, "metadata.tier"),
         (
             {"messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}]},
