@@ -14,6 +14,7 @@ import pytest
 from openai import AsyncOpenAI
 
 from exai.memory.block import BLOCK_START
+from tests.clients.recorder import RecordingProxy, write_round
 from tests.web.faces import BASH, READ, TOKENS, base_url, faces_daemon, last_sent, sent_bodies
 
 QUESTION = [{"role": "user", "content": "what does notes.txt say?"}]
@@ -268,3 +269,50 @@ async def test_routing_rules_apply_to_model_face_requests(tmp_path, emulator):
     ):
         completion = await client.chat.completions.create(model="auto", messages=QUESTION)
     assert completion.exai["model"] == "glm-4.6" and emulator.requests[-1]["vendor"] == "glm"
+
+
+async def test_a_recorded_tool_round(tmp_path, emulator):
+    """One tool round through a recording pass-through, written to build/agents/."""
+    emulator.script(STEP, ANSWER)
+    async with faces_daemon(tmp_path, emulator) as daemon:
+        proxy = RecordingProxy(base_url(daemon, ""))
+        proxy.start()
+        try:
+            client = AsyncOpenAI(
+                base_url=proxy.base_url + "/v1", api_key=TOKENS["alice"], max_retries=0
+            )
+            async with client:
+                first = await client.chat.completions.create(
+                    model="kimi-k2.6", messages=QUESTION, tools=[READ], stream=True
+                )
+                pieces = [
+                    tc
+                    async for c in first
+                    if c.choices
+                    for tc in c.choices[0].delta.tool_calls or []
+                ]
+                call = {
+                    "id": pieces[0].id,
+                    "type": "function",
+                    "function": {
+                        "name": "read_file",
+                        "arguments": "".join(p.function.arguments or "" for p in pieces),
+                    },
+                }
+                history = [
+                    *QUESTION,
+                    {"role": "assistant", "content": None, "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": call["id"], "content": "pelican"},
+                ]
+                second = await client.chat.completions.create(
+                    model="kimi-k2.6", messages=history, tools=[READ], stream=True
+                )
+                text = "".join(
+                    [c.choices[0].delta.content or "" async for c in second if c.choices]
+                )
+        finally:
+            proxy.stop()
+    assert text == "It says: pelican"
+    rounds = [e for e in proxy.exchanges if e["path"] == "/v1/chat/completions"]
+    assert len(rounds) == 2 and b'"tool_calls"' in rounds[0]["response"]
+    write_round("openai-chat", rounds)
