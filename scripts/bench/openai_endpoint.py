@@ -14,8 +14,9 @@ in the machine's load affects them alike:
 - streamed: stateless with ``stream: true``, to the last chunk, against the
   emulator streamed directly.
 
-Every answer is checked against the emulator's own (the same text on every path);
-a failed call or a different answer counts as an error of its path.
+Every answer is checked against the emulator's own (the same reply to the same
+question on every path); a failed call or another answer counts as an error of its
+path.
 
 The emulator and the daemon run in processes of their own, so the measuring
 client shares its core with neither. Run: ``python -m scripts.bench.openai_endpoint``.
@@ -39,6 +40,12 @@ __all__ = ["main", "report", "run"]
 
 MODEL = "kimi-k2.6"
 MESSAGES = [{"role": "user", "content": "How long is a piece of string? " * 4}]
+
+
+def _reply_to(answer: str) -> str:
+    """The emulator's reply without its count of the messages it saw (a thread adds its
+    system prompt to them)."""
+    return answer.split(" (saw ")[0]
 
 
 async def _answer(client: AsyncOpenAI, **extra: Any) -> str:
@@ -90,7 +97,7 @@ async def run(n: int = 600, rounds: int = 10, warmup: int = 50) -> dict[str, Any
                                 errors[name] += 1
                                 continue
                             samples[name].append(time.perf_counter() - start)
-                            errors[name] += answer != expected
+                            errors[name] += _reply_to(answer) != _reply_to(expected)
             finally:
                 await direct.close()
                 await daemon.close()
