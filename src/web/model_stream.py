@@ -231,7 +231,9 @@ async def run_streamed(
             if not waiting.done():
                 waiting.cancel()
                 break
-            await emit(encode(waiting.result()))
+            # Every event that arrived meanwhile goes in the same write.
+            batch = [waiting.result()] + [events.get_nowait() for _ in range(events.qsize())]
+            await emit(b"".join(encode(event) for event in batch))
         result = task.result()
         rest = b"".join(encode(events.get_nowait()) for _ in range(events.qsize()))
         if result.error is not None and not started and not rest:
