@@ -110,10 +110,14 @@ async def litellm_proxy(provider_url: str) -> AsyncIterator[str | None]:
         "model_list:\n"
         f"  - model_name: {MODEL}\n"
         "    litellm_params:\n"
-        f"      model: openai/{MODEL}\n"
+        # LiteLLM's own Moonshot provider, as a user would configure Kimi: it serves
+        # /v1/messages and /v1/responses by translating them to chat completions, as
+        # exai does (with openai/ it forwards them to a /responses the vendor lacks).
+        f"      model: moonshot/{MODEL}\n"
         f"      api_base: {provider_url}\n"
         "      api_key: sk-bench\n"
         "litellm_settings:\n  drop_params: false\n  telemetry: false\n"
+        "router_settings:\n  disable_cooldowns: true\n"
         f"general_settings:\n  master_key: sk-{TOKEN}\n"
     )
     env = {
