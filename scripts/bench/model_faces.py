@@ -117,8 +117,8 @@ async def litellm_proxy(provider_url: str) -> AsyncIterator[str | None]:
         f"      api_base: {provider_url}\n"
         "      api_key: sk-bench\n"
         "litellm_settings:\n  drop_params: false\n  telemetry: false\n"
+        # No master key: LiteLLM checks no key, where exai checks its token.
         "router_settings:\n  disable_cooldowns: true\n"
-        f"general_settings:\n  master_key: sk-{TOKEN}\n"
     )
     env = {
         **os.environ,
