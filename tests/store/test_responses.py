@@ -20,9 +20,7 @@ async def test_a_chain_of_responses_replays_every_message_in_order(store_factory
     await store.put_response("resp_first0001", "alice", [USER, ANSWER])
     await store.put_response("resp_second002", "alice", [RESULT], parent_id="resp_first0001")
     await store.put_response("resp_third0003", "alice", [USER], parent_id="resp_second002")
-    assert await store.response_messages("resp_third0003", "alice") == [
-        USER, ANSWER, RESULT, USER
-    ]
+    assert await store.response_messages("resp_third0003", "alice") == [USER, ANSWER, RESULT, USER]
     assert await store.response_messages("resp_first0001", "alice") == [USER, ANSWER]
 
 
