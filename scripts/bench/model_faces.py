@@ -131,10 +131,10 @@ async def litellm_proxy(provider_url: str) -> AsyncIterator[str | None]:
         env=env,
         cwd=config.parent,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=open(config.parent / "litellm.log", "wb"),  # noqa: SIM115 - the child keeps it
     )
     try:
-        await wait_for_http(port, timeout=120)
+        await wait_for_http(port, timeout=600)  # its first start compiles and migrates
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
