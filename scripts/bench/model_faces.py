@@ -131,7 +131,7 @@ async def litellm_proxy(provider_url: str) -> AsyncIterator[str | None]:
         env=env,
         cwd=config.parent,
         stdout=subprocess.DEVNULL,
-        stderr=open(config.parent / "litellm.log", "wb"),  # noqa: SIM115 - the child keeps it
+        stderr=open(config.parent / "litellm.log", "wb"),
     )
     try:
         await wait_for_http(port, timeout=600)  # its first start compiles and migrates
