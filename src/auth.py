@@ -5,7 +5,7 @@ every configured token, so the time taken does not reveal which prefix matched.
 A JWT needs ``sub``, ``exp`` and may carry ``nbf``, ``scopes`` (a list of tool
 names, or ``"*"``; scopes restrict which tools the principal may call) and
 ``exai_budget`` (``{amount, currency, period}``: what the principal may spend
-per UTC day or month, see :mod:`exai.accounting.budgets`) and ``exai_memory``
+per UTC day or month, see :mod:`exai.settings.values`) and ``exai_memory``
 (true or false: whether the model faces bring the principal's memories, over
 ``EXAI_FACES_MEMORY``).
 
@@ -27,8 +27,8 @@ from typing import Any
 
 import jwt
 
-from exai.accounting.budgets import Budget, parse_budget
 from exai.errors import UnauthorizedError
+from exai.settings.values import Budget, parse_budget
 
 __all__ = ["Authenticator", "Principal", "issue_token"]
 

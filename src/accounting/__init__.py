@@ -9,7 +9,7 @@ and the cost of one call are :mod:`exai.providers.pricing`'s.
 from __future__ import annotations
 
 # The ledger is imported from its module: it needs the store, and the budgets
-# are needed by modules the store itself imports (auth, settings).
+# are needed by modules the store itself imports (auth).
 from exai.accounting.budgets import Budget, parse_budget, parse_budgets
 
 __all__ = ["Budget", "parse_budget", "parse_budgets"]

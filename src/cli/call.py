@@ -14,6 +14,7 @@ import json
 import sys
 from typing import Any
 
+from exai.cli.numbers import number
 from exai.settings import SettingsError, load_settings
 
 __all__ = ["parse_assignments", "register"]
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", dest="json_args", help="arguments as one JSON object")
     p.add_argument("--url", help="daemon URL (default: ws://EXAI_WS_HOST:EXAI_WS_PORT)")
     p.add_argument("--token", help="token (default: EXAI_WS_TOKEN)")
-    p.add_argument("--timeout", type=float, help="deadline in seconds")
+    p.add_argument("--timeout", type=number(0.001, 604800), help="deadline in seconds")
     p.add_argument("--stream", action="store_true", help="ask the tool to stream its answer")
     p.add_argument("--raw", action="store_true", help="print the call_tool_res frame as JSON")
     p.set_defaults(func=_call)

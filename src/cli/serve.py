@@ -9,6 +9,7 @@ import json
 import signal
 import sys
 
+from exai.cli.numbers import number
 from exai.settings import SettingsError, load_settings
 
 __all__ = ["register"]
@@ -17,7 +18,7 @@ __all__ = ["register"]
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the daemon")
     p.add_argument("--host", help="override EXAI_WS_HOST")
-    p.add_argument("--port", type=int, help="override EXAI_WS_PORT")
+    p.add_argument("--port", type=number(0, 65535, integer=True), help="override EXAI_WS_PORT")
     p.set_defaults(func=_serve)
 
     c = sub.add_parser("config", help="print the effective settings, secrets masked")
@@ -31,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     issue = tsub.add_parser("issue", help="issue an HS256 JWT signed with EXAI_JWT_SECRET")
     issue.add_argument("--sub", required=True, help="the principal name")
     issue.add_argument("--scopes", nargs="*", help="tools the token may call (default: all)")
-    issue.add_argument("--ttl", type=float, default=3600.0, help="lifetime in seconds")
+    issue.add_argument("--ttl", type=number(1, 10 * 366 * 86400), default=3600.0,
+                       help="lifetime in seconds")  # fmt: skip
     issue.set_defaults(func=_token_issue)
 
 

@@ -27,12 +27,12 @@ a turn already stored is answered from the store without a model call.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from exai.cluster.rates import WindowCounts
+from exai.cluster.results import Outcome, last_per_call, worth_sharing
 from exai.logs import get_logger
 
 __all__ = ["ClusterState", "SharedResult", "SharedSession"]
@@ -93,12 +93,19 @@ class ClusterState:
         self._sessions[session_id] = (owner, self.clock())
 
     def note_result(
-        self, session_id: str, owner: str, request_id: str, fingerprint: str, result: bytes
-    ) -> None:
-        """A finished call's result, for a retry on any daemon; written in the background."""
+        self, session_id: str, owner: str, request_id: str, fingerprint: str, result: bytes,
+        error: Outcome | None,
+    ) -> None:  # fmt: skip
+        """A finished call's result, for a retry on any daemon; written in the background.
+
+        ``error`` is what the call failed with (None: it succeeded); a result
+        :func:`~exai.cluster.results.worth_sharing` refuses is not written.
+        """
         now = self.clock()
-        self._results.append((session_id, request_id, owner, fingerprint, result, now))
         self._sessions[session_id] = (owner, now)
+        if not worth_sharing(error):
+            return
+        self._results.append((session_id, request_id, owner, fingerprint, result, now))
         if len(self._results) > _MAX_PENDING:
             del self._results[: len(self._results) - _MAX_PENDING]
 
@@ -190,7 +197,7 @@ class ClusterState:
                         [sessions[i][0] for i in ids],
                         [sessions[i][1] for i in ids],
                     )
-                kept = _final_results(results)
+                kept = last_per_call(results)
                 if kept:
                     columns = list(zip(*kept, strict=True))
                     await conn.execute(
@@ -243,22 +250,3 @@ class ClusterState:
             if self.rates is not None:
                 await conn.execute(f"DELETE FROM {s}.rate_windows WHERE window_start < $1",
                                    int(now - 2 * self.rates.window_s))  # fmt: skip
-
-
-def _final_results(
-    results: list[tuple[str, str, str, str, bytes, float]],
-) -> list[tuple[str, str, str, str, bytes, float]]:
-    """The results worth sharing: the last one per call, and no retryable error.
-
-    A retryable error (the daemon shutting down, over capacity) must not be
-    replayed on another daemon: the retry is meant to run there.
-    """
-    by_key: dict[tuple[str, str], tuple[str, str, str, str, bytes, float]] = {}
-    for row in results:
-        result = row[4]
-        if b'"retryable":true' in result:
-            error = json.loads(result).get("error")
-            if isinstance(error, dict) and error.get("retryable"):
-                continue
-        by_key[(row[0], row[1])] = row
-    return list(by_key.values())

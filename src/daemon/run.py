@@ -89,7 +89,7 @@ async def run_call(
     latency_ms = (now - call.started) * 1000
     data, error = _outcome(call, tool.name, result, error, latency_ms)
     _account(d, session, call, tool.name, result, error, context, latency_ms)
-    await _deliver(d, session, call, data, now)
+    await _deliver(d, session, call, data, error, now)
 
 
 async def _acquire_and_execute(
@@ -168,13 +168,15 @@ def _account(
                    **charge_fields(charges))  # fmt: skip
 
 
-async def _deliver(d: Dispatcher, session: Session, call: Call, data: bytes, now: float) -> None:
+async def _deliver(
+    d: Dispatcher, session: Session, call: Call, data: bytes, error: ExaiError | None, now: float
+) -> None:
     call.finish()
     session.calls.pop(call.request_id, None)
     d.running.discard(call)
     session.last_seen = now
     if call.ran:  # a call refused in the queue is not kept: its retry may run
-        session.remember(call, data, now)
+        session.remember(call, data, now, error)
     await session.deliver(data)
 
 

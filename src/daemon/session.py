@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from exai.auth import Principal
 from exai.daemon.call import Call
 from exai.daemon.replay import ReplayCache, ReplayEntry
-from exai.errors import UnauthorizedError
+from exai.errors import ExaiError, UnauthorizedError
 from exai.limits import CapacityLimiter
 
 __all__ = ["Session", "SessionRegistry"]
@@ -67,13 +67,14 @@ class Session:
         if send is not None:
             send.post(frame)
 
-    def remember(self, call: Call, result: bytes, now: float) -> None:
-        """Keep ``result`` (the frame sent) for a retry of the same call."""
+    def remember(self, call: Call, result: bytes, now: float, error: ExaiError | None) -> None:
+        """Keep ``result`` (the frame sent) for a retry of the same call, which ended
+        with ``error`` (None: it succeeded)."""
         rid = call.request_id
         if self.shared is not None:  # other daemons compare retries against the digest itself
             fingerprint = call.fingerprint()
             self.results.put(self.id, rid, fingerprint, result, now)
-            self.shared.note_result(self.id, self.principal.name, rid, fingerprint, result)
+            self.shared.note_result(self.id, self.principal.name, rid, fingerprint, result, error)
             return
         request = call.request if call.fingerprint_known is None else None
         known = None if request is not None else call.fingerprint()

@@ -8,10 +8,9 @@ jobs, and each fire runs on one of them.
 
 from __future__ import annotations
 
-from exai.errors import ValidationError_
 from exai.jobs.base import JobStore
 from exai.settings import Settings
-from exai.store.backends import room_url, sqlite_path_from_url
+from exai.store.backends import backend_of, room_url, sqlite_path_from_url
 
 __all__ = ["jobs_url", "open_job_store"]
 
@@ -22,16 +21,10 @@ def jobs_url(settings: Settings) -> str:
 
 async def open_job_store(settings: Settings, *, schema: str = "exai") -> JobStore:
     url = jobs_url(settings)
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme == "sqlite":
+    if backend_of(url, "EXAI_JOBS_URL") == "sqlite":
         from exai.jobs.sqlite import SqliteJobStore
 
         return await SqliteJobStore.open(sqlite_path_from_url(url))
-    if scheme in ("postgresql", "postgres"):
-        from exai.jobs.postgres import PostgresJobStore
+    from exai.jobs.postgres import PostgresJobStore
 
-        return await PostgresJobStore.open(url, schema=schema)
-    raise ValidationError_(
-        "EXAI_JOBS_URL must start with sqlite:///, postgresql:// or postgres:// "
-        f"(got scheme {scheme or 'none'!r})"
-    )
+    return await PostgresJobStore.open(url, schema=schema)

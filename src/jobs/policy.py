@@ -6,9 +6,15 @@ carry the answers out; tests check the rules on their own.
 
 * :func:`plan_fire`: a due job, what run to insert and where ``next_run_at``
   goes, including the missed-fire policy.
-* :func:`lease_expired`: whether a running run was abandoned by its worker.
 * :func:`after_failure`: retry with exponential backoff, or give up.
 * :func:`notify_delay`: when a notification that failed to send is tried again.
+
+Whether a run's lease has passed is not decided here but in the statement that
+hands the run out again (:meth:`~exai.jobs.sql.SqlJobStore.reset_abandoned`): on
+Postgres one ``UPDATE ... WHERE status = 'running' AND locked_until < now``
+re-reads a row its worker is renewing at that moment and leaves it alone, and
+uses the index of running runs; deciding in Python would mean reading the rows
+first, locking them, and a round trip more on every tick.
 """
 
 from __future__ import annotations
@@ -26,7 +32,6 @@ __all__ = [
     "Retry",
     "after_failure",
     "backoff_s",
-    "lease_expired",
     "notify_delay",
     "plan_fire",
 ]
@@ -64,11 +69,6 @@ def plan_fire(
     if missed == "skip":
         return FirePlan(None, following, missed=True)
     return FirePlan(next_run_at, following, missed=True)
-
-
-def lease_expired(status: str, locked_until: float | None, now: float) -> bool:
-    """A run is abandoned when it is marked running and its lease has passed."""
-    return status == "running" and locked_until is not None and locked_until < now
 
 
 @dataclass(frozen=True, slots=True)

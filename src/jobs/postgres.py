@@ -9,32 +9,32 @@ one of them and a pending run is claimed by one of them.
 
 from __future__ import annotations
 
-import re
 from typing import TypeVar
 
 import asyncpg
 
-from exai.errors import ValidationError_
 from exai.jobs.schema import POSTGRES_MIGRATIONS
-from exai.jobs.sql import Body, JobDialect, SqlJobStore
-from exai.store.postgres import PgConnection, apply_migrations, driver_options
+from exai.jobs.sql import Body, SqlJobStore
+from exai.store.executor import Dialect
+from exai.store.migrations import apply_migrations
+from exai.store.postgres import PgConnection, check_schema_name, driver_options
 
 __all__ = ["PostgresJobStore"]
 
 T = TypeVar("T")
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
 class PostgresJobStore(SqlJobStore):
     def __init__(self, pool: asyncpg.Pool, schema: str) -> None:
         self._pool = pool
         self.schema = schema
-        self.dialect = JobDialect(prefix=f"{schema}.", numbered_params=True, skip_locked=True)
+        self.dialect = Dialect(
+            prefix=f"{schema}.", numbered_params=True, skip_locked=" FOR UPDATE SKIP LOCKED"
+        )
 
     @classmethod
     async def open(cls, url: str, *, schema: str = "exai", max_size: int = 5) -> PostgresJobStore:
-        if not _SCHEMA_NAME.match(schema):
-            raise ValidationError_(f"{schema!r} is not a plain lower-case Postgres schema name")
+        check_schema_name(schema)
         dsn, options = driver_options(url)
         pool = await asyncpg.create_pool(dsn, min_size=1, max_size=max_size, command_timeout=60,
                                          **options)  # fmt: skip

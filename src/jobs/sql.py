@@ -2,7 +2,7 @@
 
 :class:`SqlJobStore` implements :class:`~exai.jobs.base.JobStore`; a backend
 supplies one transaction at a time through :meth:`SqlJobStore._write` and its
-spelling of locks and placeholders through :class:`JobDialect`.
+spelling of locks and placeholders through a :class:`~exai.store.executor.Dialect`.
 
 On Postgres every row a tick takes is selected ``FOR UPDATE SKIP LOCKED``:
 several daemons tick at once, each takes rows no other transaction holds, and
@@ -13,11 +13,9 @@ which holds the file's one write lock, so ticks there simply take turns.
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from exai.errors import ValidationError_
@@ -34,9 +32,9 @@ from exai.jobs.base import (
 )
 from exai.jobs.notes import NotificationRows
 from exai.jobs.schedule import Schedule
-from exai.store.executor import Executor
+from exai.store.executor import Dialect, Executor
 
-__all__ = ["JobDialect", "SqlJobStore"]
+__all__ = ["SqlJobStore"]
 
 T = TypeVar("T")
 Body = Callable[[Executor], Awaitable[T]]
@@ -54,25 +52,6 @@ _INSERT_RUN = (
     f"INSERT INTO {{p}}job_runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * 17)})"
     " ON CONFLICT (job_id, scheduled_for) DO NOTHING"
 )
-
-
-@dataclass(frozen=True)
-class JobDialect:
-    prefix: str = ""
-    numbered_params: bool = False
-    skip_locked: bool = False
-    _cache: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
-
-    def sql(self, template: str) -> str:
-        text = self._cache.get(template)
-        if text is None:
-            lock = " FOR UPDATE SKIP LOCKED" if self.skip_locked else ""
-            text = template.replace("{p}", self.prefix).replace("{lock}", lock)
-            if self.numbered_params:
-                counter = iter(range(1, 1000))
-                text = re.sub(r"\?", lambda _: f"${next(counter)}", text)
-            self._cache[template] = text
-        return text
 
 
 def _dumps(value: Any) -> str | None:
@@ -98,7 +77,7 @@ def decode_run(row: Sequence[Any]) -> Run:
 
 
 class SqlJobStore(NotificationRows, JobStore):
-    dialect: JobDialect
+    dialect: Dialect
 
     @abstractmethod
     async def _write(self, body: Body[T]) -> T:

@@ -10,80 +10,47 @@ transactions) but gain nothing.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import sqlite3
-import time
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from exai.jobs.schema import SQLITE_MIGRATIONS
-from exai.jobs.sql import Body, JobDialect, SqlJobStore
-from exai.store.executor import ThreadConnection, drive
+from exai.jobs.sql import Body, SqlJobStore
+from exai.store.executor import Dialect, ThreadConnection, drive
+from exai.store.migrations import apply_sqlite_migrations
+from exai.store.sqlite_thread import SqliteThread, prepare_file
 
 __all__ = ["SqliteJobStore"]
 
 T = TypeVar("T")
 
+_connect = partial(sqlite3.connect, isolation_level=None, check_same_thread=False, timeout=10.0)
+
 
 class SqliteJobStore(SqlJobStore):
-    dialect = JobDialect()
+    dialect = Dialect()
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, path: Path, thread: SqliteThread) -> None:
         self.path = path
-        self._conn = conn
-        self._pool = pool
+        self._thread = thread
 
     @classmethod
     async def open(cls, path: str | Path) -> SqliteJobStore:
         path = Path(path)
-        pool = ThreadPoolExecutor(1, thread_name_prefix="exai-jobs-sqlite")
-        loop = asyncio.get_running_loop()
-
-        def connect() -> sqlite3.Connection:
-            where = path.expanduser()
-            where.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(str(where), isolation_level=None, check_same_thread=False,
-                                   timeout=10.0)  # fmt: skip
-            for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
-                conn.execute(f"PRAGMA {pragma}")
-            return conn
-
-        conn = await loop.run_in_executor(pool, connect)
-        store = cls(path, conn, pool)
-        await store._write(store._migrate)
+        conn = await asyncio.to_thread(prepare_file, path, _connect)
+        store = cls(path, SqliteThread(conn, "exai-jobs-sqlite"))
+        try:
+            await store._write(
+                lambda tx: apply_sqlite_migrations(tx, "jobs_schema_version", SQLITE_MIGRATIONS)
+            )
+        except BaseException:
+            await store.aclose()
+            raise
         return store
 
-    async def _migrate(self, tx: Any) -> None:
-        await tx.execute("CREATE TABLE IF NOT EXISTS jobs_schema_version"
-                         " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)")  # fmt: skip
-        row = await tx.fetchrow("SELECT COALESCE(MAX(version), 0) FROM jobs_schema_version")
-        done = int(row[0]) if row else 0
-        for version, script in SQLITE_MIGRATIONS:
-            if version > done:
-                for statement in filter(str.strip, script.split(";")):
-                    await tx.execute(statement)
-                await tx.execute("INSERT INTO jobs_schema_version VALUES (?, ?)", version,
-                                 time.time())  # fmt: skip
-
     async def _write(self, body: Body[T]) -> T:
-        context = contextvars.copy_context()
-        conn = self._conn
-
-        def transaction() -> T:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = context.run(drive, body(ThreadConnection(conn)))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            return result
-
-        return await asyncio.get_running_loop().run_in_executor(self._pool, transaction)
+        return await self._thread.transaction(lambda conn: drive(body(ThreadConnection(conn))))
 
     async def aclose(self) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._pool, self._conn.close)
-        self._pool.shutdown(wait=False)
+        await self._thread.close()

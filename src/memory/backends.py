@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from exai.errors import ValidationError_
 from exai.memory.base import MemoryStore
 from exai.memory.embeddings import load_chain
 from exai.memory.service import MemoryConfig, MemoryService
 from exai.settings import Settings
-from exai.store.backends import room_url, sqlite_path_from_url
+from exai.store.backends import backend_of, room_url, sqlite_path_from_url
 
 __all__ = ["memory_url", "open_memory", "open_memory_store"]
 
@@ -26,21 +25,15 @@ def memory_url(settings: Settings) -> str:
 
 async def open_memory_store(settings: Settings, *, schema: str = "exai") -> MemoryStore:
     url = memory_url(settings)
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme == "sqlite":
+    if backend_of(url, "EXAI_MEMORY_URL") == "sqlite":
         from exai.memory.sqlite import SqliteMemoryStore
 
         return await SqliteMemoryStore.open(
             sqlite_path_from_url(url), sqlite_vec=settings.memory_sqlite_vec
         )
-    if scheme in ("postgresql", "postgres"):
-        from exai.memory.postgres import PostgresMemoryStore
+    from exai.memory.postgres import PostgresMemoryStore
 
-        return await PostgresMemoryStore.open(url, schema=schema, pgvector=settings.memory_pgvector)
-    raise ValidationError_(
-        "EXAI_MEMORY_URL must start with sqlite:///, postgresql:// or postgres:// "
-        f"(got scheme {scheme or 'none'!r})"
-    )
+    return await PostgresMemoryStore.open(url, schema=schema, pgvector=settings.memory_pgvector)
 
 
 async def open_memory(

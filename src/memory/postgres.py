@@ -4,25 +4,16 @@ The tables live in the conversation store's schema (``exai``) beside its own,
 with a migrations table of their own (``memory_schema_version``): memory has its
 own versions and never shares the conversation store's numbering.
 
-Vectors are kept twice: as ``real[]`` (always) and, when the ``vector``
-extension can be created, as a pgvector ``vector`` searched through one HNSW
-index per dimension (a partial index on ``embedding::vector(d)`` for rows of
-that dimension, since one HNSW index covers one dimension). Without pgvector
-(a plain Postgres such as Debian's 15), vectors are searched by reading the
-principal's ``real[]`` vectors and comparing them in Python: correct, slower,
-and said so in :meth:`PostgresMemoryStore.status`. When pgvector appears later,
-the next start copies the arrays into the vector column.
-
-HNSW returns its nearest candidates before other conditions filter them, so a
-search for one principal among many could come back short; pgvector's
-iterative scan (0.8 and later) keeps scanning until the filtered results are
-enough.
+Vectors are kept as ``real[]`` always and, when pgvector can be used, in a
+``vector`` column searched through HNSW indexes (:mod:`exai.memory.pgvector`).
+Without pgvector (a plain Postgres such as Debian's 15), vectors are searched by
+reading the principal's ``real[]`` vectors and comparing them in Python: correct,
+slower, and said so in :meth:`PostgresMemoryStore.status`.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -30,7 +21,6 @@ from typing import Any
 
 import asyncpg
 
-from exai.errors import ValidationError_
 from exai.logs import get_logger
 from exai.memory.base import (
     ANY_OWNER,
@@ -41,32 +31,16 @@ from exai.memory.base import (
     Owner,
     ScoredId,
 )
+from exai.memory.pgvector import PgVectors, literal, vector_extension
 from exai.memory.queue import PostgresExtractionQueue
 from exai.memory.ranking import cosine
-from exai.memory.schema import POSTGRES_MIGRATIONS
-from exai.store.postgres import apply_migrations, driver_options
+from exai.memory.schema import MEMORY_COLUMNS, POSTGRES_MIGRATIONS, decode_memory
+from exai.store.migrations import apply_migrations
+from exai.store.postgres import check_schema_name, driver_options
 
 __all__ = ["PostgresMemoryStore"]
 
 log = get_logger("exai.memory")
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-
-_COLUMNS = (
-    "id, owner, content, type, tags, project, content_hash, source, created_at, updated_at,"
-    " embedding_model, dimension"
-)
-
-
-def _memory(row: Sequence[Any]) -> Memory:
-    return Memory(
-        id=row[0], owner=row[1], content=row[2], type=row[3], tags=json.loads(row[4]),
-        project=row[5], content_hash=row[6], source=row[7], created_at=row[8],
-        updated_at=row[9], embedding_model=row[10], dimension=row[11],
-    )  # fmt: skip
-
-
-def _literal(vector: Sequence[float]) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
 class _Filters:
@@ -94,36 +68,33 @@ class PostgresMemoryStore(MemoryStore):
 
     def __init__(
         self, pool: asyncpg.Pool, schema: str, vector_reason: str | None,
-        clock: Callable[[], float],
+        clock: Callable[[], float], iterative: bool = False,
     ) -> None:  # fmt: skip
         self._pool = pool
         self.schema = schema
         self._no_vec = vector_reason
         self._clock = clock
-        self._indexed: set[int] = set()
+        self._vec = PgVectors(schema, iterative) if vector_reason is None else None
         self.extraction = PostgresExtractionQueue(pool, schema, clock)
-        self._iterative = False  # pgvector's iterative index scan (0.8+) is there
 
     @classmethod
     async def open(
         cls, url: str, *, schema: str = "exai", clock: Callable[[], float] = time.time,
         pgvector: bool = True, max_size: int = 10,
     ) -> PostgresMemoryStore:  # fmt: skip
-        if not _SCHEMA_NAME.match(schema):
-            raise ValidationError_(f"{schema!r} is not a plain lower-case Postgres schema name")
+        check_schema_name(schema)
         dsn, options = driver_options(url)
-        vector_schema, reason, iterative = await _vector_extension(dsn, pgvector)
-        path = f'"{schema}", "{vector_schema}", public' if vector_schema else f'"{schema}", public'
+        found = await vector_extension(dsn, pgvector)
+        path = f'"{schema}", "{found.schema}", public' if found.schema else f'"{schema}", public'
 
         async def init(conn: Any) -> None:
             await conn.execute(f"SET search_path TO {path}")
 
         pool = await asyncpg.create_pool(dsn, min_size=1, max_size=max_size, command_timeout=60,
                                          init=init, **options)  # fmt: skip
-        store = cls(pool, schema, reason, clock)
-        store._iterative = iterative
-        if reason:
-            log.warning("pgvector unavailable: vectors are searched by a scan", reason=reason)
+        store = cls(pool, schema, found.reason, clock, found.iterative)
+        if found.reason:
+            log.warning("pgvector unavailable: vectors are searched by a scan", reason=found.reason)
         try:
             await store._migrate()
         except BaseException:
@@ -132,33 +103,15 @@ class PostgresMemoryStore(MemoryStore):
         return store
 
     async def _migrate(self) -> None:
-        s = self.schema
         async with self._pool.acquire() as conn, conn.transaction():
-            await apply_migrations(conn, s, "memory", "memory_schema_version",
+            await apply_migrations(conn, self.schema, "memory", "memory_schema_version",
                                    POSTGRES_MIGRATIONS)  # fmt: skip
-            if self._no_vec is None:
-                await conn.execute(
-                    f"ALTER TABLE {s}.memories ADD COLUMN IF NOT EXISTS embedding vector"
-                )
-                await conn.execute(
-                    f"UPDATE {s}.memories SET embedding = embedding_array::vector"
-                    " WHERE embedding IS NULL AND embedding_array IS NOT NULL"
-                )
-                dims = await conn.fetch(
-                    f"SELECT DISTINCT dimension FROM {s}.memories WHERE dimension IS NOT NULL"
-                )
-                for row in dims:
-                    await self._index(conn, int(row[0]))
+            if self._vec is not None:
+                await self._vec.prepare(conn)
 
     async def _index(self, conn: Any, dimension: int) -> None:
-        if dimension in self._indexed or self._no_vec is not None:
-            return
-        d = int(dimension)
-        await conn.execute(
-            f"CREATE INDEX IF NOT EXISTS memories_hnsw_{d} ON {self.schema}.memories"
-            f" USING hnsw ((embedding::vector({d})) vector_cosine_ops) WHERE dimension = {d}"
-        )
-        self._indexed.add(d)
+        if self._vec is not None:
+            await self._vec.index(conn, dimension)
 
     # --- writes -------------------------------------------------------------------
 
@@ -180,7 +133,7 @@ class PostgresMemoryStore(MemoryStore):
         else:
             args = [model, len(vector), [float(x) for x in vector]]
         if self._no_vec is None:
-            args.append(_literal(vector) if vector is not None else None)
+            args.append(literal(vector) if vector is not None else None)
         return args
 
     def _insert_sql(self) -> str:
@@ -209,11 +162,11 @@ class PostgresMemoryStore(MemoryStore):
                 await self._index(conn, len(vector))
             await conn.execute(self._insert_sql(), *self._insert_args(memory, vector, model))
             row = await conn.fetchrow(
-                f"SELECT {_COLUMNS} FROM {self.schema}.memories"
+                f"SELECT {MEMORY_COLUMNS} FROM {self.schema}.memories"
                 " WHERE owner = $1 AND content_hash = $2",
                 memory.owner, memory.content_hash,
             )  # fmt: skip
-        return _memory(row)
+        return decode_memory(row)
 
     async def insert_many(
         self, memories: Sequence[tuple[NewMemory, Sequence[float] | None]], model: str | None
@@ -268,31 +221,31 @@ class PostgresMemoryStore(MemoryStore):
     async def get(self, memory_id: str, owner: Owner) -> Memory:
         async with self._pool.acquire() as conn:
             row = await conn.fetchrow(
-                f"SELECT {_COLUMNS} FROM {self.schema}.memories WHERE id = $1", memory_id
+                f"SELECT {MEMORY_COLUMNS} FROM {self.schema}.memories WHERE id = $1", memory_id
             )
         if row is None or (owner is not ANY_OWNER and row[1] != owner):
             raise MemoryNotFoundError(memory_id)
-        return _memory(row)
+        return decode_memory(row)
 
     async def find_hash(self, owner: str, content_hash: str) -> Memory | None:
         async with self._pool.acquire() as conn:
             row = await conn.fetchrow(
-                f"SELECT {_COLUMNS} FROM {self.schema}.memories"
+                f"SELECT {MEMORY_COLUMNS} FROM {self.schema}.memories"
                 " WHERE owner = $1 AND content_hash = $2",
                 owner, content_hash,
             )  # fmt: skip
-        return _memory(row) if row else None
+        return decode_memory(row) if row else None
 
     async def fetch(self, owner: str, ids: Sequence[str]) -> list[Memory]:
         if not ids:
             return []
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(
-                f"SELECT {_COLUMNS} FROM {self.schema}.memories"
+                f"SELECT {MEMORY_COLUMNS} FROM {self.schema}.memories"
                 " WHERE owner = $1 AND id = ANY($2::text[])",
                 owner, list(ids),
             )  # fmt: skip
-        return [_memory(r) for r in rows]
+        return [decode_memory(r) for r in rows]
 
     async def list_memories(
         self, owner: Owner, *, types: Sequence[str] | None = None,
@@ -304,12 +257,12 @@ class PostgresMemoryStore(MemoryStore):
         f.types_projects(types, projects)
         n = len(f.args)
         sql = (
-            f"SELECT {_COLUMNS} FROM {self.schema}.memories WHERE true{f.sql}"
+            f"SELECT {MEMORY_COLUMNS} FROM {self.schema}.memories WHERE true{f.sql}"
             f" ORDER BY updated_at DESC, id LIMIT ${n + 1} OFFSET ${n + 2}"
         )
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(sql, *f.args, limit, offset)
-        return [_memory(r) for r in rows]
+        return [decode_memory(r) for r in rows]
 
     async def count(self, owner: Owner) -> int:
         async with self._pool.acquire() as conn:
@@ -344,23 +297,13 @@ class PostgresMemoryStore(MemoryStore):
         f.types_projects(types, projects)
         where = f"owner = $1 AND embedding_model = $2 AND dimension = $3{f.sql}"
         async with self._pool.acquire() as conn:
-            if self._no_vec is not None:
+            if self._vec is not None:
+                scored = await self._vec.search(conn, where, f.args, vector, limit)
+            else:
                 rows = await conn.fetch(
                     f"SELECT id, embedding_array FROM {self.schema}.memories WHERE {where}", *f.args
                 )
                 scored = [ScoredId(r[0], cosine(vector, r[1])) for r in rows]
-            else:
-                q = len(f.args) + 1
-                distance = f"(embedding::vector({d})) <=> ${q}::vector({d})"
-                async with conn.transaction():
-                    if self._iterative:
-                        await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                    rows = await conn.fetch(
-                        f"SELECT id, {distance} AS distance FROM {self.schema}.memories"
-                        f" WHERE {where} ORDER BY {distance} LIMIT ${q + 1}",
-                        *f.args, _literal(vector), limit,
-                    )  # fmt: skip
-                scored = [ScoredId(r[0], 1.0 - float(r[1])) for r in rows]
         scored.sort(key=lambda s: (-s.score, s.id))
         return scored[:limit]
 
@@ -369,12 +312,12 @@ class PostgresMemoryStore(MemoryStore):
     ) -> list[Memory]:
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(
-                f"SELECT {_COLUMNS} FROM {self.schema}.memories WHERE embedding_model IS NULL"
+                f"SELECT {MEMORY_COLUMNS} FROM {self.schema}.memories WHERE embedding_model IS NULL"
                 " OR embedding_model IS DISTINCT FROM $1 OR dimension IS DISTINCT FROM $2"
                 " ORDER BY created_at, id LIMIT $3",
                 model, dimension, limit,
             )  # fmt: skip
-        return [_memory(r) for r in rows]
+        return [decode_memory(r) for r in rows]
 
     def status(self) -> dict[str, Any]:
         out: dict[str, Any] = {"backend": "postgres", "keyword": "full-text (ts_rank_cd)"}
@@ -388,27 +331,3 @@ class PostgresMemoryStore(MemoryStore):
     async def aclose(self) -> None:
         if not self._pool.is_closing():
             await self._pool.close()
-
-
-async def _vector_extension(dsn: str, wanted: bool) -> tuple[str | None, str | None, bool]:
-    """Where the ``vector`` extension lives (created if allowed) or why it cannot be used,
-    and whether it has the iterative index scan (pgvector 0.8 and later)."""
-    if not wanted:
-        return None, "turned off (EXAI_MEMORY_PGVECTOR=false)", False
-    conn = await asyncpg.connect(dsn)
-    try:
-        failure = None
-        try:
-            await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        except asyncpg.PostgresError as exc:
-            failure = f"CREATE EXTENSION vector failed: {exc}"
-        row = await conn.fetchrow(
-            "SELECT extnamespace::regnamespace::text, extversion FROM pg_extension"
-            " WHERE extname = 'vector'"
-        )
-        if row is None:
-            return None, failure or "the vector extension is missing", False
-        version = tuple(int(p) for p in re.findall(r"\d+", str(row[1]))[:2])
-        return str(row[0]).strip('"'), None, version >= (0, 8)
-    finally:
-        await conn.close()

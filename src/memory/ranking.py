@@ -33,7 +33,6 @@ __all__ = [
     "fuse",
     "normalize_content",
     "normalize_vector",
-    "parse_type_weights",
     "query_terms",
     "recency_factor",
 ]
@@ -90,22 +89,6 @@ def normalize_vector(vector: Sequence[float]) -> list[float]:
     """The vector scaled to length 1 (a zero vector stays zero)."""
     norm = math.sqrt(sum(x * x for x in vector))
     return [x / norm for x in vector] if norm else [float(x) for x in vector]
-
-
-def parse_type_weights(text: str) -> dict[str, float]:
-    """``"rule=1.5,decision=1.3"`` -> ``{"rule": 1.5, "decision": 1.3}``; raises ValueError."""
-    weights: dict[str, float] = {}
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        name, sep, value = part.partition("=")
-        if not sep or not name.strip():
-            raise ValueError(f"expected type=weight, got {part.strip()!r}")
-        number = float(value)
-        if not math.isfinite(number) or number <= 0:
-            raise ValueError(f"the weight of {name.strip()!r} must be a positive number")
-        weights[name.strip()] = number
-    return weights
 
 
 @dataclass(frozen=True, slots=True)

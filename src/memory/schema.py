@@ -1,4 +1,4 @@
-"""The memory tables and their migrations, for SQLite and for Postgres.
+"""The memory tables, their migrations for SQLite and Postgres, and how a row reads back.
 
 Memory keeps its own versions, in its own table (``memory_schema_version``),
 apart from the conversation store's ``schema_version``: the two schemas evolve
@@ -9,7 +9,13 @@ change there. Postgres scripts name their schema ``{s}``.
 
 from __future__ import annotations
 
-__all__ = ["POSTGRES_MIGRATIONS", "SQLITE_MIGRATIONS", "sqlite_statements"]
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from exai.memory.base import Memory
+
+__all__ = ["MEMORY_COLUMNS", "POSTGRES_MIGRATIONS", "SQLITE_MIGRATIONS", "decode_memory"]
 
 SQLITE_MIGRATIONS: list[tuple[int, str]] = [
     (
@@ -107,21 +113,18 @@ POSTGRES_MIGRATIONS: list[tuple[int, str]] = [
 ]
 
 
-def sqlite_statements(script: str) -> list[str]:
-    """Split a migration script into statements; a trigger body's ``;`` stays inside it."""
-    statements: list[str] = []
-    current: list[str] = []
-    in_trigger = False
-    for part in script.split(";"):
-        current.append(part)
-        text = ";".join(current).strip()
-        if text.upper().startswith("CREATE TRIGGER") and not text.upper().endswith("END"):
-            in_trigger = True
-            continue
-        in_trigger = False
-        if text:
-            statements.append(text)
-        current = []
-    if in_trigger:
-        raise ValueError("unterminated trigger in a memory migration")
-    return statements
+# The columns a Memory is read from, in the order decode_memory expects; the same on
+# both backends (tags are JSON text in SQLite and jsonb, read as text, in Postgres).
+MEMORY_COLUMNS = (
+    "id, owner, content, type, tags, project, content_hash, source, created_at, updated_at,"
+    " embedding_model, dimension"
+)
+
+
+def decode_memory(row: Sequence[Any]) -> Memory:
+    """A :class:`Memory` from a row of :data:`MEMORY_COLUMNS`."""
+    return Memory(
+        id=row[0], owner=row[1], content=row[2], type=row[3], tags=json.loads(row[4]),
+        project=row[5], content_hash=row[6], source=row[7], created_at=row[8],
+        updated_at=row[9], embedding_model=row[10], dimension=row[11],
+    )  # fmt: skip

@@ -30,10 +30,10 @@ from exai.memory.ranking import (
     dedup_action,
     fuse,
     normalize_content,
-    parse_type_weights,
     query_terms,
 )
 from exai.settings import Settings
+from exai.settings.values import parse_type_weights
 
 __all__ = ["MAX_CONTENT_CHARS", "MemoryConfig", "MemoryService", "Remembered"]
 

@@ -1,20 +1,14 @@
 """The embedded memory store: SQLite with FTS5 for keywords and sqlite-vec for vectors.
 
 Memories live in their own file (``memory.sqlite3`` beside the conversation
-store), on one connection with a thread of its own: sqlite-vec is a loadable
+store), on one connection with a thread of its own
+(:class:`~exai.store.sqlite_thread.SqliteThread`): sqlite-vec is a loadable
 extension, which must be loaded into the connection that queries it, and the
-conversation store's connections have no reason to carry it.
-
-Loading an extension needs a ``sqlite3`` module built with
-``enable_load_extension``. Some Python builds (pyenv's default among them)
-leave it out, so the bundled ``pysqlite3`` is preferred when installed, then the
-standard library's. When neither can load sqlite-vec, vectors are still stored
-(as float32 blobs in ``memories``) and searched by a scan in Python: correct,
-slower, and said so in :meth:`SqliteMemoryStore.status`.
-
-Vectors go into one ``vec0`` table per dimension, partitioned by owner (a
-search reads only that principal's vectors) with the model as a metadata
-column (a search compares vectors of one model only).
+conversation store's connections have no reason to carry it. Loading it, and the
+``vec0`` tables vectors go into, are :mod:`exai.memory.sqlite_vec`'s. When it
+cannot be loaded, vectors are still stored (as float32 blobs in ``memories``) and
+searched by a scan in Python: correct, slower, and said so in
+:meth:`SqliteMemoryStore.status`.
 """
 
 from __future__ import annotations
@@ -22,11 +16,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import struct
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,84 +33,33 @@ from exai.memory.base import (
     ScoredId,
 )
 from exai.memory.queue import SqliteExtractionQueue
-from exai.memory.ranking import cosine
-from exai.memory.schema import SQLITE_MIGRATIONS, sqlite_statements
+from exai.memory.schema import MEMORY_COLUMNS, SQLITE_MIGRATIONS, decode_memory
+from exai.memory.sqlite_vec import VecTables, connect_sqlite, pack, scan
+from exai.store.executor import ThreadConnection, drive
+from exai.store.migrations import apply_sqlite_migrations
+from exai.store.sqlite_thread import SqliteThread, prepare_file
 
-__all__ = ["SqliteMemoryStore", "connect_sqlite"]
+__all__ = ["SqliteMemoryStore"]
 
 T = TypeVar("T")
 log = get_logger("exai.memory")
 
-_COLUMNS = (
-    "id, owner, content, type, tags, project, content_hash, source, created_at, updated_at,"
-    " embedding_model, dimension"
-)
-
-
-def connect_sqlite(path: str, load_vec: bool = True) -> tuple[Any, str | None]:
-    """A connection with sqlite-vec loaded if possible, and why not otherwise."""
-    if not load_vec:
-        import sqlite3
-
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
-        return conn, "turned off (EXAI_MEMORY_SQLITE_VEC=false)"
-    errors: list[str] = []
-    modules: list[Any] = []
-    try:
-        from pysqlite3 import dbapi2 as bundled
-
-        modules.append(bundled)
-    except ImportError:
-        errors.append("pysqlite3 is not installed")
-    import sqlite3
-
-    modules.append(sqlite3)
-    for module in modules:
-        conn = module.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
-        try:
-            import sqlite_vec
-
-            conn.enable_load_extension(True)
-            sqlite_vec.load(conn)
-            conn.enable_load_extension(False)
-            return conn, None
-        except (AttributeError, ImportError, module.OperationalError) as exc:
-            errors.append(f"{module.__name__}: {type(exc).__name__}: {exc}")
-            if module is not modules[-1]:
-                conn.close()
-                continue
-            return conn, "; ".join(errors)
-    raise AssertionError("unreachable")
-
 
 def _connect(path: Path, load_vec: bool) -> tuple[Any, str | None]:
-    path = path.expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn, no_vec = connect_sqlite(str(path), load_vec)
-    for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
-        conn.execute(f"PRAGMA {pragma}")
-    return conn, no_vec
+    reasons: list[str | None] = []
+
+    def connect(where: str) -> Any:
+        conn, no_vec = connect_sqlite(where, load_vec)
+        reasons.append(no_vec)
+        return conn
+
+    conn = prepare_file(path, connect)
+    return conn, reasons[0]
 
 
 def _owner_key(owner: str) -> str:
     """The token that stands for an owner in the full-text index."""
     return "o" + hashlib.sha256(owner.encode()).hexdigest()[:24]
-
-
-def _pack(vector: Sequence[float]) -> bytes:
-    return struct.pack(f"<{len(vector)}f", *vector)
-
-
-def _unpack(blob: bytes) -> tuple[float, ...]:
-    return struct.unpack(f"<{len(blob) // 4}f", blob)
-
-
-def _memory(row: Sequence[Any]) -> Memory:
-    return Memory(
-        id=row[0], owner=row[1], content=row[2], type=row[3], tags=json.loads(row[4]),
-        project=row[5], content_hash=row[6], source=row[7], created_at=row[8],
-        updated_at=row[9], embedding_model=row[10], dimension=row[11],
-    )  # fmt: skip
 
 
 def _filters(
@@ -142,12 +83,10 @@ class SqliteMemoryStore(MemoryStore):
         self, path: Path, conn: Any, no_vec: str | None, clock: Callable[[], float]
     ) -> None:
         self.path = path
-        self._conn = conn
+        self._thread = SqliteThread(conn, "exai-memory")
         self._no_vec = no_vec
         self._clock = clock
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="exai-memory")
-        self._vec_dims: set[int] = set()
-        self._closed = False
+        self._vec = VecTables()
         self.extraction = SqliteExtractionQueue(self._run, clock)
 
     @classmethod
@@ -170,69 +109,20 @@ class SqliteMemoryStore(MemoryStore):
 
     async def _run(self, fn: Callable[[Any], T]) -> T:
         """``fn(conn)`` in one transaction, on the store's thread."""
-
-        def transaction() -> T:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn(self._conn)
-                self._conn.execute("COMMIT")
-            except BaseException:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                raise
-            return result
-
-        return await asyncio.get_running_loop().run_in_executor(self._pool, transaction)
+        return await self._thread.transaction(fn)
 
     def _migrate(self, db: Any) -> None:
-        db.execute(
-            "CREATE TABLE IF NOT EXISTS memory_schema_version"
-            " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-        )
-        current = db.execute("SELECT COALESCE(MAX(version), 0) FROM memory_schema_version")
-        done = int(current.fetchone()[0])
-        for version, script in SQLITE_MIGRATIONS:
-            if version > done:
-                for statement in sqlite_statements(script):
-                    db.execute(statement)
-                db.execute(
-                    "INSERT INTO memory_schema_version VALUES (?, ?)", (version, time.time())
-                )
+        table = "memory_schema_version"
+        drive(apply_sqlite_migrations(ThreadConnection(db), table, SQLITE_MIGRATIONS))
         if self._no_vec is None:
-            for (name,) in db.execute(
-                "SELECT name FROM sqlite_master WHERE name LIKE 'memory_vec_%' AND type = 'table'"
-            ).fetchall():
-                suffix = name.removeprefix("memory_vec_")
-                if suffix.isdigit():
-                    self._vec_dims.add(int(suffix))
-
-    def _vec_table(self, db: Any, dimension: int) -> str:
-        name = f"memory_vec_{int(dimension)}"
-        if dimension not in self._vec_dims:
-            db.execute(
-                f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING vec0("
-                f"owner text partition key, model text, embedding float[{int(dimension)}]"
-                " distance_metric=cosine)"
-            )
-            self._vec_dims.add(dimension)
-        return name
+            self._vec.load(db)
 
     def _put_vector(
         self, db: Any, rowid: int, owner: str, vector: Sequence[float] | None,
         model: str | None, *, fresh: bool = False,
     ) -> None:  # fmt: skip
-        """Point ``rowid``'s vector at ``vector`` (or none) in every vec0 table."""
-        if self._no_vec is not None:
-            return
-        if not fresh:
-            for dim in list(self._vec_dims):
-                db.execute(f"DELETE FROM memory_vec_{dim} WHERE rowid = ?", (rowid,))
-        if vector is not None and model is not None:
-            table = self._vec_table(db, len(vector))
-            db.execute(
-                f"INSERT INTO {table}(rowid, owner, model, embedding) VALUES (?, ?, ?, ?)",
-                (rowid, owner, model, _pack(vector)),
-            )
+        if self._no_vec is None:
+            self._vec.put(db, rowid, owner, vector, model, fresh=fresh)
 
     # --- writes -------------------------------------------------------------------
 
@@ -240,7 +130,7 @@ class SqliteMemoryStore(MemoryStore):
         self, db: Any, memory: NewMemory, vector: Sequence[float] | None, model: str | None
     ) -> bool:
         now = self._clock()
-        blob = _pack(vector) if vector is not None else None
+        blob = pack(vector) if vector is not None else None
         cur = db.execute(
             "INSERT INTO memories (id, owner, project, type, content, tags, content_hash, source,"
             " created_at, updated_at, embedding_model, dimension, embedding, owner_key)"
@@ -262,10 +152,10 @@ class SqliteMemoryStore(MemoryStore):
         def body(db: Any) -> Memory:
             self._insert_one(db, memory, vector, model)
             row = db.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND content_hash = ?",
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE owner = ? AND content_hash = ?",
                 (memory.owner, memory.content_hash),
             ).fetchone()
-            return _memory(row)
+            return decode_memory(row)
 
         return await self._run(body)
 
@@ -289,7 +179,7 @@ class SqliteMemoryStore(MemoryStore):
                 (content, type, json.dumps(list(tags)), content_hash, self._clock(),
                  model if vector is not None else None,
                  len(vector) if vector is not None else None,
-                 _pack(vector) if vector is not None else None, memory_id),
+                 pack(vector) if vector is not None else None, memory_id),
             )  # fmt: skip
             self._put_vector(db, rowid[0], row.owner, vector, model)
             return self._get(db, memory_id, owner)
@@ -310,7 +200,7 @@ class SqliteMemoryStore(MemoryStore):
                 " WHERE id = ?",
                 (model if vector is not None else None,
                  len(vector) if vector is not None else None,
-                 _pack(vector) if vector is not None else None, memory_id),
+                 pack(vector) if vector is not None else None, memory_id),
             )  # fmt: skip
             self._put_vector(db, row[0], row[1], vector, model)
 
@@ -329,10 +219,11 @@ class SqliteMemoryStore(MemoryStore):
     # --- reads --------------------------------------------------------------------
 
     def _get(self, db: Any, memory_id: str, owner: Owner) -> Memory:
-        row = db.execute(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?"
+        row = db.execute(sql, (memory_id,)).fetchone()
         if row is None or (owner is not ANY_OWNER and row[1] != owner):
             raise MemoryNotFoundError(memory_id)
-        return _memory(row)
+        return decode_memory(row)
 
     async def get(self, memory_id: str, owner: Owner) -> Memory:
         return await self._run(lambda db: self._get(db, memory_id, owner))
@@ -340,10 +231,10 @@ class SqliteMemoryStore(MemoryStore):
     async def find_hash(self, owner: str, content_hash: str) -> Memory | None:
         def body(db: Any) -> Memory | None:
             row = db.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND content_hash = ?",
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE owner = ? AND content_hash = ?",
                 (owner, content_hash),
             ).fetchone()
-            return _memory(row) if row else None
+            return decode_memory(row) if row else None
 
         return await self._run(body)
 
@@ -353,10 +244,12 @@ class SqliteMemoryStore(MemoryStore):
         # By id first: "+owner" keeps the planner off the owner index, which would
         # read every one of the owner's rows to find a few.
         sql = (
-            f"SELECT {_COLUMNS} FROM memories WHERE id IN ({','.join('?' * len(ids))})"
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({','.join('?' * len(ids))})"
             " AND +owner = ?"
         )
-        return await self._run(lambda db: [_memory(r) for r in db.execute(sql, (*ids, owner))])
+        return await self._run(
+            lambda db: [decode_memory(r) for r in db.execute(sql, (*ids, owner))]
+        )
 
     async def list_memories(
         self, owner: Owner, *, types: Sequence[str] | None = None,
@@ -367,11 +260,11 @@ class SqliteMemoryStore(MemoryStore):
             where += " AND owner = ?"
             args.append(owner)
         sql = (
-            f"SELECT {_COLUMNS} FROM memories WHERE 1 = 1{where}"
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE 1 = 1{where}"
             " ORDER BY updated_at DESC, id LIMIT ? OFFSET ?"
         )
         return await self._run(
-            lambda db: [_memory(r) for r in db.execute(sql, (*args, limit, offset))]
+            lambda db: [decode_memory(r) for r in db.execute(sql, (*args, limit, offset))]
         )
 
     async def count(self, owner: Owner) -> int:
@@ -409,47 +302,18 @@ class SqliteMemoryStore(MemoryStore):
         types: Sequence[str] | None = None, projects: Sequence[str] | None = None,
     ) -> list[ScoredId]:  # fmt: skip
         where, args = _filters(types, projects, "m.")
-        if self._no_vec is not None:
-            return await self._run(
-                lambda db: self._scan(db, owner, vector, model, limit, where, args)
-            )
-        dim = len(vector)
-        if dim not in self._vec_dims:
-            return []
-        # Over-fetch when filtering: vec0 filters on owner and model only.
-        k = limit * 4 if where else limit
-        sql = (
-            f"SELECT m.id, v.distance FROM (SELECT rowid, distance FROM memory_vec_{dim}"
-            " WHERE embedding MATCH ? AND k = ? AND owner = ? AND model = ?) v"
-            f" JOIN memories m ON m.rowid = v.rowid WHERE 1 = 1{where} ORDER BY v.distance LIMIT ?"
-        )
-        rows = await self._run(
-            lambda db: db.execute(sql, (_pack(vector), k, owner, model, *args, limit)).fetchall()
-        )
-        return [ScoredId(r[0], 1.0 - float(r[1])) for r in rows]
-
-    def _scan(
-        self, db: Any, owner: str, vector: Sequence[float], model: str, limit: int,
-        where: str, args: list[Any],
-    ) -> list[ScoredId]:  # fmt: skip
-        rows = db.execute(
-            "SELECT m.id, m.embedding FROM memories m WHERE m.owner = ? AND m.embedding_model = ?"
-            f" AND m.dimension = ?{where}",
-            (owner, model, len(vector), *args),
-        ).fetchall()
-        scored = [ScoredId(r[0], cosine(vector, _unpack(r[1]))) for r in rows]
-        scored.sort(key=lambda s: (-s.score, s.id))
-        return scored[:limit]
+        search = scan if self._no_vec is not None else self._vec.search
+        return await self._run(lambda db: search(db, owner, vector, model, limit, where, args))
 
     async def stale_vectors(
         self, model: str | None, dimension: int | None, limit: int
     ) -> list[Memory]:
         sql = (
-            f"SELECT {_COLUMNS} FROM memories WHERE embedding_model IS NULL"
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE embedding_model IS NULL"
             " OR embedding_model IS NOT ? OR dimension IS NOT ? ORDER BY rowid LIMIT ?"
         )
         return await self._run(
-            lambda db: [_memory(r) for r in db.execute(sql, (model, dimension, limit))]
+            lambda db: [decode_memory(r) for r in db.execute(sql, (model, dimension, limit))]
         )
 
     def status(self) -> dict[str, Any]:
@@ -463,14 +327,4 @@ class SqliteMemoryStore(MemoryStore):
         }
 
     async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-
-        def close() -> None:
-            self._conn.close()
-
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._pool, close)
-        finally:
-            self._pool.shutdown(wait=False)
+        await self._thread.close()

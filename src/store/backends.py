@@ -11,13 +11,34 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 from urllib.parse import unquote, urlsplit
 
 from exai.errors import ValidationError_
 from exai.settings import Settings
 from exai.store.base import ConversationStore, StoreLimits
 
-__all__ = ["open_store", "room_url", "sqlite_path_from_url"]
+__all__ = ["Backend", "backend_of", "open_store", "room_url", "sqlite_path_from_url"]
+
+Backend = Literal["sqlite", "postgres"]
+
+
+def backend_of(url: str, setting: str) -> Backend:
+    """The backend ``url``'s scheme names; anything else is refused, naming ``setting``.
+
+    ``sqlite:///path`` is SQLite; ``postgresql://`` and ``postgres://`` (both
+    spellings libpq accepts) are Postgres. The conversation store, memory and jobs
+    all decide here.
+    """
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme == "sqlite":
+        return "sqlite"
+    if scheme in ("postgresql", "postgres"):
+        return "postgres"
+    raise ValidationError_(
+        f"{setting} must start with sqlite:///, postgresql:// or postgres:// "
+        f"(got scheme {scheme or 'none'!r})"
+    )
 
 
 def sqlite_path_from_url(url: str) -> Path:
@@ -39,7 +60,7 @@ def room_url(own: str | None, settings: Settings, sqlite_path: Path) -> str:
     if own:
         return own.strip()
     store = (settings.store_url or "").strip()
-    if store.split("://", 1)[0].lower() in ("postgresql", "postgres"):
+    if store and backend_of(store, "EXAI_STORE_URL") == "postgres":
         return store
     return f"sqlite:///{sqlite_path}"
 
@@ -51,20 +72,14 @@ async def open_store(settings: Settings, *, schema: str = "exai") -> Conversatio
     """
     limits = StoreLimits.from_settings(settings)
     url = (settings.store_url or "").strip()
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if not url:
         from exai.store.sqlite import SqliteStore
 
         return await SqliteStore.open(settings.sqlite_path, limits)
-    if scheme == "sqlite":
+    if backend_of(url, "EXAI_STORE_URL") == "sqlite":
         from exai.store.sqlite import SqliteStore
 
         return await SqliteStore.open(sqlite_path_from_url(url), limits)
-    if scheme in ("postgresql", "postgres"):
-        from exai.store.postgres import PostgresStore
+    from exai.store.postgres import PostgresStore
 
-        return await PostgresStore.open(url, limits, schema=schema)
-    raise ValidationError_(
-        "EXAI_STORE_URL must start with sqlite:///, postgresql:// or postgres:// "
-        f"(got scheme {scheme or 'none'!r})"
-    )
+    return await PostgresStore.open(url, limits, schema=schema)

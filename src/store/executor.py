@@ -1,11 +1,13 @@
 """The connection interface the store's SQL runs on, and how each backend spells it.
 
-Statements are written once, with ``?`` placeholders and a ``{p}`` table prefix;
-a :class:`Dialect` rewrites them for its driver (``$1`` placeholders and the
-``exai.`` schema on Postgres). An :class:`Executor` is the four calls the store
-makes on a connection, whatever the driver; :class:`ThreadConnection` is one over
-a sqlite3 connection, whose statements run at once, so :func:`drive` runs a whole
-body of them in one go on the connection's own thread.
+Statements are written once, with ``?`` placeholders, a ``{p}`` table prefix and
+``{lock}`` where rows are taken; a :class:`Dialect` rewrites them for its driver
+(``$1`` placeholders, the ``exai.`` schema and ``FOR UPDATE SKIP LOCKED`` on
+Postgres). The conversation store and the job store share it. An
+:class:`Executor` is the four calls the store makes on a connection, whatever the
+driver; :class:`ThreadConnection` is one over a sqlite3 connection, whose
+statements run at once, so :func:`drive` runs a whole body of them in one go on
+the connection's own thread.
 """
 
 from __future__ import annotations
@@ -42,12 +44,15 @@ class Dialect:
     prefix: str = ""  # schema qualifier, "exai." on Postgres
     numbered_params: bool = False  # $1, $2... instead of ?
     lock_row: str = ""  # appended to a SELECT that must lock the thread row
+    # What "{lock}" becomes: on Postgres a SELECT that takes rows for this transaction
+    # alone skips those another holds; SQLite's one writer needs nothing.
+    skip_locked: str = ""
     _cache: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def sql(self, template: str) -> str:
         text = self._cache.get(template)
         if text is None:
-            text = template.replace("{p}", self.prefix)
+            text = template.replace("{p}", self.prefix).replace("{lock}", self.skip_locked)
             if self.numbered_params:
                 counter = iter(range(1, 1000))
                 text = re.sub(r"\?", lambda _: f"${next(counter)}", text)

@@ -27,10 +27,17 @@ import asyncpg
 from exai.errors import ValidationError_
 from exai.store.base import StoreLimits
 from exai.store.executor import Dialect
+from exai.store.migrations import apply_migrations
 from exai.store.responses import POSTGRES_MIGRATION as POSTGRES_RESPONSES
 from exai.store.sql import Body, SqlStore, T
 
-__all__ = ["MIGRATIONS", "PgConnection", "PostgresStore", "apply_migrations", "driver_options"]
+__all__ = [
+    "MIGRATIONS",
+    "PgConnection",
+    "PostgresStore",
+    "check_schema_name",
+    "driver_options",
+]
 
 MIGRATIONS: list[tuple[int, str]] = [
     (
@@ -236,6 +243,13 @@ def driver_options(url: str) -> tuple[str, dict[str, Any]]:
     return dsn, {"statement_cache_size": 0} if pooled else {}
 
 
+def check_schema_name(schema: str) -> str:
+    """``schema`` if it is a plain lower-case name, safe to write into SQL; else refused."""
+    if not _SCHEMA_NAME.match(schema):
+        raise ValidationError_(f"{schema!r} is not a plain lower-case Postgres schema name")
+    return schema
+
+
 def _status_count(status: str) -> int:
     last = status.rsplit(" ", 1)[-1]
     return int(last) if last.isdigit() else 0
@@ -271,8 +285,7 @@ class PostgresStore(SqlStore):
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(limits, clock)
-        if not _SCHEMA_NAME.match(schema):
-            raise ValidationError_(f"{schema!r} is not a plain lower-case Postgres schema name")
+        check_schema_name(schema)
         self.schema = schema
         self.dialect = Dialect(prefix=f"{schema}.", numbered_params=True, lock_row=" FOR UPDATE")
         self._pool = pool
@@ -292,8 +305,7 @@ class PostgresStore(SqlStore):
         clock: Callable[[], float] = time.time,
     ) -> PostgresStore:
         """Connect a pool to ``url`` and bring the schema up to date."""
-        if not _SCHEMA_NAME.match(schema):
-            raise ValidationError_(f"{schema!r} is not a plain lower-case Postgres schema name")
+        check_schema_name(schema)
         dsn, options = driver_options(url)
         pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size,
                                          command_timeout=60, **options)  # fmt: skip
@@ -367,31 +379,3 @@ class PostgresStore(SqlStore):
             await self._lock_pool.close()
         if not self._pool.is_closing():
             await self._pool.close()
-
-
-async def apply_migrations(
-    conn: Any, schema: str, room: str, table: str, migrations: Sequence[tuple[int, str]]
-) -> int:
-    """Apply the ``migrations`` ``schema``'s ``table`` has not recorded; return the version.
-
-    For the conversation store and the rooms that keep tables of their own beside
-    it (memory, jobs), each with its own version table. Run inside a transaction:
-    a transaction-scoped advisory lock per (room, schema) lets daemons that start
-    together migrate one at a time, and ``{s}`` in a script is the schema.
-    """
-    digest = hashlib.sha256(f"exai.{room}:{schema}".encode()).digest()
-    await conn.execute("SELECT pg_advisory_xact_lock($1)",
-                       int.from_bytes(digest[:8], "big", signed=True))  # fmt: skip
-    await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-    await conn.execute(
-        f"CREATE TABLE IF NOT EXISTS {schema}.{table}"
-        " (version integer PRIMARY KEY, applied_at double precision NOT NULL)"
-    )
-    current = int(await conn.fetchval(f"SELECT COALESCE(MAX(version), 0) FROM {schema}.{table}"))
-    for version, script in migrations:
-        if version <= current:
-            continue
-        await conn.execute(script.replace("{s}", schema))
-        await conn.execute(f"INSERT INTO {schema}.{table} VALUES ($1, $2)", version, time.time())
-        current = version
-    return current

@@ -23,12 +23,13 @@ comes with its own migration for each backend (:data:`SQLITE_MIGRATION`,
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from exai.errors import ConversationNotFoundError, ValidationError_
 from exai.store.executor import Executor
 from exai.store.rows import dumps, loads
+from exai.store.sql_base import SqlBase
 
 __all__ = ["MAX_CHAIN", "POSTGRES_MIGRATION", "SQLITE_MIGRATION", "ResponseRows"]
 
@@ -83,17 +84,8 @@ def _not_found(response_id: str) -> ConversationNotFoundError:
     )
 
 
-class ResponseRows:
+class ResponseRows(SqlBase):
     """Stored responses, on the store's connections (a part of ``SqlStore``)."""
-
-    if TYPE_CHECKING:  # supplied by the store
-        _q: Callable[[str], str]
-        _clock: Callable[[], float]
-        limits: Any
-
-        async def _read(self, body: Any) -> Any: ...
-
-        async def _write(self, body: Any) -> Any: ...
 
     async def put_response(
         self,

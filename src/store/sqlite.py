@@ -30,7 +30,8 @@ from pathlib import Path
 import aiosqlite
 
 from exai.store.base import StoreLimits
-from exai.store.executor import Dialect, Executor, ThreadConnection, drive
+from exai.store.executor import Dialect, ThreadConnection, drive
+from exai.store.migrations import apply_sqlite_migrations
 from exai.store.responses import SQLITE_MIGRATION as SQLITE_RESPONSES
 from exai.store.sql import Body, SqlStore, T
 
@@ -247,24 +248,9 @@ class SqliteStore(SqlStore):
 
     async def migrate(self) -> int:
         """Apply the missing migrations; returns the schema version."""
-
-        async def body(tx: Executor) -> int:
-            await tx.execute(
-                "CREATE TABLE IF NOT EXISTS schema_version"
-                " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-            )
-            row = await tx.fetchrow("SELECT COALESCE(MAX(version), 0) FROM schema_version")
-            current = int(row[0]) if row else 0
-            for version, script in MIGRATIONS:
-                if version <= current:
-                    continue
-                for statement in _statements(script):
-                    await tx.execute(statement)
-                await tx.execute("INSERT INTO schema_version VALUES (?, ?)", version, time.time())
-                current = version
-            return current
-
-        return await self._write(body)
+        return await self._write(
+            lambda tx: apply_sqlite_migrations(tx, "schema_version", MIGRATIONS)
+        )
 
     async def schema_version(self) -> int:
         sql = "SELECT COALESCE(MAX(version), 0) FROM schema_version"
@@ -349,8 +335,3 @@ async def _retry_busy(conn: aiosqlite.Connection, statement: str) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.02)
-
-
-def _statements(script: str) -> list[str]:
-    """Split a migration script into statements (no ``;`` inside our literals)."""
-    return [part.strip() for part in script.split(";") if part.strip()]

@@ -13,7 +13,11 @@ specification requires servers to validate ``Origin``, and a DNS-rebinding
 page arrives with a ``Host`` of the attacker's name. So a request that carries
 an ``Origin`` is refused (403) unless that origin is the daemon's own address
 or listed in ``EXAI_ALLOWED_ORIGINS``, and a daemon bound to loopback
-answers only requests addressed to a loopback ``Host``.
+answers only requests with exactly one ``Host`` header holding exactly one
+loopback ``host[:port]`` (:func:`parse_host`: a name, an IPv4 address or an
+IPv6 address in brackets, and a port of digits); a list, user information, a
+path or anything after the port is refused, so ``127.0.0.1:8078, evil.example``
+is not read as loopback.
 
 Each face answers in its own dialect: a refusal's body is exai's
 ``{"error": {"code", "message"}}`` unless the path falls under a prefix given
@@ -26,6 +30,8 @@ request that carries both headers is checked on ``Authorization``.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -36,11 +42,40 @@ from exai.files.roots import is_loopback
 from exai.protocol import ErrorCode, ErrorInfo
 from exai.web.asgi import headers_of, send_json
 
-__all__ = ["ErrorBody", "Guard", "principal_of"]
+__all__ = ["ErrorBody", "Guard", "parse_host", "principal_of"]
 
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 ErrorBody = Callable[[ErrorInfo], dict[str, Any]]
 _STATE_KEY = "exai_principal"
+# RFC 3986 reg-name as browsers and HTTP clients send it: letters, digits, - and .
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
+_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
+_PORT = re.compile(r"[0-9]{1,5}")
+
+
+def parse_host(value: str) -> tuple[str, int | None] | None:
+    """One ``Host`` header value as ``(host, port)``, or None unless it is exactly
+    one ``host[:port]``: a name, an IPv4 address or a bracketed IPv6 address, and
+    an optional port of 1 to 5 digits up to 65535."""
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            return None
+        host, rest = value[1:end], value[end + 1 :]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return None
+    else:
+        host, sep, port_text = value.partition(":")
+        rest = sep + port_text
+        if not _NAME.fullmatch(host):
+            return None
+    if not rest:
+        return host, None
+    if rest[0] != ":" or not _PORT.fullmatch(rest[1:]) or int(rest[1:]) > 65535:
+        return None
+    return host, int(rest[1:])
 
 
 def principal_of(scope: dict[str, Any]) -> Principal:
@@ -81,7 +116,8 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = headers_of(scope)
-        refusal = self._check_host_and_origin(headers)
+        hosts = [v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"host"]
+        refusal = self._check_host_and_origin(headers, hosts)
         if refusal is not None:
             body = self._body(scope["path"], ErrorInfo(code=ErrorCode.FORBIDDEN, message=refusal))
             await send_json(send, 403, body)
@@ -132,11 +168,12 @@ class Guard:
                 self.throttle.login_failed(peer)
             raise
 
-    def _check_host_and_origin(self, headers: dict[str, str]) -> str | None:
+    def _check_host_and_origin(self, headers: dict[str, str], hosts: list[str]) -> str | None:
         if self.loopback:
-            host = headers.get("host", "")
-            if not is_loopback(urlsplit(f"//{host}").hostname or ""):
-                return f"this daemon answers only requests addressed to loopback, not {host!r}"
+            parsed = parse_host(hosts[0]) if len(hosts) == 1 else None
+            if parsed is None or not is_loopback(parsed[0]):
+                shown = ", ".join(repr(h[:100]) for h in hosts[:3]) or "no Host header"
+                return f"this daemon answers only requests addressed to loopback, not {shown}"
         origin = headers.get("origin")
         if origin is None or origin.rstrip("/") in self.allowed_origins:
             return None

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from exai.client import HelloRefused
-from exai.cluster.shared import _final_results
+from exai.cluster.shared import ClusterState
 from exai.emulators.postgres import TempPostgres
 from exai.emulators.provider import EmulatorServer
+from exai.errors import CancelledError
 from exai.protocol import ErrorCode
 from exai.store.postgres import PostgresStore
 from tests.conftest import emulated_providers, make_settings, running_daemon
@@ -67,12 +68,30 @@ async def test_a_session_resumes_on_another_daemon_and_replays_without_a_model_c
         assert "another principal" in str(refused.value)
 
 
-async def test_a_retryable_error_is_not_shared_so_the_retry_runs_elsewhere() -> None:
-    ok = b'{"op":"call_tool_res","request_id":"1","outputs":[],"error":null}'
-    cancelled = (b'{"op":"call_tool_res","request_id":"2","outputs":[],"error":{"code":'
-                 b'"CANCELLED","message":"shutting down","retryable":true}}')  # fmt: skip
-    rows = [("s", "1", "alice", "f", ok, 1.0), ("s", "2", "alice", "f", cancelled, 1.0)]
-    assert [r[1] for r in _final_results(rows)] == ["1"]
+async def test_a_retryable_error_is_not_shared_so_the_retry_runs_elsewhere(
+    store_url: str,
+) -> None:
+    store = await PostgresStore.open(store_url)
+    state = ClusterState(store.pool, store.schema, sync_s=3600.0, replay_window_s=600.0,
+                         session_ttl_s=3600.0)  # fmt: skip
+    try:
+        ok = b'{"op":"call_tool_res","request_id":"1","outputs":[],"error":null}'
+        # A success whose text merely mentions the flag is still a success.
+        quoting = (b'{"op":"call_tool_res","request_id":"2","outputs":[{"type":"text",'
+                   b'"text":"\\"retryable\\":true"}],"error":null}')  # fmt: skip
+        cancelled = (b'{"op":"call_tool_res","request_id":"3","outputs":[],"error":{"code":'
+                     b'"CANCELLED","message":"shutting down","retryable":true}}')  # fmt: skip
+        state.note_result("S1", "alice", "1", "f", ok, None)
+        state.note_result("S1", "alice", "2", "f", quoting, None)
+        state.note_result("S1", "alice", "3", "f", cancelled,
+                          CancelledError("shutting down", retryable=True))  # fmt: skip
+        await state.sync()
+        shared = await state.load_session("S1")
+        assert shared is not None and shared.owner == "alice"
+        assert [(r.request_id, r.result) for r in shared.results] == [("1", ok), ("2", quoting)]
+    finally:
+        await state.aclose()
+        await store.aclose()
 
 
 async def test_the_rate_limit_holds_across_daemons(

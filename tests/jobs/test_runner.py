@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
 
 import jwt
 import pytest
@@ -26,47 +29,84 @@ def _token(sub: str, scopes: list[str]) -> str:
     return jwt.encode({"sub": sub, "exp": time.time() + 600, "scopes": scopes}, SECRET, "HS256")
 
 
-async def test_a_scheduled_echo_runs_through_the_dispatcher_into_a_thread(tmp_path, client_factory):
+@dataclass
+class Scheduled:
+    daemon: Any
+    client: Any  # alice's
+    job: dict[str, Any]
+
+
+ECHO_JOB = {"tool": "echo", "arguments": {"text": "wake up"}, "when": "every 0.3",
+            "name": "waker"}  # fmt: skip
+
+
+@pytest.fixture
+async def scheduled(tmp_path, client_factory) -> AsyncIterator[Scheduled]:
+    """A daemon, and alice's client with a job of hers echoing every 0.3 s."""
     settings = make_settings(tmp_path, jwt_secret=SECRET, **FAST)
     async with running_daemon(settings) as daemon:
         client = await client_factory(
             daemon, _token("alice", ["schedule", "jobs", "unschedule", "echo"])
         )
-        res = await client.call("schedule", {"tool": "echo", "arguments": {"text": "wake up"},
-                                             "when": "every 0.3", "name": "waker"})  # fmt: skip
+        res = await client.call("schedule", ECHO_JOB)
         assert res.error is None, res.error
-        job = json.loads(res.outputs[0].text)
-        store = daemon.services.jobs.store
-        runs = await finished_runs(store, job["id"], 2)
-        assert all(r.status == "succeeded" and r.output == "wake up" for r in runs)
-        assert len({r.thread_id for r in runs}) == 1
-        thread_id = runs[0].thread_id
-        messages = await daemon.services.store.messages(thread_id, "alice")
-        assert [m.content for m in messages if m.role == "assistant"][:2] == ["wake up"] * 2
-        # The thread is alice's alone, and so is the job.
-        listed = await client.call("jobs", {})
-        assert [j["id"] for j in json.loads(listed.outputs[0].text)["jobs"]] == [job["id"]]
-        bob = await client_factory(daemon, _token("bob", ["jobs", "unschedule"]))
-        seen = await bob.call("jobs", {"id": job["id"], "action": "show"})
-        assert seen.error is not None and seen.error.details["reason"] == "job_not_found"
-        gone = await bob.call("unschedule", {"id": job["id"]})
-        assert gone.error is not None
-        # A retry of the same schedule call in its session is the same job.
-        again = await client.call("schedule", {"tool": "echo", "arguments": {"text": "wake up"},
-                                               "when": "every 0.3", "name": "waker",
-                                               "idempotency_key": "k"})  # fmt: skip
-        again2 = await client.call("schedule", {"tool": "echo", "arguments": {"text": "wake up"},
-                                                "when": "every 0.3", "name": "waker",
-                                                "idempotency_key": "k"})  # fmt: skip
-        assert json.loads(again.outputs[0].text)["id"] == json.loads(again2.outputs[0].text)["id"]
-        assert json.loads(again2.outputs[0].text)["created"] is False
-        for action, paused in (("pause", True), ("resume", False)):
-            res = await client.call("jobs", {"id": job["id"], "action": action})
-            assert json.loads(res.outputs[0].text)["paused"] is paused
-        shown = await client.call("jobs", {"id": job["id"], "action": "show"})
-        assert len(json.loads(shown.outputs[0].text)["runs"]) >= 2
-        done = await client.call("unschedule", {"id": job["id"]})
-        assert done.error is None
+        yield Scheduled(daemon, client, json.loads(res.outputs[0].text))
+
+
+async def _bob(scheduled: Scheduled, client_factory) -> Any:
+    return await client_factory(scheduled.daemon, _token("bob", ["jobs", "unschedule"]))
+
+
+async def test_a_scheduled_echo_runs_through_the_dispatcher_into_one_thread(scheduled):
+    store = scheduled.daemon.services.jobs.store
+    runs = await finished_runs(store, scheduled.job["id"], 2)
+    assert all(r.status == "succeeded" and r.output == "wake up" for r in runs)
+    assert len({r.thread_id for r in runs}) == 1
+    messages = await scheduled.daemon.services.store.messages(runs[0].thread_id, "alice")
+    assert [m.content for m in messages if m.role == "assistant"][:2] == ["wake up"] * 2
+
+
+async def test_the_jobs_tool_lists_the_callers_jobs_only(scheduled, client_factory):
+    listed = await scheduled.client.call("jobs", {})
+    assert [j["id"] for j in json.loads(listed.outputs[0].text)["jobs"]] == [scheduled.job["id"]]
+    bob = await _bob(scheduled, client_factory)
+    assert json.loads((await bob.call("jobs", {})).outputs[0].text)["jobs"] == []
+
+
+async def test_another_principal_can_neither_see_nor_unschedule_a_job(scheduled, client_factory):
+    bob = await _bob(scheduled, client_factory)
+    seen = await bob.call("jobs", {"id": scheduled.job["id"], "action": "show"})
+    assert seen.error is not None and seen.error.details["reason"] == "job_not_found"
+    gone = await bob.call("unschedule", {"id": scheduled.job["id"]})
+    assert gone.error is not None
+    still = await scheduled.client.call("jobs", {"id": scheduled.job["id"], "action": "show"})
+    assert still.error is None
+
+
+async def test_a_schedule_call_retried_with_its_key_returns_the_job_it_made(scheduled):
+    keyed = {**ECHO_JOB, "idempotency_key": "k"}
+    first = json.loads((await scheduled.client.call("schedule", keyed)).outputs[0].text)
+    again = json.loads((await scheduled.client.call("schedule", keyed)).outputs[0].text)
+    assert again["id"] == first["id"] and first["created"] is True and again["created"] is False
+
+
+async def test_the_jobs_tool_pauses_and_resumes_a_job(scheduled):
+    for action, paused in (("pause", True), ("resume", False)):
+        res = await scheduled.client.call("jobs", {"id": scheduled.job["id"], "action": action})
+        assert json.loads(res.outputs[0].text)["paused"] is paused
+
+
+async def test_the_jobs_tool_shows_a_jobs_runs(scheduled):
+    await finished_runs(scheduled.daemon.services.jobs.store, scheduled.job["id"], 2)
+    shown = await scheduled.client.call("jobs", {"id": scheduled.job["id"], "action": "show"})
+    assert len(json.loads(shown.outputs[0].text)["runs"]) >= 2
+
+
+async def test_unschedule_removes_the_job(scheduled):
+    done = await scheduled.client.call("unschedule", {"id": scheduled.job["id"]})
+    assert done.error is None
+    seen = await scheduled.client.call("jobs", {"id": scheduled.job["id"], "action": "show"})
+    assert seen.error is not None and seen.error.details["reason"] == "job_not_found"
 
 
 async def test_scopes_are_checked_at_creation_and_on_every_run(tmp_path, client_factory):
@@ -95,7 +135,9 @@ async def test_a_failing_tool_backs_off_then_disables_and_notifies(
     tmp_path, provider_emulator, receiver
 ):
     provider_emulator.reset()
+    # The receiver is on loopback, which notifications reach only when named.
     settings = make_settings(tmp_path, jobs_webhook_secret=HOOK_KEY, jobs_notify_attempts=2,
+                             jobs_notify_hosts=["127.0.0.1"],
                              **FAST, **emulated_providers(provider_emulator))  # fmt: skip
     async with running_daemon(settings) as daemon:
         service = daemon.services.jobs
@@ -136,7 +178,8 @@ async def test_a_failing_tool_backs_off_then_disables_and_notifies(
 
 async def test_an_undeliverable_notification_is_kept_and_shown(tmp_path, receiver):
     receiver.statuses = [503, 503, 503]
-    settings = make_settings(tmp_path, jobs_notify_attempts=2, **FAST)
+    settings = make_settings(tmp_path, jobs_notify_attempts=2, jobs_notify_hosts=["127.0.0.1"],
+                             **FAST)  # fmt: skip
     ahead = 0.0  # how far the job runner's clock runs ahead of the wall clock
     async with running_daemon(settings, clock=lambda: time.time() + ahead) as daemon:
         service = daemon.services.jobs
@@ -174,7 +217,7 @@ async def test_notifications_reach_only_the_allowed_hosts(tmp_path, receiver):
                 "echo", {"text": "x"}, "interval", "3600",
                 notify={"kind": "ntfy", "url": receiver.url("/internal")}))  # fmt: skip
         assert refused.value.details == {"reason": "notify_host_not_allowed"}
-        daemon.settings.jobs_notify_hosts = []
+        daemon.settings.jobs_notify_hosts = ["127.0.0.1"]
         job, _ = await service.create(Principal("erin"), JobSpec(
             "echo", {"text": "x"}, "interval", "3600",
             notify={"kind": "ntfy", "url": receiver.url("/internal")}))  # fmt: skip

@@ -14,7 +14,6 @@ from exai.jobs.policy import (
     Retry,
     after_failure,
     backoff_s,
-    lease_expired,
     plan_fire,
 )
 from exai.jobs.schedule import next_fire, parse_schedule, split_when
@@ -115,9 +114,3 @@ def test_retry_backoff_doubles_then_gives_up():
     assert after_failure(2, 2, 10.0, 100.0) == Retry(120.0)
     assert after_failure(3, 2, 10.0, 100.0) == GiveUp(3)
     assert after_failure(1, 5, 10.0, 100.0, retryable=False) == GiveUp(1)
-
-
-def test_lease_expiry():
-    assert lease_expired("running", 10.0, 10.5)
-    assert not lease_expired("running", 11.0, 10.5)
-    assert not lease_expired("pending", 1.0, 10.5)

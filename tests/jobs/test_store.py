@@ -58,17 +58,39 @@ async def test_a_fire_becomes_one_run_however_often_it_is_seen(jobs_store):
     assert [r.scheduled_for for r in runs] == [1060.0]
 
 
-async def test_claim_lease_reset_and_finish(jobs_store):
+async def _claimed_by_w1(jobs_store):
+    """A job allowing one retry, fired at 1061 and its run claimed by w1 until 1071."""
     job, _ = await jobs_store.create_job(_new(max_retries=1), 1060.0, 1000.0)
     await jobs_store.fire_due(1061.0, 10, _plan)
     [claimed] = await jobs_store.claim("w1", 1061.0, 10.0, 5)
+    return job, claimed
+
+
+async def test_a_claimed_run_is_the_first_attempt_and_no_other_worker_gets_it(jobs_store):
+    job, claimed = await _claimed_by_w1(jobs_store)
     assert claimed.job.id == job.id and claimed.run.attempt == 1
     assert await jobs_store.claim("w2", 1061.0, 10.0, 5) == []
+
+
+async def test_a_renewed_lease_keeps_the_run_from_being_reset(jobs_store):
+    _, claimed = await _claimed_by_w1(jobs_store)
     assert await jobs_store.refresh_lease(claimed.run.id, "w1", 1080.0)
-    assert await jobs_store.reset_abandoned(1075.0) == 0  # lease still held
-    assert await jobs_store.reset_abandoned(1081.0) == 1  # w1 died
-    [again] = await jobs_store.claim("w2", 1081.0, 10.0, 5)
+    assert await jobs_store.reset_abandoned(1075.0) == 0  # past the first lease, not the renewed
+    assert await jobs_store.claim("w2", 1075.0, 10.0, 5) == []
+
+
+async def test_a_run_whose_lease_passed_is_claimed_again_as_the_next_attempt(jobs_store):
+    _, claimed = await _claimed_by_w1(jobs_store)
+    assert await jobs_store.reset_abandoned(1071.0) == 0  # the lease ends at 1071, not before
+    assert await jobs_store.reset_abandoned(1072.0) == 1  # w1 died
+    [again] = await jobs_store.claim("w2", 1072.0, 10.0, 5)
     assert again.run.id == claimed.run.id and again.run.attempt == 2
+
+
+async def test_a_worker_whose_lease_was_taken_over_cannot_finish_the_run(jobs_store):
+    _, claimed = await _claimed_by_w1(jobs_store)
+    await jobs_store.reset_abandoned(1081.0)
+    await jobs_store.claim("w2", 1081.0, 10.0, 5)
     # w1 comes back: its lease is gone, so nothing it writes lands.
     assert not await jobs_store.finish(claimed.run.id, "w1", status="succeeded", now=1082.0)
     assert await jobs_store.finish(claimed.run.id, "w2", status="succeeded", now=1082.0,

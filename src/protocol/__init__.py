@@ -1,0 +1,93 @@
+"""Wire protocol v1: every frame exai sends or accepts, as pydantic models.
+
+This package is the whole contract between clients and the daemon. The daemon,
+the shim, the command-line client, the baseline collector and the tests all
+import it; nothing else defines a frame. It depends on nothing of ours and knows
+nothing about sockets, so frames can be built and checked without a network.
+
+One JSON object travels per WebSocket text frame and every frame has ``op``.
+``parse_client_frame`` / ``parse_server_frame`` turn raw text into a model and
+raise :class:`FrameError` with a protocol error code when that is impossible.
+
+Everyone imports ``exai.protocol``; inside, :mod:`~exai.protocol.frames` holds the
+models and enums (the contract) and :mod:`~exai.protocol.codec` parsing,
+serialization and the generated schemas (``docs/protocol.schema.json``).
+"""
+
+from __future__ import annotations
+
+from exai.protocol.codec import (
+    FrameError,
+    describe_validation_error,
+    dump_frame,
+    dump_frame_bytes,
+    encode_result,
+    frame_schemas,
+    parse_client_frame,
+    parse_server_frame,
+)
+from exai.protocol.frames import (
+    PROTOCOL_VERSION,
+    SESSION_ID_PATTERN,
+    CallToolAck,
+    CallToolFrame,
+    CallToolResult,
+    CancelFrame,
+    ClientFrame,
+    ClientInfo,
+    CloseCode,
+    ErrorCode,
+    ErrorFrame,
+    ErrorInfo,
+    HelloAck,
+    HelloFrame,
+    Limits,
+    ListToolsFrame,
+    ListToolsResult,
+    PingFrame,
+    PongFrame,
+    ProgressFrame,
+    ResultMetadata,
+    ServerFrame,
+    ServerInfo,
+    StreamChunk,
+    TextOutput,
+    ToolInfo,
+)
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "SESSION_ID_PATTERN",
+    "CallToolAck",
+    "CallToolFrame",
+    "CallToolResult",
+    "CancelFrame",
+    "ClientFrame",
+    "ClientInfo",
+    "CloseCode",
+    "ErrorCode",
+    "ErrorFrame",
+    "ErrorInfo",
+    "FrameError",
+    "HelloAck",
+    "HelloFrame",
+    "Limits",
+    "ListToolsFrame",
+    "ListToolsResult",
+    "PingFrame",
+    "PongFrame",
+    "ProgressFrame",
+    "ResultMetadata",
+    "ServerFrame",
+    "ServerInfo",
+    "StreamChunk",
+    "TextOutput",
+    "ToolInfo",
+    "describe_validation_error",
+    "dump_frame",
+    "dump_frame_bytes",
+    "encode_result",
+    "frame_schemas",
+    "parse_client_frame",
+    "parse_server_frame",
+]

@@ -1,0 +1,124 @@
+"""The daemon's own settings: where it listens, who may call it, its limits, its cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+
+from exai.settings.fields import CommaList, default_data_dir, group
+from exai.settings.values import parse_budgets
+
+__all__ = ["DaemonSettings"]
+
+_daemon = group("daemon")
+
+
+class DaemonSettings(BaseModel):
+    ws_host: str = _daemon(
+        "127.0.0.1", "Address to listen on; anything but loopback needs a token."
+    )
+    ws_port: int = _daemon(8079, "Port for WebSocket and HTTP (/health, /ready, /metrics).",
+                           ge=0, le=65535)  # fmt: skip
+    http_port: int | None = _daemon(
+        8078,
+        "Port for the HTTP faces (MCP at /mcp, OpenAI-compatible /v1) on EXAI_WS_HOST; "
+        "empty turns them off.",
+        ge=0,
+        le=65535,
+    )
+    allowed_origins: CommaList = Field(
+        default_factory=list,
+        description="Web origins allowed to reach the daemon from a browser, over "
+        "WebSocket and HTTP, comma-separated (e.g. https://app.example.com). A request that "
+        "carries any other Origin header is refused.",
+        json_schema_extra={"group": "daemon"},
+    )
+    ws_token: SecretStr | None = _daemon(None, "Token for the principal 'default'.")
+    ws_tokens: SecretStr | None = _daemon(
+        None, "More tokens, each naming its principal: alice=token1,bob=token2."
+    )
+    jwt_secret: SecretStr | None = _daemon(
+        None, "HS256 secret; JWTs with sub, exp (nbf, scopes optional) are accepted as tokens."
+    )
+    jwt_leeway_s: float = _daemon(30.0, "Clock skew allowed when checking exp and nbf.", ge=0)
+    budgets: str = _daemon(
+        "", "Spending budgets per principal and UTC day or month, e.g. "
+        "alice=5 USD/day,*=100 USD/month (* is every principal without its own; a JWT's "
+        "exai_budget claim {amount, currency, period} wins). Over budget, calls are refused "
+        "with BUDGET_EXCEEDED before any provider request. Empty: no budgets.",
+    )  # fmt: skip
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description="Where the SQLite files live (conversations, audit outbox). "
+        "Default: ~/.local/share/exai ($XDG_DATA_HOME/exai).",
+        json_schema_extra={"group": "daemon"},
+    )
+    log_format: Literal["console", "json"] = _daemon("console", "Log lines for people or machines.")
+    log_level: Literal["debug", "info", "warning", "error"] = _daemon(
+        "info", "Lowest level logged."
+    )
+    ws_compression: bool = _daemon(False, "Per-message deflate; costs CPU, saves bandwidth.")
+    hello_timeout_s: float = _daemon(10.0, "A connection must say hello within this.", gt=0)
+    max_frame_bytes: int = _daemon(32 * 1024 * 1024, "Largest frame accepted.", ge=1024)
+    hello_max_bytes: int = _daemon(
+        16 * 1024, "Largest frame accepted before a hello has succeeded (the hello, with its "
+        "token); a larger one closes the connection with 1009.", ge=1024,
+    )  # fmt: skip
+    max_connections: int = _daemon(4096, "Open connections, in total.", ge=1)
+    max_connections_per_ip: int = _daemon(2048, "Open connections from one address.", ge=1)
+    max_unauthenticated_per_ip: int = _daemon(
+        256, "Connections from one address (an IPv6 /64) that have not said a valid hello yet; "
+        "beyond this the upgrade is refused with HTTP 429.", ge=1,
+    )  # fmt: skip
+    auth_failures_per_min: float = _daemon(
+        30.0, "Failed hellos an address may make per minute once its burst is spent; while it "
+        "is over, its hellos are refused (RATE_LIMITED, 4003) unchecked. 0: no limit.", ge=0,
+    )  # fmt: skip
+    auth_failures_burst: int = _daemon(
+        30, "Failed hellos an address may make in a row before the per-minute limit applies.",
+        ge=1,
+    )  # fmt: skip
+    max_inflight: int = _daemon(512, "Tool calls running at once, in total.", ge=1)
+    max_inflight_per_session: int = _daemon(64, "Tool calls running at once per session.", ge=1)
+    queue_max: int = _daemon(1024, "Calls that may wait for capacity before OVER_CAPACITY.", ge=0)
+    queue_timeout_s: float = _daemon(10.0, "Longest wait for capacity.", ge=0)
+    rate_limit_per_min: float = _daemon(
+        1200.0, "Calls per principal per minute; 0: no limit.", ge=0
+    )
+    rate_limit_burst: int = _daemon(200, "Calls a principal may make at once before the rate "
+                                    "limit applies.", ge=1)  # fmt: skip
+    default_timeout_s: float = _daemon(300.0, "Deadline of a call that asks for none.", gt=0)
+    max_timeout_s: float = _daemon(1800.0, "Longest deadline a call may ask for.", gt=0)
+    progress_interval_s: float = _daemon(
+        10.0, "Heartbeat progress frames for running calls, this often.", gt=0
+    )
+    replay_window_s: float = _daemon(
+        600.0,
+        "How long a finished call's result is kept for a retry with the same request_id.",
+        ge=0,
+    )
+    replay_max_entries: int = _daemon(1000, "Results kept for replay, per session.", ge=1)
+    replay_max_bytes: int = _daemon(
+        64 * 1024 * 1024,
+        "Bytes of results kept for replay across all sessions; the oldest go first.",
+        ge=0,
+    )
+    shutdown_grace_s: float = _daemon(30.0, "On SIGTERM, how long running calls may finish.", ge=0)
+    cluster_sync_s: float = _daemon(
+        0.1, "With a Postgres store: how often a daemon writes new sessions and finished "
+        "results there and adds its calls to the shared rate counts (never on a call's path).",
+        gt=0,
+    )  # fmt: skip
+    cluster_rate_window_s: float = _daemon(
+        60.0, "With a Postgres store: the window in which a principal's calls are counted "
+        "across daemons (EXAI_RATE_LIMIT_PER_MIN scaled to it).", ge=1,
+    )  # fmt: skip
+    enable_echo: bool = _daemon(True, "Offer the echo tool (load tests, connectivity checks).")
+
+    @field_validator("budgets")
+    @classmethod
+    def _budgets_valid(cls, value: str) -> str:
+        parse_budgets(value)
+        return value
