@@ -72,6 +72,15 @@ def exai_fields(call: CompletionCall, result: CallToolResult) -> dict[str, Any]:
         if extra.get(key):
             fields[key] = extra[key]
     notes = notes_of(call, result)
+    calls = _tool_calls(result)
+    if call.legacy and len(calls) > 1:
+        notes.append(
+            {
+                "param": "functions",
+                "message": f"the model called {len(calls)} "
+                "functions at once; function_call carries the first only",
+            }
+        )
     if notes:
         fields["notes"] = notes
     if call.messages_ignored:
