@@ -175,3 +175,36 @@ async def test_a_client_that_leaves_mid_stream_cancels_the_call(tmp_path, emulat
         metrics = daemon.core.metrics.render().decode()
     assert 'exai_calls_total{status="CANCELLED",tool="completion"} 1.0' in metrics
     assert json.dumps(body)  # the request was a plain Messages API request
+
+
+async def test_a_spent_budget_is_refused_before_any_provider_request(tmp_path, emulator):
+    budget = {"budgets": "alice=0.000001 USD/day"}  # less than any prompt costs
+    async with faces_daemon(tmp_path, emulator, **budget) as daemon, _client(daemon) as client:
+        with pytest.raises(anthropic.APIStatusError) as caught:
+            await client.messages.create(model="kimi-k2.6", max_tokens=64, messages=ASK)
+    assert caught.value.status_code == 402
+    assert caught.value.body["error"]["type"] == "billing_error"
+    assert caught.value.body["exai"]["code"] == "BUDGET_EXCEEDED"
+    assert emulator.requests == []
+
+
+async def test_each_request_is_audited_with_what_the_face_knows(tmp_path, emulator):
+    sink = tmp_path / "audit.jsonl"
+    audit = {
+        "audit_enabled": True,
+        "audit_sink": "jsonl",
+        "audit_jsonl_path": sink,
+        "audit_ship_interval_s": 0.1,
+    }
+    async with faces_daemon(tmp_path, emulator, **audit) as daemon, _client(daemon) as client:
+        await client.messages.create(
+            model="claude-haiku-4-5", max_tokens=64, messages=ASK, metadata={"user_id": "user-42"}
+        )
+    events = [json.loads(line) for line in sink.read_text().splitlines()]
+    (face,) = [e for e in events if e["kind"] == "model_request"]
+    assert face["face"] == "anthropic" and face["model_asked"] == "claude-haiku-4-5"
+    assert face["client_ref"] == "user-42" and face["principal"] == "alice"
+    finished = [
+        e for e in events if e["kind"] == "call_finished" and e["request_id"] == face["request_id"]
+    ]
+    assert finished and finished[0]["tool"] == "completion" and finished[0]["status"] == "ok"
