@@ -8,6 +8,9 @@ agent's next request reaches the model whole."""
 from __future__ import annotations
 
 import json
+import os
+import re
+from pathlib import Path
 
 import openai
 import pytest
@@ -316,3 +319,33 @@ async def test_a_recorded_tool_round(tmp_path, emulator):
     rounds = [e for e in proxy.exchanges if e["path"] == "/v1/chat/completions"]
     assert len(rounds) == 2 and b'"tool_calls"' in rounds[0]["response"]
     write_round("openai-chat", rounds)
+
+
+async def test_the_docs_openai_agent_configuration_runs_a_tool_round(
+    tmp_path, emulator, monkeypatch
+):
+    """docs/agents.md's environment for OpenAI-compatible agents, read the way the openai
+    SDK (and the agents built on it) read it: no argument but the environment."""
+    doc = (Path(__file__).parents[2] / "docs" / "agents.md").read_text()
+    (body,) = re.findall(r"<!-- snippet: openai-agent -->\n```sh\n(.*?)\n```", doc, re.S)
+    exported = dict(re.findall(r"^export (\w+)=(.*)$", body, re.M))
+    emulator.script(STEP, ANSWER)
+    async with faces_daemon(tmp_path, emulator, ws_token=exported["OPENAI_API_KEY"]) as daemon:
+        for name, value in exported.items():
+            monkeypatch.setenv(name, value.replace("http://127.0.0.1:8078", base_url(daemon, "")))
+        async with AsyncOpenAI(max_retries=0) as client:
+            model = os.environ["OPENAI_MODEL"]
+            first = await client.chat.completions.create(
+                model=model, messages=QUESTION, tools=[READ]
+            )
+            (call,) = first.choices[0].message.tool_calls
+            history = [
+                *QUESTION,
+                first.choices[0].message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": call.id, "content": "pelican"},
+            ]
+            second = await client.chat.completions.create(
+                model=model, messages=history, tools=[READ]
+            )
+    assert second.choices[0].message.content == "It says: pelican"
+    assert last_sent(emulator)["model"] == exported["OPENAI_MODEL"]
