@@ -44,7 +44,8 @@ from scripts.bench.common import daemon_process, free_port, summarize, wait_for_
 __all__ = ["litellm_proxy", "main", "report", "run", "run_loops"]
 
 MODEL = "kimi-k2.5"  # a model that does not think unless asked: one answer, no reasoning
-TOKEN = "bench-token"
+# exai's token and LiteLLM's master key: the one client sends the same key to both.
+TOKEN = "sk-bench-token"
 QUESTION = "How long is a piece of string? " * 4
 TOOL = {
     "name": "read_file",
@@ -117,8 +118,8 @@ async def litellm_proxy(provider_url: str) -> AsyncIterator[str | None]:
         f"      api_base: {provider_url}\n"
         "      api_key: sk-bench\n"
         "litellm_settings:\n  drop_params: false\n  telemetry: false\n"
-        # No master key: LiteLLM checks no key, where exai checks its token.
         "router_settings:\n  disable_cooldowns: true\n"
+        f"general_settings:\n  master_key: {TOKEN}\n"
     )
     env = {
         **os.environ,
@@ -134,7 +135,15 @@ async def litellm_proxy(provider_url: str) -> AsyncIterator[str | None]:
         stderr=open(config.parent / "litellm.log", "wb"),
     )
     try:
-        await wait_for_http(port, timeout=600)  # its first start compiles and migrates
+        deadline = time.monotonic() + 600  # a first start may take minutes on a busy machine
+        while True:
+            try:
+                await wait_for_http(port, timeout=1)
+                break
+            except RuntimeError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log = (config.parent / "litellm.log").read_text()[-2000:]
+                    raise RuntimeError(f"LiteLLM did not start:\n{log}") from None
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
