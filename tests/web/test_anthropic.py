@@ -208,3 +208,21 @@ async def test_each_request_is_audited_with_what_the_face_knows(tmp_path, emulat
         e for e in events if e["kind"] == "call_finished" and e["request_id"] == face["request_id"]
     ]
     assert finished and finished[0]["tool"] == "completion" and finished[0]["status"] == "ok"
+
+
+async def test_a_quiet_model_gets_pings_before_its_first_word(tmp_path, emulator):
+    emulator.configure(latency_ms=700)
+    body = {"model": "kimi-k2.5", "max_tokens": 64, "stream": True, "messages": ASK}
+    async with faces_daemon(tmp_path, emulator, faces_ping_s=0.2) as daemon:
+        headers = {"x-api-key": TOKENS["alice"], "anthropic-version": "2023-06-01"}
+        async with httpx.AsyncClient(base_url=base_url(daemon), headers=headers) as http:
+            response = await http.post("/messages", json=body, timeout=30)
+    names = [
+        line.removeprefix("event: ")
+        for line in response.text.splitlines()
+        if line.startswith("event: ")
+    ]
+    assert response.status_code == 200 and names[0] == "message_start"
+    first_block = names.index("content_block_start")
+    assert names[1] == "ping" and set(names[1:first_block]) == {"ping"}
+    assert names[-1] == "message_stop"
