@@ -67,6 +67,8 @@ class App:
             if self.settings.http_port is not None:
                 self.web = WebFace(self.core)
                 await self.web.start()
+                if self.core.public_url is None:
+                    self.core.public_url = self.web.own_url
             jobs = self.core.services.jobs
             if jobs is not None:
                 self.jobs = JobRunner(self.core, jobs.store, self.core.services.store,

@@ -9,6 +9,11 @@ per UTC day or month, see :mod:`exai.settings.values`) and ``exai_memory``
 (true or false: whether the model faces bring the principal's memories, over
 ``EXAI_FACES_MEMORY``).
 
+A principal is an *operator* when a JWT gives it the scope ``exai:admin``
+(:data:`ADMIN_SCOPE`) or ``EXAI_ADMIN_PRINCIPALS`` names it (:func:`is_admin`):
+it sees every principal's spend, the audit trail, health and settings in the
+console. Scopes ``None`` or ``"*"`` (every tool) do not make an operator.
+
 A correctly signed JWT is still refused (``UnauthorizedError``, so 4003) when a
 claim has the wrong type: ``sub`` a non-empty string, ``exp``, ``nbf`` and
 ``iat`` JSON numbers, ``scopes`` a list of strings or one string of names
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import hmac
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,9 +35,10 @@ import jwt
 from exai.errors import UnauthorizedError
 from exai.settings.values import Budget, parse_budget
 
-__all__ = ["Authenticator", "Principal", "issue_token"]
+__all__ = ["ADMIN_SCOPE", "Authenticator", "Principal", "is_admin", "issue_token"]
 
 ANONYMOUS = "anonymous"
+ADMIN_SCOPE = "exai:admin"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +47,18 @@ class Principal:
     scopes: frozenset[str] | None = None  # None: every tool
     method: str = "token"
     budget: Budget | None = None  # from the token; None: EXAI_BUDGETS decides
+    expires_at: float | None = None  # a JWT's exp; what is made from it must not outlive it
     memory: bool | None = None  # memory on the model faces, from the token; None: settings
 
     def may_call(self, tool: str) -> bool:
         return self.scopes is None or "*" in self.scopes or tool in self.scopes
+
+
+def is_admin(principal: Principal, admins: Collection[str]) -> bool:
+    """Whether ``principal`` has the operator's view (its own scope, or named by the setting)."""
+    return principal.name in admins or (
+        principal.scopes is not None and ADMIN_SCOPE in principal.scopes
+    )
 
 
 def parse_token_list(spec: str) -> dict[str, str]:
@@ -141,7 +155,9 @@ def _principal_from_claims(claims: dict[str, Any]) -> Principal:
     memory = claims.get("exai_memory")
     if memory is not None and not isinstance(memory, bool):
         raise UnauthorizedError("invalid token: exai_memory must be true or false")
-    return Principal(sub, scopes=scope_set, method="jwt", budget=budget, memory=memory)
+    exp = claims.get("exp")
+    return Principal(sub, scopes=scope_set, method="jwt", budget=budget, memory=memory,
+                     expires_at=float(exp) if exp is not None else None)  # fmt: skip
 
 
 def issue_token(

@@ -40,6 +40,7 @@ BENCHMARKS = [
     "memory_recall",  # memory recall by size and backend, injection cost, recall@5
     "jobs_tick",  # one scheduler tick with 10,000 jobs, 100 due, on SQLite and Postgres
     "cluster",  # what sharing through Postgres costs a call; 1, 2, 3 daemons; rate limit
+    "console_pages",  # each console page with 1,000 threads and 10,000 memories, server and browser
 ]
 
 

@@ -48,12 +48,14 @@ def _load(**overrides: object):
 def _serve(args: argparse.Namespace) -> int:
     settings = _load(ws_host=args.host, ws_port=args.port)
     from exai.app import App
-    from exai.audit.scrub import log_scrubber
+    from exai.audit.scrub import log_scrubber, text_scrubber
     from exai.bridge import BridgeConfigError
     from exai.logs import configure_logging
+    from exai.tracing import setup as tracing_setup
 
     configure_logging(settings.log_format, settings.log_level,
                       scrubber=log_scrubber(settings))  # fmt: skip
+    tracing_setup.configure(settings, scrub=text_scrubber(settings))
 
     async def main() -> None:
         daemon = App(settings)
@@ -70,7 +72,10 @@ def _serve(args: argparse.Namespace) -> int:
         await stop.wait()
         await daemon.stop()
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        tracing_setup.shutdown()  # what is queued goes out, bounded by the exporter's timeout
     return 0
 
 

@@ -35,6 +35,8 @@ from exai.protocol import CallToolFrame, ToolInfo
 from exai.settings import Settings
 from exai.tools.base import Services
 from exai.tools.registry import ToolRegistry
+from exai.tracing import setup as tracing_setup
+from exai.tracing import state as tracing_state
 
 __all__ = ["Core", "authenticator"]
 
@@ -66,6 +68,9 @@ class Core:
         self.admission = Admission(s.max_unauthenticated_per_ip, s.auth_failures_per_min,
                                    s.auth_failures_burst)  # fmt: skip
         self.started_at = time.time()
+        # EXAI_PUBLIC_URL, else set by the composition root once the HTTP listener has
+        # an address (exai.app.App.start).
+        self.public_url: str | None = s.public_url
         self.bridge: Bridge | None = None
         self.cluster: ClusterState | None = None
         self._own_jobs = False
@@ -165,8 +170,8 @@ class Core:
     ) -> tuple[Session, bool]:
         return await self.sessions.open_shared(principal, session_id)
 
-    def submit(self, session: Any, frame: CallToolFrame, raw: str | None = None) -> None:
-        self.dispatcher.submit(session, frame, raw)
+    def submit(self, session: Any, frame: CallToolFrame, raw: str | None = None) -> Any:
+        return self.dispatcher.submit(session, frame, raw)
 
     def cancel(self, session: Any, request_id: str) -> bool:
         return self.dispatcher.cancel(session, request_id)
@@ -228,6 +233,9 @@ class Core:
             out["audit"] = audit_stats()
         if self.cluster is not None:
             out["cluster"] = dict(self.cluster.stats)
+        trace_stats = tracing_setup.export_stats()
+        if tracing_state.tracer is not None and trace_stats is not None:
+            out["tracing"] = trace_stats.as_dict()
         if self.bridge is not None:
             out["mcp_servers"] = self.bridge.status()["servers"]
         return out
@@ -264,6 +272,14 @@ class Core:
             for key in ("resumed", "lookups", "results_written", "sync_failures"):
                 m.gauge(f"exai_cluster_{key}", f"Shared-state {key.replace('_', ' ')} since start",
                         lambda key=key: cluster.stats[key])  # fmt: skip
+        trace_stats = tracing_setup.export_stats()
+        if trace_stats is not None:
+            m.gauge("exai_trace_spans_exported", "Spans the trace exporter delivered",
+                    lambda: trace_stats.spans_exported)  # fmt: skip
+            m.gauge("exai_trace_spans_failed", "Spans lost because the collector failed",
+                    lambda: trace_stats.spans_failed)  # fmt: skip
+            m.gauge("exai_trace_export_failures", "Span batches the collector did not take",
+                    lambda: trace_stats.batches_failed)  # fmt: skip
         audit_stats = getattr(self.services.audit, "stats", None)
         if callable(audit_stats):
             m.gauge("exai_audit_backlog", "Audit events not yet shipped",

@@ -2,7 +2,8 @@
 
 * **ntfy**: a POST of plain text to the topic URL (``https://ntfy.sh/my-topic`` or a
   self-hosted server), with a ``Title`` header; the text names the job, the
-  outcome and the thread's id, so the reader can continue it.
+  outcome, the thread's id and its link in the console (``thread_url``, also
+  ntfy's ``Click`` header, so tapping the notification opens the thread).
 * **webhook**: a POST of the JSON payload with ``X-Exai-Timestamp`` (Unix
   seconds) and ``X-Exai-Signature: sha256=<hex>``, the HMAC-SHA256, keyed by
   ``EXAI_JOBS_WEBHOOK_SECRET``, of ``<timestamp>.<body>``. A receiver recomputes
@@ -60,6 +61,8 @@ def verify(secret: str, timestamp: int, body: bytes, signature: str) -> bool:
 def ntfy_text(payload: dict[str, Any]) -> str:
     status = payload.get("status", "?")
     lines = [f"exai job {payload.get('job_name')!r} ({payload.get('job_id')}): run {status}"]
+    if payload.get("thread_url"):
+        lines.append(f"open: {payload['thread_url']}")
     if payload.get("thread_id"):
         lines.append(f"thread: {payload['thread_id']} (continue with continuation_id)")
     if payload.get("error"):
@@ -107,6 +110,8 @@ async def send(
         body = ntfy_text(note.payload).encode()
         headers.update({"Title": f"exai job {note.payload.get('job_name', '')}"[:200],
                         "Tags": "robot"})  # fmt: skip
+        if note.payload.get("thread_url"):  # ntfy opens it when the notification is tapped
+            headers["Click"] = str(note.payload["thread_url"])
     else:
         assert secret is not None
         body = json.dumps(note.payload, separators=(",", ":"), sort_keys=True).encode()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import SecretStr, ValidationError
+from pydantic import AliasChoices, SecretStr, ValidationError
 
 from exai.settings.model import Settings, env_name
 
@@ -14,7 +14,7 @@ __all__ = ["SettingsError", "env_example", "load_settings"]
 # List settings whose default (empty) is the same on every machine.
 _LIST_DEFAULTS = frozenset({"tools_allow", "tools_deny", "openai_compat_models", "fallback_models",
                             "allowed_origins", "memory_embedding_providers",
-                            "jobs_notify_hosts", "faces_memory"})  # fmt: skip
+                            "jobs_notify_hosts", "admin_principals", "faces_memory"})  # fmt: skip
 
 
 def env_example() -> str:
@@ -48,6 +48,11 @@ def env_example() -> str:
     return "\n".join(lines) + "\n"
 
 
+_ALIASED = {str(alias): name for name, info in Settings.model_fields.items()
+            if isinstance(info.validation_alias, AliasChoices)
+            for alias in info.validation_alias.choices}  # fmt: skip
+
+
 class SettingsError(Exception):
     """Start-up refused: a setting is invalid. The message names each variable."""
 
@@ -59,6 +64,9 @@ def load_settings(**overrides: Any) -> Settings:
         problems = []
         for err in exc.errors(include_url=False):
             field = str(err["loc"][0]) if err["loc"] else "?"
+            # A setting read under its vendor's name (OTEL_*, KIMI_API_KEY) is reported
+            # under that name; it is still the field's value, secret or not.
+            field = _ALIASED.get(field, field)
             name = env_name(field) if field in Settings.model_fields else field
             secret = field in Settings.model_fields and Settings.model_fields[field].annotation in (
                 SecretStr,

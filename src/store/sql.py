@@ -4,8 +4,9 @@
 (ownership, expiry, idempotent appends, turn and fork limits), by table group:
 threads and forks (:mod:`exai.store.threads`), turns and their request keys
 (:mod:`exai.store.turns`), state, artifacts and vendor uploads
-(:mod:`exai.store.artifacts`), cost rows (:mod:`exai.store.costs`), the Responses
-API's stored responses (:mod:`exai.store.responses`), all on
+(:mod:`exai.store.artifacts`), cost rows (:mod:`exai.store.costs`), the search
+of a principal's threads (:mod:`exai.store.search`), the Responses API's stored
+responses (:mod:`exai.store.responses`), all on
 :class:`~exai.store.sql_base.SqlBase`. A backend only supplies connections
 through ``_read`` and ``_write`` and a :class:`~exai.store.executor.Dialect`.
 """
@@ -16,6 +17,7 @@ from exai.store.artifacts import ArtifactRows
 from exai.store.base import ConversationStore
 from exai.store.costs import CostAccounts
 from exai.store.responses import ResponseRows
+from exai.store.search import ThreadSearch
 from exai.store.sql_base import Body, T
 from exai.store.threads import ThreadRows
 from exai.store.turns import TurnRows
@@ -23,7 +25,9 @@ from exai.store.turns import TurnRows
 __all__ = ["Body", "SqlStore", "T"]
 
 
-class SqlStore(ThreadRows, TurnRows, ArtifactRows, CostAccounts, ResponseRows, ConversationStore):
+class SqlStore(
+    ThreadRows, TurnRows, ArtifactRows, CostAccounts, ThreadSearch, ResponseRows, ConversationStore
+):
     """Everything a conversation store does, over any :class:`~exai.store.executor.Executor`,
     and the per-call cost rows kept beside the conversations (:class:`CostAccounts`)."""
 

@@ -188,7 +188,16 @@ MIGRATIONS: list[tuple[int, str]] = [
         5,
         "",
     ),
-    (6, SQLITE_RESPONSES),  # the Responses API's stored responses (exai.store.responses)
+    (
+        # What each turn of a thread cost (the console's thread page): a thread's cost
+        # rows, without walking every row of its principal.
+        6,
+        """
+        CREATE INDEX call_costs_thread ON call_costs(thread_id, principal, currency)
+            WHERE thread_id IS NOT NULL;
+        """,
+    ),
+    (7, SQLITE_RESPONSES),  # the Responses API's stored responses (exai.store.responses)
 ]
 
 _BUSY_TIMEOUT_S = 10.0

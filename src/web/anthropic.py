@@ -19,14 +19,19 @@ from typing import Any
 
 from starlette.routing import BaseRoute, Route
 
-from exai.port import Port
+from exai.port import Caller, Port
 from exai.web.anthropic_errors import error_response, refusal_response
-from exai.web.anthropic_request import model_rules, parse_count_tokens, parse_messages
+from exai.web.anthropic_request import (
+    MessagesCall,
+    model_rules,
+    parse_count_tokens,
+    parse_messages,
+)
 from exai.web.anthropic_response import MessageStream, message_body
 from exai.web.asgi import Receive, Send, headers_of, read_json, send_json
 from exai.web.guard import principal_of
 from exai.web.model_call import RequestRefused
-from exai.web.model_stream import result_text, run_streamed, run_whole
+from exai.web.model_stream import face_span, result_text, run_streamed, run_whole
 
 __all__ = ["routes"]
 
@@ -55,32 +60,38 @@ class _Messages:
         except RequestRefused as exc:
             await send_json(send, *refusal_response(exc))
             return
-        message_id = f"msg_{secrets.token_hex(12)}"
         client = self.core.connect(principal_of(scope))
         try:
-            if call.stream:
-                stream = MessageStream(call, message_id=message_id)
-                await run_streamed(
-                    self.core,
-                    client,
-                    call,
-                    receive,
-                    send,
-                    stream,
-                    error_response,
-                    ping_s=self.core.settings.faces_ping_s,
-                )
-                return
-            result = await run_whole(self.core, client, call, receive)
-            if result is None:
-                return
-            if result.error is not None:
-                await send_json(send, *error_response(result.error))
-                return
-            body = message_body(call, result, result_text(result), message_id=message_id)
-            await send_json(send, 200, body)
+            with face_span(call, client, headers, "/v1/messages"):
+                await self._answer(call, client, receive, send)
         finally:
             client.close()
+
+    async def _answer(
+        self, call: MessagesCall, client: Caller, receive: Receive, send: Send
+    ) -> None:
+        message_id = f"msg_{secrets.token_hex(12)}"
+        if call.stream:
+            stream = MessageStream(call, message_id=message_id)
+            await run_streamed(
+                self.core,
+                client,
+                call,
+                receive,
+                send,
+                stream,
+                error_response,
+                ping_s=self.core.settings.faces_ping_s,
+            )
+            return
+        result = await run_whole(self.core, client, call, receive)
+        if result is None:
+            return
+        if result.error is not None:
+            await send_json(send, *error_response(result.error))
+            return
+        body = message_body(call, result, result_text(result), message_id=message_id)
+        await send_json(send, 200, body)
 
 
 class _CountTokens:

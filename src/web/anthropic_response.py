@@ -85,8 +85,9 @@ def _exai(call: MessagesCall, result: CallToolResult, extra_notes: list[Note]) -
         "cost": meta.cost,
     }
     more = meta.model_extra or {}
-    if more.get("fallback_from"):
-        fields["fallback_from"] = more["fallback_from"]
+    for key in ("fallback_from", "trace_id"):
+        if more.get(key):
+            fields[key] = more[key]
     notes = [n.as_dict() for n in (*call.notes, *extra_notes)]
     notes += [n for n in more.get("notes") or [] if isinstance(n, dict)]
     if notes:

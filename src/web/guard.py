@@ -19,6 +19,15 @@ IPv6 address in brackets, and a port of digits); a list, user information, a
 path or anything after the port is refused, so ``127.0.0.1:8078, evil.example``
 is not read as loopback.
 
+The console's pages are for browsers, which cannot send a bearer header on a
+link someone clicks: under a :class:`CookieRealm` (``/console``) a request is
+authenticated by the realm's session cookie instead, the realm's sign-in form
+and static files are open, and a request without a valid session is sent to
+the sign-in form (a page) or refused with 401 (anything else). Every other
+route keeps its bearer check, and the Host and Origin checks apply to all.
+Failed sign-ins count against the same allowance as failed bearer tokens
+(:func:`check_token`).
+
 Each face answers in its own dialect: a refusal's body is exai's
 ``{"error": {"code", "message"}}`` unless the path falls under a prefix given
 an ``error_bodies`` shaper, the longest such prefix winning (``/v1`` answers as
@@ -33,8 +42,9 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from exai.auth import Authenticator, Principal
 from exai.errors import UnauthorizedError
@@ -42,7 +52,7 @@ from exai.files.roots import is_loopback
 from exai.protocol import ErrorCode, ErrorInfo
 from exai.web.asgi import headers_of, send_json
 
-__all__ = ["ErrorBody", "Guard", "parse_host", "principal_of"]
+__all__ = ["CookieRealm", "ErrorBody", "Guard", "check_token", "parse_host", "principal_of"]
 
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 ErrorBody = Callable[[ErrorInfo], dict[str, Any]]
@@ -84,6 +94,45 @@ def principal_of(scope: dict[str, Any]) -> Principal:
     return principal
 
 
+@dataclass(frozen=True, slots=True)
+class CookieRealm:
+    """Paths under ``prefix`` authenticate by a session cookie, not a bearer header.
+
+    ``principal`` reads the request's headers (its ``Cookie``) and returns the
+    signed-in principal, or None. ``open_paths`` (exact) and ``open_prefixes``
+    are served to anyone: the sign-in form and the static files it needs.
+    """
+
+    prefix: str
+    principal: Callable[[dict[str, str]], Principal | None]
+    sign_in: str
+    open_paths: frozenset[str] = frozenset()
+    open_prefixes: tuple[str, ...] = ()
+
+    def holds(self, path: str) -> bool:
+        return path == self.prefix or path.startswith(self.prefix.rstrip("/") + "/")
+
+    def is_open(self, path: str) -> bool:
+        return path in self.open_paths or path.startswith(self.open_prefixes)
+
+
+def check_token(auth: Authenticator, throttle: Any, token: str | None, peer: str) -> Principal:
+    """The principal of ``token``, under the login throttle every face shares.
+
+    While ``peer`` has spent its allowance of failed logins, its attempts are
+    refused unchecked, the right token too: that is what guessing looks like.
+    A wrong token counts against the allowance.
+    """
+    if throttle is not None and (wait_s := throttle.login_wait_s(peer)) > 0:
+        raise UnauthorizedError(f"too many failed logins from {peer}; try again in {wait_s:.0f} s")
+    try:
+        return auth.authenticate(token)
+    except UnauthorizedError:
+        if throttle is not None and token is not None:
+            throttle.login_failed(peer)
+        raise
+
+
 class Guard:
     """ASGI middleware in front of the HTTP faces."""
 
@@ -99,6 +148,7 @@ class Guard:
         throttle: Any = None,
         error_bodies: Mapping[str, ErrorBody] | None = None,
         api_key_paths: tuple[str, ...] = (),
+        cookie_realms: tuple[CookieRealm, ...] = (),
     ) -> None:
         self.app = app
         self.auth = auth
@@ -110,6 +160,7 @@ class Guard:
         # Longest prefix first, so the most specific face's shape wins.
         self.error_bodies = sorted((error_bodies or {}).items(), key=lambda kv: -len(kv[0]))
         self.api_key_paths = api_key_paths
+        self.cookie_realms = cookie_realms
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -122,7 +173,15 @@ class Guard:
             body = self._body(scope["path"], ErrorInfo(code=ErrorCode.FORBIDDEN, message=refusal))
             await send_json(send, 403, body)
             return
-        if scope["path"] not in self.open_paths:
+        realm = next((r for r in self.cookie_realms if r.holds(scope["path"])), None)
+        if realm is not None:
+            if not realm.is_open(scope["path"]):
+                principal = realm.principal(headers)
+                if principal is None:
+                    await self._to_sign_in(scope, send, realm)
+                    return
+                scope.setdefault("state", {})[_STATE_KEY] = principal
+        elif scope["path"] not in self.open_paths:
             peer = (scope.get("client") or ("?",))[0]
             header = headers.get("authorization")
             if (
@@ -143,6 +202,20 @@ class Guard:
             scope.setdefault("state", {})[_STATE_KEY] = principal
         await self.app(scope, receive, send)
 
+    async def _to_sign_in(self, scope: dict[str, Any], send: Any, realm: CookieRealm) -> None:
+        """A page is sent to the sign-in form, which comes back to it; anything else is 401."""
+        if scope["method"] in ("GET", "HEAD"):
+            here = scope["path"] + (f"?{scope['query_string'].decode('latin-1')}"
+                                    if scope.get("query_string") else "")  # fmt: skip
+            location = f"{realm.sign_in}?next={quote(here, safe='')}"
+            head = [(b"location", location.encode("latin-1")), (b"cache-control", b"no-store"),
+                    (b"content-length", b"0")]  # fmt: skip
+            await send({"type": "http.response.start", "status": 303, "headers": head})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        info = ErrorInfo(code=ErrorCode.UNAUTHORIZED, message="sign in to the console first")
+        await send_json(send, 401, self._body(scope["path"], info))
+
     def _body(self, path: str, info: ErrorInfo) -> dict[str, Any]:
         for prefix, shape in self.error_bodies:
             if _under(path, (prefix,)):
@@ -156,17 +229,7 @@ class Guard:
             if scheme.lower() != "bearer" or not value.strip():
                 raise UnauthorizedError("the Authorization header must be 'Bearer <token>'")
             token = value.strip()
-        if self.throttle is not None and (wait_s := self.throttle.login_wait_s(peer)) > 0:
-            # Refused unchecked, the right token too: this is what guessing looks like.
-            raise UnauthorizedError(
-                f"too many failed logins from {peer}; try again in {wait_s:.0f} s"
-            )
-        try:
-            return self.auth.authenticate(token)
-        except UnauthorizedError:
-            if self.throttle is not None and token is not None:
-                self.throttle.login_failed(peer)
-            raise
+        return check_token(self.auth, self.throttle, token, peer)
 
     def _check_host_and_origin(self, headers: dict[str, str], hosts: list[str]) -> str | None:
         if self.loopback:

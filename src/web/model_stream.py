@@ -15,6 +15,8 @@ the same for all of them, and written once here:
   so a call that fails before (a bad argument, a provider that is down, a budget
   spent) gets its own HTTP status and the API's error body; after that, a failure
   can only be an error event in the stream;
+- each request is a server span (OpenTelemetry, when tracing is on) continuing
+  the client's ``traceparent``, marked failed when its call fails;
 - a call that is quiet for ``ping_s`` seconds gets the API's keep-alive event
   (starting the stream if need be), so no proxy's idle timeout cuts it;
 - what the result holds and no event carried (a tool that answered without
@@ -27,10 +29,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from exai import tracing
 from exai.port import Caller, Port
 from exai.protocol import CallToolResult, ErrorInfo
 from exai.web.asgi import Receive, Send, disconnected, send_json, unless_client_leaves
@@ -41,6 +44,7 @@ __all__ = [
     "Event",
     "StreamEncoder",
     "audit_request",
+    "face_span",
     "result_text",
     "run_streamed",
     "run_whole",
@@ -135,6 +139,29 @@ def arguments_of(core: Port, client: Caller, call: ModelCall) -> dict[str, Any]:
     return call.arguments
 
 
+@contextlib.contextmanager
+def face_span(
+    call: ModelCall, client: Caller, headers: Mapping[str, str], path: str
+) -> Iterator[None]:
+    """The request's server span, continuing the client's trace context."""
+    attributes = {
+        "exai.face": call.face,
+        "http.request.method": "POST",
+        "url.path": path,
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": call.model,
+        "gen_ai.request.stream": call.stream,
+        "exai.principal": client.principal.name,
+    }
+    with tracing.span(
+        f"POST {path}",
+        kind=tracing.SERVER,
+        parent=tracing.extract_from(dict(headers)),
+        attributes=attributes,
+    ):
+        yield
+
+
 def audit_request(core: Port, client: Caller, call: ModelCall, request_id: str) -> None:
     """The face's part of the call in the audit trail, beside the call's own events."""
     core.emit(
@@ -158,9 +185,12 @@ async def run_whole(
     request_id = client.new_request_id()
     audit_request(core, client, call, request_id)
     arguments = arguments_of(core, client, call)
-    return await unless_client_leaves(
+    result = await unless_client_leaves(
         client.call(call.tool, arguments, request_id=request_id), receive
     )
+    if result is not None and result.error is not None:
+        tracing.fail_current(result.error)
+    return result
 
 
 async def run_streamed(
@@ -235,6 +265,8 @@ async def run_streamed(
             batch = [waiting.result()] + [events.get_nowait() for _ in range(events.qsize())]
             await emit(b"".join(encode(event) for event in batch))
         result = task.result()
+        if result.error is not None:
+            tracing.fail_current(result.error)
         rest = b"".join(encode(events.get_nowait()) for _ in range(events.qsize()))
         if result.error is not None and not started and not rest:
             await send_json(send, *error_response(result.error))

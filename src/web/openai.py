@@ -31,7 +31,7 @@ from exai.protocol import CallToolResult
 from exai.web.asgi import Receive, Send, headers_of, read_json, send_json
 from exai.web.guard import principal_of
 from exai.web.model_call import RequestRefused
-from exai.web.model_stream import result_text, run_streamed, run_whole
+from exai.web.model_stream import face_span, result_text, run_streamed, run_whole
 from exai.web.openai_errors import error_response, refusal_response
 from exai.web.openai_request import NEW_THREAD, THREAD_HEADER, CompletionCall, parse_request
 from exai.web.openai_response import ChunkWriter, completion_body, model_list
@@ -103,10 +103,11 @@ class _ChatCompletions:
             return
         client = self.core.connect(principal_of(scope))
         try:
-            if call.stream:
-                await self._streamed(call, client, receive, send)
-            else:
-                await self._whole(call, client, receive, send)
+            with face_span(call, client, headers, "/v1/chat/completions"):
+                if call.stream:
+                    await self._streamed(call, client, receive, send)
+                else:
+                    await self._whole(call, client, receive, send)
         finally:
             client.close()
 

@@ -18,13 +18,13 @@ from typing import Any
 
 from starlette.routing import BaseRoute, Route
 
-from exai.port import Port
+from exai.port import Caller, Port
 from exai.web.asgi import Receive, Send, headers_of, read_json, send_json
 from exai.web.guard import principal_of
 from exai.web.model_call import RequestRefused
-from exai.web.model_stream import result_text, run_streamed, run_whole
+from exai.web.model_stream import face_span, result_text, run_streamed, run_whole
 from exai.web.openai_errors import error_response, refusal_response
-from exai.web.responses_request import parse_responses
+from exai.web.responses_request import ResponsesCall, parse_responses
 from exai.web.responses_response import ResponseStream, response_body
 
 __all__ = ["routes"]
@@ -50,28 +50,34 @@ class _Responses:
         except RequestRefused as exc:
             await send_json(send, *refusal_response(exc))
             return
-        created = int(time.time())
         client = self.core.connect(principal_of(scope))
         try:
-            if call.stream:
-                stream = ResponseStream(call, created=created)
-                await run_streamed(
-                    self.core,
-                    client,
-                    call,
-                    receive,
-                    send,
-                    stream,
-                    error_response,
-                    ping_s=self.core.settings.faces_ping_s,
-                )
-                return
-            result = await run_whole(self.core, client, call, receive)
-            if result is None:
-                return
-            if result.error is not None:
-                await send_json(send, *error_response(result.error))
-                return
-            await send_json(send, 200, response_body(call, result, result_text(result), created))
+            with face_span(call, client, headers, "/v1/responses"):
+                await self._answer(call, client, receive, send)
         finally:
             client.close()
+
+    async def _answer(
+        self, call: ResponsesCall, client: Caller, receive: Receive, send: Send
+    ) -> None:
+        created = int(time.time())
+        if call.stream:
+            stream = ResponseStream(call, created=created)
+            await run_streamed(
+                self.core,
+                client,
+                call,
+                receive,
+                send,
+                stream,
+                error_response,
+                ping_s=self.core.settings.faces_ping_s,
+            )
+            return
+        result = await run_whole(self.core, client, call, receive)
+        if result is None:
+            return
+        if result.error is not None:
+            await send_json(send, *error_response(result.error))
+            return
+        await send_json(send, 200, response_body(call, result, result_text(result), created))

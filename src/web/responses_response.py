@@ -63,8 +63,9 @@ def _exai(call: ResponsesCall, result: CallToolResult) -> dict[str, Any]:
         "provider": meta.provider,
         "cost": meta.cost,
     }
-    if more.get("fallback_from"):
-        fields["fallback_from"] = more["fallback_from"]
+    for key in ("fallback_from", "trace_id"):
+        if more.get(key):
+            fields[key] = more[key]
     notes = [n.as_dict() for n in call.notes]
     notes += [n for n in more.get("notes") or [] if isinstance(n, dict)]
     if notes:
