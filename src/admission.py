@@ -4,10 +4,13 @@ Until a connection's ``hello`` succeeds the daemon knows nothing about it but
 its address, so that is what these limits count:
 
 * **Connections not yet logged in**: from the WebSocket upgrade to a successful
-  ``hello`` (or the end of the connection), at most ``max_unauthenticated``
-  per address. Each of them may send at most ``EXAI_HELLO_MAX_BYTES`` (see
-  :meth:`exai.ws.transport.ExaiConnection.allow_messages_up_to`), so
-  together they bound the memory an address can take without a credential.
+  ``hello``, or from an HTTP connection's start to its first request that passes
+  the token check (or the end of the connection), at most ``max_unauthenticated``
+  per address, over both listeners together. A WebSocket one may send at most
+  ``EXAI_HELLO_MAX_BYTES`` (see
+  :meth:`exai.ws.transport.ExaiConnection.allow_messages_up_to`) and an HTTP one
+  has its read timeouts (:mod:`exai.web.listener`), so together they bound what
+  an address can hold without a credential.
 * **Failed logins**: a token bucket per address, refilling ``failures_per_min``
   up to ``failures_burst``. While an address's bucket is empty its hellos are
   refused without looking at the token, so guessing proceeds at the refill
@@ -18,7 +21,8 @@ a host cannot step around the limits by moving inside it. Loopback is not
 exempt: a web page in a local browser, or another user of the machine, reaches
 loopback as easily as an IDE does.
 
-No I/O: the daemon calls these from its upgrade hook and its handshake.
+No I/O: the faces call these from the WebSocket upgrade hook and handshake, and
+from the HTTP listener's connections and guard.
 """
 
 from __future__ import annotations

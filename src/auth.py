@@ -14,6 +14,13 @@ A principal is an *operator* when a JWT gives it the scope ``exai:admin``
 it sees every principal's spend, the audit trail, health and settings in the
 console. Scopes ``None`` or ``"*"`` (every tool) do not make an operator.
 
+Every principal carries the :class:`Credential` it was authenticated by: the
+kind, an identifier (an HMAC fingerprint of the token, never the token), and
+for a JWT its expiry and which secret signed it. A job keeps it, and before
+each run the daemon asks :meth:`Authenticator.credential_problem` whether that
+credential still grants the job's owner anything: a run after the JWT expired,
+or after its token was removed from the settings, does not happen.
+
 A correctly signed JWT is still refused (``UnauthorizedError``, so 4003) when a
 claim has the wrong type: ``sub`` a non-empty string, ``exp``, ``nbf`` and
 ``iat`` JSON numbers, ``scopes`` a list of strings or one string of names
@@ -24,21 +31,67 @@ is checked here.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import time
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 import jwt
 
 from exai.errors import UnauthorizedError
 from exai.settings.values import Budget, parse_budget
 
-__all__ = ["ADMIN_SCOPE", "Authenticator", "Principal", "is_admin", "issue_token"]
+__all__ = [
+    "ADMIN_SCOPE",
+    "Authenticator",
+    "Credential",
+    "Principal",
+    "budget_from_claim",
+    "budget_to_claim",
+    "credential_id",
+    "is_admin",
+    "issue_token",
+]
 
 ANONYMOUS = "anonymous"
 ADMIN_SCOPE = "exai:admin"
+_ID_KEY = b"exai credential id"
+
+
+def credential_id(secret: str) -> str:
+    """A stable identifier of a token or a JWT secret that does not reveal it."""
+    return hmac.new(_ID_KEY, secret.encode(), hashlib.sha256).hexdigest()[:24]
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """Which credential a principal presented, without the secret.
+
+    ``kind``: ``token`` (a static token), ``jwt``, or ``none`` (a daemon with no
+    credentials configured). ``id``: :func:`credential_id` of the token or JWT.
+    ``key``: for a JWT, :func:`credential_id` of the secret that signed it.
+    ``expires_at``: a JWT's ``exp`` (epoch seconds).
+    """
+
+    kind: Literal["token", "jwt", "none"]
+    id: str
+    key: str | None = None
+    expires_at: float | None = None
+
+    def public(self) -> dict[str, Any]:
+        return {"kind": self.kind, "id": self.id, "key": self.key, "expires_at": self.expires_at}
+
+    @classmethod
+    def from_public(cls, value: dict[str, Any]) -> Credential:
+        kind = value.get("kind")
+        if kind not in ("token", "jwt", "none"):
+            raise ValueError(f"not a credential kind: {kind!r}")
+        expires = value.get("expires_at")
+        return cls(kind, str(value.get("id", "")), value.get("key"),
+                   None if expires is None else float(expires))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +102,8 @@ class Principal:
     budget: Budget | None = None  # from the token; None: EXAI_BUDGETS decides
     expires_at: float | None = None  # a JWT's exp; what is made from it must not outlive it
     memory: bool | None = None  # memory on the model faces, from the token; None: settings
+    # Not part of who the principal is: two tokens of one principal are the same principal.
+    credential: Credential | None = field(default=None, compare=False)
 
     def may_call(self, tool: str) -> bool:
         return self.scopes is None or "*" in self.scopes or tool in self.scopes
@@ -59,6 +114,16 @@ def is_admin(principal: Principal, admins: Collection[str]) -> bool:
     return principal.name in admins or (
         principal.scopes is not None and ADMIN_SCOPE in principal.scopes
     )
+
+
+def budget_to_claim(budget: Budget) -> dict[str, str]:
+    """A budget as a JWT's ``exai_budget`` claim holds it (and a job records it)."""
+    return {"amount": str(budget.amount), "currency": budget.currency, "period": budget.period}
+
+
+def budget_from_claim(value: Any) -> Budget:
+    """The budget of an ``exai_budget`` claim; ``ValueError`` if it is not one."""
+    return parse_budget(value, "exai_budget")
 
 
 def parse_token_list(spec: str) -> dict[str, str]:
@@ -82,8 +147,10 @@ class Authenticator:
         jwt_secret: str | None = None,
         leeway_s: float = 30.0,
     ) -> None:
-        self._tokens = [(t.encode(), name) for t, name in (tokens or {}).items()]
+        self._tokens = [(t.encode(), name, credential_id(t)) for t, name in (tokens or {}).items()]
+        self._names_by_id = {token_id: name for _, name, token_id in self._tokens}
         self._jwt_secret = jwt_secret
+        self._jwt_key = credential_id(jwt_secret) if jwt_secret else None
         self._leeway = leeway_s
 
     @property
@@ -93,7 +160,7 @@ class Authenticator:
 
     def authenticate(self, token: str | None) -> Principal:
         if self.open:
-            return Principal(ANONYMOUS, method="none")
+            return Principal(ANONYMOUS, method="none", credential=_OPEN)
         if not token:
             raise UnauthorizedError("a token is required")
         if self._jwt_secret and token.count(".") == 2:
@@ -101,15 +168,46 @@ class Authenticator:
         match = self._match_static(token.encode())
         if match is None:
             raise UnauthorizedError("invalid token")
-        return Principal(match, method="token")
+        name, token_id = match
+        return Principal(name, method="token", credential=Credential("token", token_id))
 
-    def _match_static(self, presented: bytes) -> str | None:
+    def _match_static(self, presented: bytes) -> tuple[str, str] | None:
         found = None
-        for candidate, name in self._tokens:
+        for candidate, name, token_id in self._tokens:
             # Compare against every token, not stopping at the first match.
             if hmac.compare_digest(candidate, presented) and found is None:
-                found = name
+                found = (name, token_id)
         return found
+
+    def credential_problem(
+        self, owner: str, credential: Credential | None, now: float
+    ) -> str | None:
+        """Why ``credential`` no longer grants ``owner``'s calls, or None while it does.
+
+        A JWT's expiry is its ``exp`` exactly: the leeway covers a client's clock at
+        the moment it presents a token, and here the daemon's own clock decides.
+        None for no credential at all (a job the operator made with ``exai jobs``).
+        """
+        if credential is None:
+            return None
+        if credential.kind == "none":
+            if self.open:
+                return None
+            return "it was made while the daemon had no token, and it has tokens now"
+        if credential.kind == "token":
+            name = self._names_by_id.get(credential.id)
+            if name is None:
+                return (f"the token that made it ({credential.id[:8]}...) is no longer configured "
+                        "(EXAI_WS_TOKEN, EXAI_WS_TOKENS)")  # fmt: skip
+            if name != owner:
+                return f"the token that made it now names principal {name!r}, not {owner!r}"
+            return None
+        if self._jwt_key is None or credential.key != self._jwt_key:
+            return "the secret that signed its JWT is no longer configured (EXAI_JWT_SECRET)"
+        if credential.expires_at is not None and now >= credential.expires_at:
+            when = datetime.fromtimestamp(credential.expires_at, UTC).isoformat(timespec="seconds")
+            return f"the JWT that made it expired at {when}"
+        return None
 
     def _from_jwt(self, token: str) -> Principal:
         assert self._jwt_secret is not None
@@ -127,7 +225,12 @@ class Authenticator:
             raise UnauthorizedError("token not yet valid") from None
         except jwt.InvalidTokenError as exc:
             raise UnauthorizedError(f"invalid token: {exc}") from None
-        return _principal_from_claims(claims)
+        principal = _principal_from_claims(claims)
+        credential = Credential("jwt", credential_id(token), self._jwt_key, principal.expires_at)
+        return replace(principal, credential=credential)
+
+
+_OPEN = Credential("none", "open")
 
 
 def _principal_from_claims(claims: dict[str, Any]) -> Principal:
@@ -173,8 +276,7 @@ def issue_token(
     if scopes is not None:
         claims["scopes"] = list(scopes)
     if budget is not None:
-        claims["exai_budget"] = {"amount": str(budget.amount), "currency": budget.currency,
-                                 "period": budget.period}  # fmt: skip
+        claims["exai_budget"] = budget_to_claim(budget)
     if memory is not None:
         claims["exai_memory"] = memory
     return jwt.encode(claims, secret, algorithm="HS256")

@@ -32,6 +32,7 @@ __all__ = [
     "TimeoutError_",
     "ToolNotFoundError",
     "UnauthorizedError",
+    "UnavailableError",
     "ValidationError_",
 ]
 
@@ -137,6 +138,14 @@ class BudgetExceededError(ExaiError):
     """
 
     code = ErrorCode.BUDGET_EXCEEDED
+
+
+class UnavailableError(ExaiError):
+    """A service the call needs is not up on this daemon yet; the same call will
+    work once it is. ``retry_after_s`` says when to try again."""
+
+    code = ErrorCode.UNAVAILABLE
+    retryable = True
 
 
 class InternalError(ExaiError):

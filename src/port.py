@@ -10,7 +10,9 @@ daemon's services, registry, dispatcher or sessions; the composition root
 
 What a face may do:
 
-- **authenticate** a credential, with the login throttle every face shares;
+- **authenticate** a credential, with the login throttle every face shares, and
+  ask later whether the credential a principal presented still grants it
+  anything (the job runner, before each run of a job);
 - **call a tool as a principal**, through a :class:`Caller` (deadline,
   progress, text chunks, structured model events, cancel), or, for the
   WebSocket face, which carries the protocol's own sessions, by submitting
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from exai.admission import Admission
-    from exai.auth import Authenticator, Principal
+    from exai.auth import Authenticator, Credential, Principal
     from exai.metrics import DaemonMetrics
     from exai.protocol import (
         CallToolFrame,
@@ -212,6 +214,14 @@ class Port(Protocol):
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run a fire-and-forget coroutine the core keeps a reference to."""
+
+    def credential_problem(
+        self, owner: str, credential: Credential | None, now: float
+    ) -> str | None:
+        """Why ``credential`` (recorded when ``owner`` presented it) no longer grants
+        ``owner``'s calls on this daemon, as configured now: a JWT past its expiry, a
+        token no longer configured. None while it does, or when none was recorded."""
+        ...
 
     # --- calling -------------------------------------------------------------
 

@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -143,9 +144,11 @@ def _line(job: Any, *, as_json: bool) -> str:
     if as_json:
         return json.dumps({**job.public(), "owner": job.owner}, allow_nan=False)
     state = ("paused" if job.paused else "enabled") if job.enabled else "disabled"
+    why = job.paused_reason if job.paused else job.disabled_reason
     return (f"{job.id}  {job.owner:<12} {state:<8} {job.tool:<12} "
             f"{job.schedule.kind}:{job.schedule.spec} {job.schedule.timezone}  "
-            f"next {_when(job.next_run_at)}  {job.name}")  # fmt: skip
+            f"next {_when(job.next_run_at)}  {job.name}"
+            f"{f'  ({why})' if why else ''}")  # fmt: skip
 
 
 async def _show(service: JobService, args: argparse.Namespace) -> int:
@@ -164,8 +167,18 @@ async def _pause(service: JobService, args: argparse.Namespace) -> int:
 
 
 async def _resume(service: JobService, args: argparse.Namespace) -> int:
+    from exai.daemon.core import authenticator
+
     job = await service.resume(args.id, ANY_OWNER)
     print(f"resumed {job.id}, next run {_when(job.next_run_at)}")
+    # The operator's resume keeps the job's grant: if its credential no longer
+    # grants anything, a daemon configured as this shell is pauses it again.
+    problem = authenticator(service.settings).credential_problem(job.owner, job.credential,
+                                                                 time.time())  # fmt: skip
+    if problem is not None:
+        print(f"warning: it will be paused again before its next run: {problem}. Its owner "
+              "can resume it with the jobs tool, under a credential of theirs",
+              file=sys.stderr)  # fmt: skip
     return 0
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from exai import __version__
 from exai.admission import Admission
-from exai.auth import Authenticator, Principal, parse_token_list
+from exai.auth import Authenticator, Credential, Principal, parse_token_list
 from exai.bridge import Bridge
 from exai.cluster import ClusterState, open_cluster
 from exai.daemon.dispatch import Dispatcher
@@ -162,6 +162,11 @@ class Core:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    def credential_problem(
+        self, owner: str, credential: Credential | None, now: float
+    ) -> str | None:
+        return self.auth.credential_problem(owner, credential, now)
+
     def connect(self, principal: Principal, session_id: str | None = None) -> LocalCaller:
         return LocalCaller(self, principal, session_id)
 
@@ -256,7 +261,7 @@ class Core:
 
     def _register_gauges(self) -> None:
         m = self.metrics
-        m.gauge("exai_connections_unauthenticated", "WebSocket connections before a valid hello",
+        m.gauge("exai_connections_unauthenticated", "Connections (WebSocket, HTTP) not logged in",
                 lambda: self.admission.unauthenticated)  # fmt: skip
         m.gauge("exai_sessions", "Known sessions", lambda: len(self.sessions))
         m.gauge("exai_calls_in_flight", "Tool calls running", self.in_flight)

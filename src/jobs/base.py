@@ -1,10 +1,11 @@
 """Scheduled jobs: what a job, a run and a notification are, and the store contract.
 
-A job belongs to a principal (its owner, whose scopes are recorded with it and
-apply to every run) and names a tool, its arguments and a schedule. Each time
-it fires, the tick inserts a *run*, unique per (job, scheduled time), which a
-worker claims under a lease, executes through the daemon's dispatcher and
-finishes; its output goes to the job's conversation thread. A *notification*
+A job belongs to a principal (its owner, whose scopes, token budget and
+credential are recorded with it and apply to every run) and names a tool, its
+arguments and a schedule. Each time it fires, the tick inserts a *run*, unique
+per (job, scheduled time), which a worker claims under a lease, executes
+through the daemon's dispatcher and finishes; its output goes to the job's
+conversation thread. A *notification*
 (ntfy or a signed webhook) is kept until it is delivered or given up on.
 
 :class:`JobStore` is the storage contract; SQLite and Postgres implement it
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from exai.auth import Credential
 from exai.errors import ValidationError_
 from exai.jobs.policy import FirePlan
 from exai.jobs.schedule import Schedule
@@ -57,7 +59,9 @@ class JobNotFoundError(ValidationError_):
 
 @dataclass(frozen=True, slots=True)
 class NewJob:
-    """A job about to be stored. ``scopes`` None: the owner may call every tool."""
+    """A job about to be stored. ``scopes`` None: the owner may call every tool.
+    ``budget`` (an ``exai_budget`` claim) and ``credential``: the grant of the token
+    that made it; None for a job the operator made (``exai jobs add``)."""
 
     owner: str
     name: str
@@ -72,6 +76,8 @@ class NewJob:
     missed: str = "run_once"
     notify: dict[str, Any] | None = None  # {"kind": "ntfy"|"webhook", "url": ...}
     idempotency_key: str | None = None
+    budget: dict[str, Any] | None = None
+    credential: Credential | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +102,9 @@ class Job:
     updated_at: float
     idempotency_key: str | None = None
     disabled_reason: str | None = None
+    budget: dict[str, Any] | None = None
+    credential: Credential | None = None
+    paused_reason: str | None = None
 
     def public(self) -> dict[str, Any]:
         """The job as the CLI and the ``jobs`` tool show it, the notification URL's
@@ -109,7 +118,9 @@ class Job:
             "backoff_s": self.backoff_s, "missed": self.missed,
             "notify": None if self.notify is None else {
                 "kind": self.notify.get("kind"), "url": mask_url(str(self.notify.get("url")))},
-            "disabled_reason": self.disabled_reason,
+            "disabled_reason": self.disabled_reason, "paused_reason": self.paused_reason,
+            "budget": self.budget,
+            "credential": None if self.credential is None else self.credential.public(),
         }  # fmt: skip
 
 
@@ -198,7 +209,15 @@ class JobStore(ABC):
     async def set_state(self, job_id: str, owner: Owner, *, paused: bool | None = None,
                         enabled: bool | None = None, next_run_at: float | None = None,
                         reason: str | None = None, now: float) -> Job:  # fmt: skip
-        """Pause, resume, enable or disable a job; ``next_run_at`` is set as given."""
+        """Pause, resume, enable or disable a job; ``next_run_at`` is set as given.
+        ``reason`` is kept as ``disabled_reason`` when disabling, as ``paused_reason``
+        when pausing; resuming or enabling clears it."""
+
+    @abstractmethod
+    async def set_grant(self, job_id: str, owner: Owner, *, scopes: list[str] | None,
+                        budget: dict[str, Any] | None, credential: Credential | None,
+                        now: float) -> Job:  # fmt: skip
+        """Put the job under another grant (its owner's, presented again)."""
 
     @abstractmethod
     async def set_thread(self, job_id: str, thread_id: str, now: float) -> None: ...
@@ -234,12 +253,13 @@ class JobStore(ABC):
     async def finish(self, run_id: str, worker: str, *, status: str, now: float,
                      output: str | None = None, error_code: str | None = None,
                      error: str | None = None, thread_id: str | None = None,
-                     not_before: float | None = None, disable_job: str | None = None
-                     ) -> bool:  # fmt: skip
+                     not_before: float | None = None, disable_job: str | None = None,
+                     pause_job: str | None = None) -> bool:  # fmt: skip
         """End an attempt held by ``worker``: ``succeeded``, ``failed``, or
         ``pending`` again at ``not_before`` (a retry). ``disable_job`` gives the
-        reason to disable the job in the same transaction. False when the lease
-        was lost (another worker reclaimed the run); nothing is written then."""
+        reason to disable the job in the same transaction, ``pause_job`` the reason
+        to pause it. False when the lease was lost (another worker reclaimed the
+        run); nothing is written then."""
 
     @abstractmethod
     async def runs(self, job_id: str, owner: Owner, limit: int = 20) -> list[Run]: ...

@@ -7,8 +7,11 @@ Every ``EXAI_JOBS_TICK_S`` each daemon:
    ``ON CONFLICT DO NOTHING``) and moves ``next_run_at`` on, as
    :func:`~exai.jobs.policy.plan_fire` decides, missed fires included;
 3. claims pending runs (``FOR UPDATE SKIP LOCKED`` on Postgres) under a lease;
-4. runs each through the core's port as its owner, like a client's call,
-   renewing the lease while it runs;
+4. runs each through the core's port as its owner, under the grant recorded
+   with the job (scopes and token budget), like a client's call, renewing the
+   lease while it runs; first it asks the port whether the credential that made
+   the job still grants anything, and if not the run is refused (``UNAUTHORIZED``)
+   and the job paused with the reason;
 5. finishes it: output to the job's thread; on failure a retry with backoff, or,
    attempts spent, the run failed, the job disabled and its owner notified;
 6. sends notifications that are due.
@@ -35,7 +38,7 @@ from typing import Any
 import httpx
 
 from exai import tracing
-from exai.auth import Principal
+from exai.auth import Principal, budget_from_claim
 from exai.errors import ConversationNotFoundError
 from exai.jobs.base import Claimed, Job, JobStore
 from exai.jobs.notify import host_refused, send
@@ -123,8 +126,13 @@ class JobRunner:
 
     async def execute(self, claimed: Claimed) -> None:
         run, job = claimed.run, claimed.job
+        problem = self.core.credential_problem(job.owner, job.credential, self.clock())
+        if problem is not None:
+            await self._refuse(claimed, problem)
+            return
+        budget = None if job.budget is None else budget_from_claim(job.budget)
         principal = Principal(job.owner, None if job.scopes is None else frozenset(job.scopes),
-                              method="job")  # fmt: skip
+                              method="job", budget=budget, credential=job.credential)  # fmt: skip
         arguments = dict(job.arguments)
         schema = self.core.tool_schema(job.tool)
         continues = schema is not None and "continuation_id" in schema.get("properties", {})
@@ -159,6 +167,18 @@ class JobRunner:
             if result.error is not None:
                 tracing.fail_current(result.error)
             await self._finish(claimed, result)
+
+    async def _refuse(self, claimed: Claimed, problem: str) -> None:
+        """The job's credential no longer grants it: no call; the job is paused."""
+        run, job = claimed.run, claimed.job
+        reason = f"paused: {problem}"
+        held = await self.store.finish(run.id, self.worker, status="failed", now=self.clock(),
+                                       error_code="UNAUTHORIZED", error=reason,
+                                       pause_job=reason)  # fmt: skip
+        log.warning("job paused: its credential no longer grants it", job_id=job.id,
+                    run_id=run.id, reason=problem)  # fmt: skip
+        if held and job.notify:
+            await self._notify(job, run.id, "refused", job.thread_id, error=reason)
 
     async def _keep_lease(self, run_id: str, call: asyncio.Future[Any]) -> None:
         lease = self.settings.jobs_lease_s

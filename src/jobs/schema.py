@@ -9,6 +9,12 @@ SQLite scripts have no schema (``{s}.`` is removed).
 ``ON CONFLICT DO NOTHING``, so however many daemons see a job due at once, that
 fire becomes one run. The partial index ``jobs_due`` holds only jobs that can
 fire, so finding the due ones among many paused or finished jobs stays cheap.
+
+Version 2 records the grant a job was made under, beside its scopes: the
+token's budget (``budget``, the ``exai_budget`` claim's shape), the credential
+(``credential``: its kind, an identifier that is never the token, and a JWT's
+expiry), and why a job was paused (``paused_reason``) when the daemon paused
+it. Jobs made before have none recorded and run as they did.
 """
 
 from __future__ import annotations
@@ -88,6 +94,12 @@ CREATE INDEX job_notifications_pending ON {s}.job_notifications(next_attempt_at)
 CREATE INDEX job_notifications_job ON {s}.job_notifications(job_id, created_at);
 """
 
+_V2 = """
+ALTER TABLE {s}.jobs ADD COLUMN budget TEXT;
+ALTER TABLE {s}.jobs ADD COLUMN credential TEXT;
+ALTER TABLE {s}.jobs ADD COLUMN paused_reason TEXT
+"""
+
 
 def script(template: str, *, postgres: bool) -> str:
     if postgres:
@@ -95,5 +107,11 @@ def script(template: str, *, postgres: bool) -> str:
     return template.replace("{s}.", "").replace("{real}", "REAL").replace("{bool}", "INTEGER")
 
 
-SQLITE_MIGRATIONS: list[tuple[int, str]] = [(1, script(_V1, postgres=False))]
-POSTGRES_MIGRATIONS: list[tuple[int, str]] = [(1, script(_V1, postgres=True))]
+SQLITE_MIGRATIONS: list[tuple[int, str]] = [
+    (1, script(_V1, postgres=False)),
+    (2, script(_V2, postgres=False)),
+]
+POSTGRES_MIGRATIONS: list[tuple[int, str]] = [
+    (1, script(_V1, postgres=True)),
+    (2, script(_V2, postgres=True)),
+]

@@ -1,15 +1,17 @@
 """Creating and managing jobs, with every check that guards them, for tools and the CLI.
 
 A job is checked when it is created: the tool exists and is not itself a job
-tool, the owner may call it (its scopes are recorded with the job and checked
-again by the dispatcher on every run, so a job can never do more than its
-owner could by hand), the arguments are valid for the tool, the schedule
-parses and fires within the range a date can hold, the notification target is
-an http(s) URL (a webhook only when ``EXAI_JOBS_WEBHOOK_SECRET`` is set, since
-it is always signed) that the address rule of :mod:`exai.jobs.targets` allows
-(checked on the URL, then on what its host resolves to), the thread to continue
-belongs to the owner, and the owner is under ``EXAI_JOBS_MAX_PER_PRINCIPAL``.
-Creation is idempotent on the owner's idempotency key.
+tool, the owner may call it (its scopes, its token's budget and its credential
+are recorded with the job: the dispatcher checks the scopes and the budget
+again on every run, and the runner asks whether the credential still grants
+anything, so a job can never do more, or for longer, than its owner could by
+hand), the arguments are valid for the tool, the schedule parses and fires
+within the range a date can hold, the notification target is an http(s) URL (a
+webhook only when ``EXAI_JOBS_WEBHOOK_SECRET`` is set, since it is always
+signed) that the address rule of :mod:`exai.jobs.targets` allows (checked on the
+URL, then on what its host resolves to), the thread to continue belongs to the
+owner, and the owner is under ``EXAI_JOBS_MAX_PER_PRINCIPAL``. Creation is
+idempotent on the owner's idempotency key.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from urllib.parse import urlsplit
 
 import pydantic
 
-from exai.auth import Principal
+from exai.auth import Principal, budget_to_claim
 from exai.errors import ForbiddenError, ToolNotFoundError, ValidationError_
 from exai.jobs.base import Job, JobStore, NewJob, Owner
 from exai.jobs.notify import host_refused
@@ -127,10 +129,9 @@ class JobService:
         new = NewJob(
             owner=principal.name, name=spec.name or f"{spec.tool} {spec.schedule}"[:120],
             tool=spec.tool, arguments=spec.arguments, schedule=schedule,
-            scopes=None if principal.scopes is None else sorted(principal.scopes),
             thread_id=spec.thread_id, max_retries=spec.max_retries, backoff_s=spec.backoff_s,
             timeout_s=spec.timeout_s, missed=spec.missed, notify=notify,
-            idempotency_key=spec.idempotency_key,
+            idempotency_key=spec.idempotency_key, **_grant(principal),
         )  # fmt: skip
         return await self.store.create_job(new, first, now)
 
@@ -138,10 +139,22 @@ class JobService:
         return await self.store.set_state(job_id, owner, paused=True, next_run_at=None,
                                           now=self.clock())  # fmt: skip
 
-    async def resume(self, job_id: str, owner: Owner) -> Job:
-        """Unpause (and re-enable a job disabled by failures); it fires next on schedule."""
+    async def resume(self, job_id: str, owner: Owner, grant: Principal | None = None) -> Job:
+        """Unpause (and re-enable a job disabled by failures); it fires next on schedule.
+
+        ``grant``: the owner resuming it with a credential of theirs (the ``jobs``
+        tool), under which the job then runs: its scopes, budget and credential
+        replace those recorded, so a job paused because its credential expired
+        runs again under the one presented now. The operator's resume (``exai
+        jobs resume``) keeps the grant recorded.
+        """
         now = self.clock()
         job = await self.store.get_job(job_id, owner)
+        if grant is not None:
+            if not grant.may_call(job.tool):
+                raise ForbiddenError(f"principal {grant.name!r} may not call {job.tool!r}, "
+                                     "so cannot resume a job that does")  # fmt: skip
+            await self.store.set_grant(job_id, owner, now=now, **_grant(grant))
         return await self.store.set_state(
             job_id,
             owner,
@@ -161,6 +174,15 @@ class JobService:
         out["notifications"] = [n.public() for n in await self.store.notifications(job_id, owner)]
         out["undeliverable"] = sum(n["status"] == "undeliverable" for n in out["notifications"])
         return out
+
+
+def _grant(principal: Principal) -> dict[str, Any]:
+    """What a job records of the grant ``principal`` acts under."""
+    return {
+        "scopes": None if principal.scopes is None else sorted(principal.scopes),
+        "budget": None if principal.budget is None else budget_to_claim(principal.budget),
+        "credential": principal.credential,
+    }
 
 
 def _check_notify(

@@ -18,6 +18,7 @@ from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+from exai.auth import Credential
 from exai.errors import ValidationError_
 from exai.jobs.base import (
     ANY_OWNER,
@@ -42,8 +43,10 @@ Body = Callable[[Executor], Awaitable[T]]
 JOB_COLUMNS = (
     "id, owner, name, tool, arguments, scopes, schedule_kind, schedule_spec, timezone, anchor,"
     " thread_id, max_retries, backoff_s, timeout_s, missed, notify, enabled, paused,"
-    " next_run_at, created_at, updated_at, idempotency_key, disabled_reason"
+    " next_run_at, created_at, updated_at, idempotency_key, disabled_reason, budget, credential,"
+    " paused_reason"
 )
+_JOB_FIELDS = 26
 RUN_COLUMNS = (
     "id, job_id, owner, scheduled_for, status, attempt, not_before, locked_by, locked_until,"
     " started_at, finished_at, error_code, error, output, thread_id, manual, created_at"
@@ -60,6 +63,7 @@ def _dumps(value: Any) -> str | None:
 
 def decode_job(row: Sequence[Any]) -> Job:
     schedule = Schedule(row[6], row[7], row[8], float(row[9]))
+    credential = None if row[24] is None else Credential.from_public(json.loads(row[24]))
     return Job(
         id=row[0], owner=row[1], name=row[2], tool=row[3], arguments=json.loads(row[4]),
         scopes=None if row[5] is None else json.loads(row[5]), schedule=schedule,
@@ -67,6 +71,8 @@ def decode_job(row: Sequence[Any]) -> Job:
         timeout_s=row[13], missed=row[14], notify=None if row[15] is None else json.loads(row[15]),
         enabled=bool(row[16]), paused=bool(row[17]), next_run_at=row[18], created_at=row[19],
         updated_at=row[20], idempotency_key=row[21], disabled_reason=row[22],
+        budget=None if row[23] is None else json.loads(row[23]), credential=credential,
+        paused_reason=row[25],
     )  # fmt: skip
 
 
@@ -102,9 +108,11 @@ class SqlJobStore(NotificationRows, JobStore):
         row = (job_id, new.owner, new.name, new.tool, _dumps(new.arguments), _dumps(new.scopes),
                s.kind, s.spec, s.timezone, s.anchor, new.thread_id, new.max_retries,
                new.backoff_s, new.timeout_s, new.missed, _dumps(new.notify), True, False,
-               next_run_at, now, now, new.idempotency_key, None)  # fmt: skip
+               next_run_at, now, now, new.idempotency_key, None, _dumps(new.budget),
+               None if new.credential is None else _dumps(new.credential.public()),
+               None)  # fmt: skip
         insert = self._q(
-            f"INSERT INTO {{p}}jobs ({JOB_COLUMNS}) VALUES ({', '.join('?' * 23)})"
+            f"INSERT INTO {{p}}jobs ({JOB_COLUMNS}) VALUES ({', '.join('?' * _JOB_FIELDS)})"
             " ON CONFLICT (owner, idempotency_key) DO NOTHING"
         )
         by_key = self._q(
@@ -158,13 +166,31 @@ class SqlJobStore(NotificationRows, JobStore):
     ) -> Job:  # fmt: skip
         async def body(tx: Executor) -> Job:
             job = await self._job(tx, job_id, owner)
+            paused_reason = (job.paused_reason if paused is None else
+                             reason if paused else None)  # fmt: skip
             await tx.execute(
                 self._q("UPDATE {p}jobs SET paused = ?, enabled = ?, next_run_at = ?,"
-                        " disabled_reason = ?, updated_at = ? WHERE id = ?"),
+                        " disabled_reason = ?, paused_reason = ?, updated_at = ? WHERE id = ?"),
                 job.paused if paused is None else paused,
                 job.enabled if enabled is None else enabled, next_run_at,
-                reason if enabled is False else None, now, job_id,
+                reason if enabled is False else None, paused_reason, now, job_id,
             )  # fmt: skip
+            return await self._job(tx, job_id, owner)
+
+        return await self._write(body)
+
+    async def set_grant(
+        self, job_id: str, owner: Owner, *, scopes: list[str] | None,
+        budget: dict[str, Any] | None, credential: Credential | None, now: float,
+    ) -> Job:  # fmt: skip
+        sql = self._q("UPDATE {p}jobs SET scopes = ?, budget = ?, credential = ?, updated_at = ?"
+                      " WHERE id = ?")  # fmt: skip
+
+        async def body(tx: Executor) -> Job:
+            await self._job(tx, job_id, owner)
+            await tx.execute(sql, _dumps(scopes), _dumps(budget),
+                             None if credential is None else _dumps(credential.public()), now,
+                             job_id)  # fmt: skip
             return await self._job(tx, job_id, owner)
 
         return await self._write(body)
@@ -295,6 +321,7 @@ class SqlJobStore(NotificationRows, JobStore):
         self, run_id: str, worker: str, *, status: str, now: float, output: str | None = None,
         error_code: str | None = None, error: str | None = None, thread_id: str | None = None,
         not_before: float | None = None, disable_job: str | None = None,
+        pause_job: str | None = None,
     ) -> bool:  # fmt: skip
         done = status != "pending"
         end = self._q(
@@ -304,6 +331,10 @@ class SqlJobStore(NotificationRows, JobStore):
         )
         disable = self._q(
             "UPDATE {p}jobs SET enabled = ?, disabled_reason = ?, next_run_at = NULL,"
+            " updated_at = ? WHERE id = (SELECT job_id FROM {p}job_runs WHERE id = ?)"
+        )
+        pause = self._q(
+            "UPDATE {p}jobs SET paused = ?, paused_reason = ?, next_run_at = NULL,"
             " updated_at = ? WHERE id = (SELECT job_id FROM {p}job_runs WHERE id = ?)"
         )
 
@@ -322,6 +353,8 @@ class SqlJobStore(NotificationRows, JobStore):
             )
             if held and disable_job is not None:
                 await tx.execute(disable, False, disable_job, now, run_id)
+            if held and pause_job is not None:
+                await tx.execute(pause, True, pause_job, now, run_id)
             return bool(held)
 
         return await self._write(body)

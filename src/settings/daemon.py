@@ -36,6 +36,26 @@ class DaemonSettings(BaseModel):
         "carries any other Origin header is refused.",
         json_schema_extra={"group": "daemon"},
     )
+    http_header_timeout_s: float = _daemon(
+        10.0, "An HTTP request's line and headers must arrive within this, from the connection's "
+        "start or the request's first byte; otherwise 408 and the connection is closed.", gt=0,
+    )  # fmt: skip
+    http_body_timeout_s: float = _daemon(
+        60.0, "An HTTP request's body must arrive within this after its headers; otherwise the "
+        "connection is closed.", gt=0,
+    )  # fmt: skip
+    mcp_max_sessions: int = _daemon(
+        1024, "MCP sessions (/mcp, 2025-11-25 era) the daemon keeps at once; an initialize "
+        "beyond this is refused with 503.", ge=1,
+    )  # fmt: skip
+    mcp_max_sessions_per_principal: int = _daemon(
+        64, "MCP sessions one principal may hold at once; an initialize beyond this is refused "
+        "with 429.", ge=1,
+    )  # fmt: skip
+    mcp_session_idle_s: float = _daemon(
+        600.0, "An MCP session with no request in flight (no call, no open GET stream) for this "
+        "long is ended; its id then answers 404 and the client starts a new one.", gt=0,
+    )  # fmt: skip
     ws_token: SecretStr | None = _daemon(None, "Token for the principal 'default'.")
     ws_tokens: SecretStr | None = _daemon(
         None, "More tokens, each naming its principal: alice=token1,bob=token2."
@@ -67,11 +87,14 @@ class DaemonSettings(BaseModel):
         16 * 1024, "Largest frame accepted before a hello has succeeded (the hello, with its "
         "token); a larger one closes the connection with 1009.", ge=1024,
     )  # fmt: skip
-    max_connections: int = _daemon(4096, "Open connections, in total.", ge=1)
-    max_connections_per_ip: int = _daemon(2048, "Open connections from one address.", ge=1)
+    max_connections: int = _daemon(4096, "Open connections, in total, on each listener "
+                                   "(WebSocket, HTTP).", ge=1)  # fmt: skip
+    max_connections_per_ip: int = _daemon(2048, "Open connections from one address, on each "
+                                          "listener (WebSocket, HTTP).", ge=1)  # fmt: skip
     max_unauthenticated_per_ip: int = _daemon(
-        256, "Connections from one address (an IPv6 /64) that have not said a valid hello yet; "
-        "beyond this the upgrade is refused with HTTP 429.", ge=1,
+        256, "Connections from one address (an IPv6 /64) not logged in yet, WebSocket and HTTP "
+        "together: a WebSocket before a valid hello, an HTTP connection before a request with "
+        "a valid token; beyond this the connection is refused with HTTP 429.", ge=1,
     )  # fmt: skip
     auth_failures_per_min: float = _daemon(
         30.0, "Failed hellos an address may make per minute once its burst is spent; while it "

@@ -1,8 +1,10 @@
 """``exai shim`` from start to exit: connect, serve MCP on stdio, stop cleanly.
 
-The shim serves MCP immediately and connects to the daemon in the background,
-so an IDE's ``initialize`` never waits on the daemon; calls wait for the
-connection up to ``EXAI_SHIM_CONNECT_WAIT_S``. It binds no port and exits when
+The shim serves MCP immediately and connects to the daemon in the background;
+an IDE's ``initialize`` waits at most a couple of seconds for that connection's
+first answer, so that a refused token fails the handshake (see
+:mod:`exai.shim.server`), and calls wait for the connection up to
+``EXAI_SHIM_CONNECT_WAIT_S``. It binds no port and exits when
 stdin closes (the IDE closed the server) or its parent process dies.
 """
 

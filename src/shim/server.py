@@ -10,6 +10,15 @@ client reconnects forever and re-sends calls in flight with their original
 Failures are results, not exceptions: the SDK does not turn an exception in a
 ``tools/call`` handler into a tool error, so every daemon error (and an
 unreachable daemon) comes back as a ``CallToolResult`` with ``is_error`` set.
+
+A token the daemon refuses fails the MCP handshake itself (``initialize``, or
+``server/discover`` for a 2026-07-28 client) with the ``UNAUTHORIZED`` message.
+Had it failed only ``tools/list``, some clients would show the server as
+connected with no tools and no word to the user; a failed handshake is shown
+as a failed server by every client. The handshake waits for the shim's first
+connection to the daemon for at most :data:`HANDSHAKE_WAIT_S`: a daemon that is
+not reachable (yet) does not fail it, since calls wait for the daemon and say
+why if it stays away.
 """
 
 from __future__ import annotations
@@ -40,11 +49,14 @@ from exai.shim.translate import (
 )
 from exai.tracing import state as tracing_state
 
-__all__ = ["Shim"]
+__all__ = ["HANDSHAKE_WAIT_S", "Shim"]
 
 log = get_logger("exai.shim")
 
 _HINT = "start it with `exai serve`, or set EXAI_SHIM_AUTOSTART=true"
+# How long the handshake waits for the first connection's answer: a local daemon
+# refuses a token in milliseconds; one that is down costs the IDE this much.
+HANDSHAKE_WAIT_S = 2.0
 
 
 class Shim:
@@ -85,6 +97,8 @@ class Shim:
         # The only default middleware is OpenTelemetry's, a span per message that goes
         # nowhere unless an exporter is installed; the shim's budget is under a millisecond.
         server.middleware.clear()
+        if self.client is not None:  # the stdio shim: one daemon connection, one token
+            server.middleware.append(self._refuse_handshake_if_unauthorized)
         return server
 
     @staticmethod
@@ -92,6 +106,22 @@ class Shim:
         return server.create_initialization_options(NotificationOptions(tools_changed=True))
 
     # --- handlers -----------------------------------------------------------
+
+    async def _refuse_handshake_if_unauthorized(
+        self, ctx: ServerRequestContext[Any], call_next: Any
+    ) -> Any:
+        if ctx.method == "initialize" and self.client is not None:
+            client = self.client
+            try:
+                await client.wait_connected(min(self.connect_wait_s, HANDSHAKE_WAIT_S))
+            except HelloRefused as exc:
+                log.error("the daemon refused the shim's token", url=client.url)
+                raise MCPError(
+                    code=types.INVALID_REQUEST, message=_unreachable(client, exc)
+                ) from None
+            except (ClientError, TimeoutError):
+                pass  # not reachable yet: see the module's docstring
+        return await call_next(ctx)
 
     async def _on_list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -300,17 +330,23 @@ def _trace_of(meta: Mapping[str, Any] | None) -> dict[str, str]:
 
 def _unreachable(client: Any, exc: BaseException) -> str:
     if isinstance(exc, HelloRefused):
-        return (
-            f"the exai daemon at {client.url} refused the token: {exc}. Set EXAI_WS_TOKEN "
-            "(or --token) to a token the daemon accepts and restart the MCP server"
-        )
+        # Prefixed with the code, as every error result's text is: clients show this
+        # line alone where they list the server (`claude mcp list`).
+        return f"{ErrorCode.UNAUTHORIZED.value}: {_refused(client, exc)}"
     return f"the exai daemon is not reachable at {client.url} ({exc}); {_HINT}"
+
+
+def _refused(client: Any, exc: BaseException) -> str:
+    return (
+        f"the exai daemon at {client.url} refused the token: {exc}. Set EXAI_WS_TOKEN "
+        "(or --token) to a token the daemon accepts and restart the MCP server"
+    )
 
 
 def _client_error(client: Any, exc: BaseException) -> ErrorInfo:
     if isinstance(exc, RequestFailed):
         return exc.error
     if isinstance(exc, HelloRefused):
-        return ErrorInfo(code=ErrorCode.UNAUTHORIZED, message=_unreachable(client, exc))
+        return ErrorInfo(code=ErrorCode.UNAUTHORIZED, message=_refused(client, exc))
     return ErrorInfo(code=ErrorCode.INTERNAL_ERROR, message=_unreachable(client, exc),
                      retryable=True)  # fmt: skip

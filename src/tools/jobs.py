@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from exai.errors import InternalError
+from exai.errors import ToolNotFoundError, UnavailableError
 from exai.jobs.schedule import split_when
 from exai.jobs.service import JobService, JobSpec
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
@@ -23,9 +23,16 @@ __all__ = ["TOOLS", "JobsTool", "ScheduleTool", "UnscheduleTool"]
 
 
 def _service(context: ToolContext) -> JobService:
-    jobs = context.services.jobs
+    services = context.services
+    jobs = services.jobs
     if jobs is None:
-        raise InternalError("scheduled jobs are off on this daemon (EXAI_JOBS_ENABLED)")
+        if not services.settings.jobs_enabled:
+            raise ToolNotFoundError(f"{context.tool}: scheduled jobs are off on this daemon "
+                                    "(EXAI_JOBS_ENABLED=false)")  # fmt: skip
+        # The composition root builds the job service before any face listens, so
+        # no call should find it missing; if one ever does, it is early, not wrong.
+        raise UnavailableError("the job service is not up yet on this daemon; try again",
+                               retry_after_s=1.0)  # fmt: skip
     service: JobService = jobs
     return service
 
@@ -88,7 +95,9 @@ class JobsTool(Tool):
         elif arguments.action == "pause":
             out = (await service.pause(arguments.id, owner)).public()
         elif arguments.action == "resume":
-            out = (await service.resume(arguments.id, owner)).public()
+            # Resumed under the caller's credential: a job paused because the one
+            # that made it expired runs on under this one.
+            out = (await service.resume(arguments.id, owner, context.principal)).public()
         elif arguments.action == "run_now":
             out = {"run": (await service.run_now(arguments.id, owner)).public()}
         else:

@@ -39,6 +39,8 @@ ERRORS: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.PROVIDER_ERROR: (502, "api_error"),
     ErrorCode.TIMEOUT: (504, "timeout_error"),
     ErrorCode.OVER_CAPACITY: (529, "overloaded_error"),
+    # A service not up yet: retried like an overloaded API, which is what it is to a client.
+    ErrorCode.UNAVAILABLE: (529, "overloaded_error"),
     # Only a shutdown cancels a call whose caller is still there to be told.
     ErrorCode.CANCELLED: (529, "overloaded_error"),
 }

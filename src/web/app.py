@@ -29,13 +29,17 @@ from exai.logs import get_logger
 from exai.port import Port
 from exai.web.anthropic import routes as anthropic_routes
 from exai.web.anthropic_errors import error_body as anthropic_error_body
+from exai.web.connections import HttpConnections
 from exai.web.console import Console
 from exai.web.guard import Guard
+from exai.web.listener import ListenerLimits, protocol_for
 from exai.web.mcp import MAX_BODY_BYTES, session_managers
 from exai.web.mcp_calls import McpEndpoint
+from exai.web.mcp_sessions import McpSessions
 from exai.web.openai import routes as openai_routes
 from exai.web.openai_errors import error_body as openai_error_body
 from exai.web.responses import routes as responses_routes
+from exai.web.session_book import SessionBook
 
 __all__ = ["WebFace"]
 
@@ -63,6 +67,12 @@ class WebFace:
     def __init__(self, core: Port) -> None:
         self.core = core
         self.mcp, self.mcp_json = session_managers(core)
+        s = core.settings
+        self.mcp_sessions = SessionBook(per_principal=s.mcp_max_sessions_per_principal,
+                                        total=s.mcp_max_sessions,
+                                        idle_s=s.mcp_session_idle_s)  # fmt: skip
+        self.connections = HttpConnections(core.admission, max_total=s.max_connections,
+                                           max_per_address=s.max_connections_per_ip)  # fmt: skip
         self.console = Console(core)
         self._server: _Uvicorn | None = None
         self._task: asyncio.Task[None] | None = None
@@ -74,7 +84,8 @@ class WebFace:
         s = self.core.settings
         app = Starlette(routes=[
             Route("/health", self._health),
-            Route("/mcp", _AsgiEndpoint(McpEndpoint(self.mcp, self.mcp_json, MAX_BODY_BYTES)),
+            Route("/mcp", _AsgiEndpoint(McpSessions(
+                McpEndpoint(self.mcp, self.mcp_json, MAX_BODY_BYTES), self.mcp_sessions)),
                   methods=["GET", "POST", "DELETE"]),
             *self.console.routes(),
             *anthropic_routes(self.core),
@@ -86,6 +97,7 @@ class WebFace:
         return Guard(app, self.core.auth, host=s.ws_host, port=self.port,
                      allowed_origins=origins,
                      throttle=self.core.admission,
+                     on_login=self.connections.logged_in,
                      error_bodies={"/v1": openai_error_body,
                                    "/v1/messages": anthropic_error_body},
                      api_key_paths=("/v1/messages",),
@@ -112,7 +124,9 @@ class WebFace:
         config = uvicorn.Config(
             self.build_app(), log_level="warning", lifespan="off", access_log=False,
             timeout_keep_alive=30, timeout_graceful_shutdown=5, server_header=False,
-            date_header=True, http="httptools",
+            date_header=True, ws="none",
+            http=protocol_for(ListenerLimits(self.connections, s.http_header_timeout_s,
+                                             s.http_body_timeout_s)),
             headers=[("server", f"exai/{__version__}")],
         )  # fmt: skip
         ready = asyncio.Event()
@@ -128,6 +142,7 @@ class WebFace:
             if self._task.done():
                 self._task.result()
             await asyncio.sleep(0.01)
+        self._register_gauges()
         log.info("http listening", host=s.ws_host, port=self.port,
                  faces=["/mcp", "/v1", "/v1/messages", "/v1/responses", "/console"])  # fmt: skip
 
@@ -147,6 +162,23 @@ class WebFace:
         async with self.mcp.run(), self.mcp_json.run():
             ready.set()
             await self._mcp_done.wait()
+
+    def _register_gauges(self) -> None:
+        m, connections, sessions = self.core.metrics, self.connections, self.mcp_sessions
+        m.gauge("exai_http_connections", "Open connections on the HTTP listener",
+                lambda: len(connections))  # fmt: skip
+        for reason in ("capacity", "unauthenticated"):
+            m.gauge(f"exai_http_refused_{reason}",
+                    f"HTTP connections refused since start ({reason} limit)",
+                    lambda reason=reason: connections.refused[reason])  # fmt: skip
+        for phase in ("headers", "body"):
+            m.gauge(f"exai_http_timeouts_{phase}",
+                    f"HTTP connections closed since start: {phase} too slow",
+                    lambda phase=phase: connections.timed_out[phase])  # fmt: skip
+        m.gauge("exai_mcp_sessions", "MCP sessions open on /mcp (2025-11-25 era)",
+                lambda: len(sessions))  # fmt: skip
+        m.gauge("exai_mcp_sessions_refused", "MCP sessions refused at a cap since start",
+                lambda: sessions.refused)  # fmt: skip
 
     async def _health(self, request: Request) -> Response:
         uptime = round(time.time() - self.core.started_at, 1)

@@ -6,7 +6,10 @@ checked by the same :class:`~exai.auth.Authenticator` as the WebSocket
 401 with a ``WWW-Authenticate`` header, as RFC 6750 asks; failed attempts count
 against the same per-address allowance as failed WebSocket logins
 (:class:`~exai.admission.Admission`), and once it is spent requests
-from that address are refused without their token being checked.
+from that address are refused without their token being checked. A request
+that passes (a bearer token, or a console session's cookie) tells ``on_login``
+its client address, so the listener stops counting its connection as not
+logged in (:mod:`exai.web.connections`).
 
 A browser page must not reach a daemon on the user's machine: the MCP
 specification requires servers to validate ``Origin``, and a DNS-rebinding
@@ -146,6 +149,7 @@ class Guard:
         allowed_origins: list[str],
         open_paths: frozenset[str] = frozenset({"/health"}),
         throttle: Any = None,
+        on_login: Callable[[Any], None] | None = None,
         error_bodies: Mapping[str, ErrorBody] | None = None,
         api_key_paths: tuple[str, ...] = (),
         cookie_realms: tuple[CookieRealm, ...] = (),
@@ -157,6 +161,7 @@ class Guard:
         self.allowed_origins = {o.rstrip("/") for o in allowed_origins}
         self.open_paths = open_paths
         self.throttle = throttle
+        self.on_login = on_login
         # Longest prefix first, so the most specific face's shape wins.
         self.error_bodies = sorted((error_bodies or {}).items(), key=lambda kv: -len(kv[0]))
         self.api_key_paths = api_key_paths
@@ -181,6 +186,7 @@ class Guard:
                     await self._to_sign_in(scope, send, realm)
                     return
                 scope.setdefault("state", {})[_STATE_KEY] = principal
+                self._logged_in(scope)
         elif scope["path"] not in self.open_paths:
             peer = (scope.get("client") or ("?",))[0]
             header = headers.get("authorization")
@@ -200,7 +206,12 @@ class Guard:
                 await send_json(send, 401, body, {"www-authenticate": challenge})
                 return
             scope.setdefault("state", {})[_STATE_KEY] = principal
+            self._logged_in(scope)
         await self.app(scope, receive, send)
+
+    def _logged_in(self, scope: dict[str, Any]) -> None:
+        if self.on_login is not None:
+            self.on_login(scope.get("client"))
 
     async def _to_sign_in(self, scope: dict[str, Any], send: Any, realm: CookieRealm) -> None:
         """A page is sent to the sign-in form, which comes back to it; anything else is 401."""

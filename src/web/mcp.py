@@ -67,9 +67,14 @@ def session_managers(
     # The SDK checks a 2026-07-28 call's Mcp-Param-* headers against the tool's schema;
     # without this lookup it lists every tool on every call to find that one schema.
     server.get_tool_input_schema = core.tool_schema
-    # Host and Origin are checked by the Guard in front of every HTTP route.
+    # Host and Origin are checked by the Guard in front of every HTTP route. The caps
+    # and the idle expiry are checked first by exai.web.mcp_sessions, which knows who
+    # owns each session; the SDK's own are the same figures, as a backstop.
+    s = core.settings
+    limits: dict[str, Any] = {"max_request_body_size": MAX_BODY_BYTES,
+                              "max_sessions": s.mcp_max_sessions,
+                              "session_idle_timeout": s.mcp_session_idle_s}  # fmt: skip
     return (
-        StreamableHTTPSessionManager(app=server, max_request_body_size=MAX_BODY_BYTES),
-        StreamableHTTPSessionManager(app=server, json_response=True,
-                                     max_request_body_size=MAX_BODY_BYTES),
-    )  # fmt: skip
+        StreamableHTTPSessionManager(app=server, **limits),
+        StreamableHTTPSessionManager(app=server, json_response=True, **limits),
+    )

@@ -39,7 +39,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from exai.web.asgi import disconnected
 
-__all__ = ["STREAM_AFTER_S", "McpEndpoint"]
+__all__ = ["STREAM_AFTER_S", "McpEndpoint", "is_modern"]
 
 # The SDK's own deferral window and ping interval in its stream mode.
 STREAM_AFTER_S = 15.0
@@ -69,7 +69,7 @@ class McpEndpoint:
         self._modern_post = RequestBodyLimitMiddleware(self._post, max_body_bytes)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["method"] == "POST" and _modern(scope):
+        if scope["method"] == "POST" and is_modern(scope):
             await self._modern_post(scope, receive, send)
         else:
             await self.manager.handle_request(scope, receive, send)
@@ -162,7 +162,7 @@ class _Replay:
         return {"type": "http.disconnect"}
 
 
-def _modern(scope: Any) -> bool:
+def is_modern(scope: Any) -> bool:
     """A 2026-07-28-era request, by its MCP-Protocol-Version header (as the SDK routes)."""
     version = next((v for k, v in scope["headers"] if k == _VERSION_HEADER), None)
     return version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS

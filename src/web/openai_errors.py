@@ -58,6 +58,7 @@ ERRORS: dict[ErrorCode, ErrorShape] = {
     # the budget resets (Retry-After says when).
     ErrorCode.BUDGET_EXCEEDED: ErrorShape(429, "insufficient_quota", "insufficient_quota"),
     ErrorCode.OVER_CAPACITY: ErrorShape(503, "server_overloaded", "over_capacity"),
+    ErrorCode.UNAVAILABLE: ErrorShape(503, "server_error", "service_unavailable"),
     # A provider that refused for good (bad key, no balance) is a bad gateway; one
     # that is down or busy for now, unavailable.
     ErrorCode.PROVIDER_ERROR: ErrorShape(502, "upstream_error", "provider_error",

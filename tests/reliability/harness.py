@@ -43,6 +43,7 @@ __all__ = [
     "DaemonProcess",
     "client_frame",
     "free_port",
+    "http_listening",
     "open_raw_websocket",
     "outbox_ids",
     "percentiles",
@@ -84,6 +85,22 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def http_listening(port: int, timeout_s: float = 30.0) -> None:
+    """Wait for the daemon's HTTP listener (``EXAI_HTTP_PORT``), which starts after the
+    WebSocket port that :meth:`DaemonProcess.start` waits for, to answer ``/health``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nothing answered /health on port {port}")
+        time.sleep(0.05)
 
 
 async def wait_until(

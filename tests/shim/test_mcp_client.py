@@ -150,11 +150,45 @@ async def test_unreachable_daemon_is_a_clear_error(tmp_path):
             await mcp.list_tools()
 
 
-async def test_token_mismatch_is_a_clear_error(daemon_process, tmp_path):
+async def test_a_refused_token_fails_the_handshake_with_the_unauthorized_message(
+    daemon_process, tmp_path
+):
+    """A client of the handshake era sees the refusal where it looks first: its
+    ``initialize`` fails, so it shows the server as failed, not as connected."""
     daemon: DaemonProcess = daemon_process(EXAI_WS_TOKEN="right-token")
     env = shim_env(daemon, EXAI_WS_TOKEN="wrong-token", EXAI_SHIM_CONNECT_WAIT_S="2")
-    async with mcp_session(env, tmp_path) as mcp:
-        res = await mcp.call_tool("echo", {"text": "x"})
+    with pytest.raises(BaseException) as raised:  # the SDK's task group wraps it
+        async with mcp_session(env, tmp_path):
+            pass
+    [refused] = _leaves(raised.value)
+    assert isinstance(refused, MCPError), refused
+    message = refused.error.message
+    assert message.startswith("UNAUTHORIZED: the exai daemon at ")
+    assert "refused the token" in message and "EXAI_WS_TOKEN" in message
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+async def test_a_refused_token_fails_listing_and_every_call_of_a_2026_era_client(
+    daemon_process, tmp_path
+):
+    """The 2026-07-28 protocol has no handshake to fail (a failed ``server/discover``
+    sends a client back to ``initialize``, which the connection then refuses for
+    its era, hiding why): listing fails with the message, and every call is an
+    error result carrying it."""
+    daemon: DaemonProcess = daemon_process(EXAI_WS_TOKEN="right-token")
+    env = shim_env(daemon, EXAI_WS_TOKEN="wrong-token", EXAI_SHIM_CONNECT_WAIT_S="2")
+    command, *args = shim_command()
+    params = StdioServerParameters(command=command, args=args, env=env, cwd=tmp_path)
+    async with Client(params, mode="auto") as client:
+        assert client.session.protocol_version in MODERN_PROTOCOL_VERSIONS
+        with pytest.raises(MCPError, match="refused the token"):
+            await client.list_tools()
+        res = await client.call_tool("echo", {"text": "x"})
     assert res.is_error and res.structured_content["error"]["code"] == "UNAUTHORIZED"
     assert "refused the token" in res.content[0].text
 
