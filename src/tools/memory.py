@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
-from exai.errors import InternalError
+from exai.errors import ToolNotFoundError, UnavailableError
 from exai.memory.base import MemoryType
 from exai.memory.service import MAX_CONTENT_CHARS, MemoryService
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
@@ -22,9 +22,16 @@ __all__ = ["TOOLS", "ForgetTool", "RecallTool", "RememberTool"]
 
 
 def _service(context: ToolContext) -> MemoryService:
-    memory = context.services.memory
+    services = context.services
+    memory = services.memory
     if memory is None:
-        raise InternalError("long-term memory is off on this daemon (EXAI_MEMORY_ENABLED)")
+        if not services.settings.memory_enabled:
+            raise ToolNotFoundError(f"{context.tool}: long-term memory is off on this daemon "
+                                    "(EXAI_MEMORY_ENABLED=false)")  # fmt: skip
+        # The services are built before any face listens; a call that finds memory
+        # missing anyway is early, not wrong.
+        raise UnavailableError("long-term memory is not up yet on this daemon; try again",
+                               retry_after_s=1.0)  # fmt: skip
     service: MemoryService = memory
     return service
 

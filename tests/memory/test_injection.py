@@ -110,3 +110,14 @@ async def test_keyword_only_without_embeddings_and_setting_off(tmp_path, emulato
         res = await client.call("chat", {"prompt": "which store did we choose?"})
         assert res.error is None and "memory_ids" not in res.metadata.model_extra
         assert BLOCK_START not in _system(_chats(emulator)[-1])
+
+
+async def test_with_memory_off_its_tools_say_so_by_name(tmp_path, client_factory):
+    async with running_daemon(make_settings(tmp_path, memory_enabled=False)) as daemon:
+        client = await client_factory(daemon)
+        results = [await client.call(tool, arguments) for tool, arguments in (
+            ("remember", {"content": "the user likes tea"}), ("recall", {"query": "tea"}),
+            ("forget", {"id": "m-1"}))]  # fmt: skip
+    for res in results:
+        assert res.error is not None and res.error.code == ErrorCode.TOOL_NOT_FOUND
+        assert "EXAI_MEMORY_ENABLED=false" in res.error.message
