@@ -26,9 +26,9 @@ from typing import Any
 import jwt
 
 from exai.errors import UnauthorizedError
-from exai.settings.values import Budget, parse_budget
+from exai.settings.values import Budget, parse_budget, parse_token_list
 
-__all__ = ["Authenticator", "Principal", "issue_token"]
+__all__ = ["Authenticator", "Principal", "issue_token", "parse_token_list"]
 
 ANONYMOUS = "anonymous"
 
@@ -42,20 +42,6 @@ class Principal:
 
     def may_call(self, tool: str) -> bool:
         return self.scopes is None or "*" in self.scopes or tool in self.scopes
-
-
-def parse_token_list(spec: str) -> dict[str, str]:
-    """``"alice=tok1,bob=tok2"`` -> ``{"tok1": "alice", "tok2": "bob"}``."""
-    out: dict[str, str] = {}
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        name, sep, token = part.partition("=")
-        if not sep or not name.strip() or not token.strip():
-            raise ValueError("EXAI_WS_TOKENS entries must look like principal=token")
-        out[token.strip()] = name.strip()
-    return out
 
 
 class Authenticator:

@@ -1,7 +1,9 @@
 """Every setting exai reads, as one typed object.
 
-Values come from the environment, then from ``.env`` in the working directory
-(read through python-dotenv by pydantic-settings). Names are ``EXAI_*`` except
+Values come from the environment, then from ``.env`` in the working directory,
+then from the user's file ``~/.config/exai/env`` (``$XDG_CONFIG_HOME/exai/env``),
+the first that sets a variable winning (the files are read through python-dotenv
+by pydantic-settings). Names are ``EXAI_*`` except
 the provider and Supabase credentials, which keep the names their vendors use.
 ``.env.example`` documents each one; ``exai config`` prints the effective values
 with secrets masked. An invalid value stops start-up with :class:`SettingsError`,
@@ -19,6 +21,15 @@ documents them. Settings carry plain data and import nothing of exai's but
 from __future__ import annotations
 
 from exai.settings.env import SettingsError, env_example, load_settings
+from exai.settings.fields import env_files, user_env_file
 from exai.settings.model import Settings, env_name
 
-__all__ = ["Settings", "SettingsError", "env_example", "env_name", "load_settings"]
+__all__ = [
+    "Settings",
+    "SettingsError",
+    "env_example",
+    "env_files",
+    "env_name",
+    "load_settings",
+    "user_env_file",
+]

@@ -49,21 +49,35 @@ def env_example() -> str:
 
 
 class SettingsError(Exception):
-    """Start-up refused: a setting is invalid. The message names each variable."""
+    """Start-up refused: a setting is invalid.
+
+    ``problems`` holds one line per invalid setting, each naming its variable and
+    what is expected; ``str()`` is those lines.
+    """
+
+    def __init__(self, *problems: str) -> None:
+        self.problems = list(problems) or ["invalid settings"]
+        super().__init__("\n".join(self.problems))
 
 
 def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors(include_url=False):
-            field = str(err["loc"][0]) if err["loc"] else "?"
-            name = env_name(field) if field in Settings.model_fields else field
-            secret = field in Settings.model_fields and Settings.model_fields[field].annotation in (
-                SecretStr,
-                SecretStr | None,
-            )
-            shown = "" if secret else f" (got {err.get('input')!r})"
-            problems.append(f"{name}: {err['msg']}{shown}")
-        raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from None
+        raise SettingsError(*(_problem(err) for err in exc.errors(include_url=False))) from None
+
+
+def _problem(err: Any) -> str:
+    """One line for one validation error: the variable, what is expected, what was given
+    (unless the setting is a secret)."""
+    field = str(err["loc"][0]) if err["loc"] else "?"
+    known = field in Settings.model_fields
+    name = env_name(field) if known else field
+    secret = known and Settings.model_fields[field].annotation in (SecretStr, SecretStr | None)
+    message = str(err["msg"]).removeprefix("Value error, ")
+    if message.startswith(name + " "):  # a parser that names the variable itself
+        message = message.removeprefix(name + " ")
+    if message.startswith("Input should be "):
+        message = "should be " + message.removeprefix("Input should be ")
+    shown = "" if secret else f" (got {err.get('input')!r})"
+    return " ".join(f"{name}: {message}{shown}".split())
