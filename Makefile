@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench lint baseline reliability clean setup clients
+.PHONY: run test bench lint baseline reliability clean setup clients browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,10 +23,19 @@ run: $(STAMP)
 clients: $(STAMP)
 	$(BIN)/python -m tests.clients.install
 
+# Debian's Chromium for the console's browser tests (Playwright drives it through its
+# executable path; Playwright's own browser download cannot reach its host). Installed
+# once, when /usr/bin/chromium is missing.
+browser:
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+
 # Two pytest workers (pytest-xdist); TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 
-test: $(STAMP) clients
+test: $(STAMP) clients browser
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 bench: $(STAMP)

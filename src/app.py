@@ -94,6 +94,8 @@ class App:
                     await self.web.start()
                 except OSError as exc:
                     raise _listen_error("EXAI_HTTP_PORT", s.ws_host, s.http_port, exc) from exc
+                if self.core.public_url is None:
+                    self.core.public_url = self.web.own_url
             jobs = self.core.services.jobs
             if jobs is not None:
                 self.jobs = JobRunner(self.core, jobs.store, self.core.services.store,

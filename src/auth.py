@@ -7,6 +7,11 @@ names, or ``"*"``; scopes restrict which tools the principal may call) and
 ``exai_budget`` (``{amount, currency, period}``: what the principal may spend
 per UTC day or month, see :mod:`exai.settings.values`).
 
+A principal is an *operator* when a JWT gives it the scope ``exai:admin``
+(:data:`ADMIN_SCOPE`) or ``EXAI_ADMIN_PRINCIPALS`` names it (:func:`is_admin`):
+it sees every principal's spend, the audit trail, health and settings in the
+console. Scopes ``None`` or ``"*"`` (every tool) do not make an operator.
+
 A correctly signed JWT is still refused (``UnauthorizedError``, so 4003) when a
 claim has the wrong type: ``sub`` a non-empty string, ``exp``, ``nbf`` and
 ``iat`` JSON numbers, ``scopes`` a list of strings or one string of names
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 import hmac
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +33,17 @@ import jwt
 from exai.errors import UnauthorizedError
 from exai.settings.values import Budget, parse_budget, parse_token_list
 
-__all__ = ["Authenticator", "Principal", "issue_token", "parse_token_list"]
+__all__ = [
+    "ADMIN_SCOPE",
+    "Authenticator",
+    "Principal",
+    "is_admin",
+    "issue_token",
+    "parse_token_list",
+]
 
 ANONYMOUS = "anonymous"
+ADMIN_SCOPE = "exai:admin"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +52,17 @@ class Principal:
     scopes: frozenset[str] | None = None  # None: every tool
     method: str = "token"
     budget: Budget | None = None  # from the token; None: EXAI_BUDGETS decides
+    expires_at: float | None = None  # a JWT's exp; what is made from it must not outlive it
 
     def may_call(self, tool: str) -> bool:
         return self.scopes is None or "*" in self.scopes or tool in self.scopes
+
+
+def is_admin(principal: Principal, admins: Collection[str]) -> bool:
+    """Whether ``principal`` has the operator's view (its own scope, or named by the setting)."""
+    return principal.name in admins or (
+        principal.scopes is not None and ADMIN_SCOPE in principal.scopes
+    )
 
 
 class Authenticator:
@@ -121,7 +142,9 @@ def _principal_from_claims(claims: dict[str, Any]) -> Principal:
             budget = parse_budget(claims["exai_budget"], "exai_budget")
         except ValueError as exc:
             raise UnauthorizedError(f"invalid token: {exc}") from None
-    return Principal(sub, scopes=scope_set, method="jwt", budget=budget)
+    exp = claims.get("exp")
+    return Principal(sub, scopes=scope_set, method="jwt", budget=budget,
+                     expires_at=float(exp) if exp is not None else None)  # fmt: skip
 
 
 def issue_token(

@@ -16,7 +16,9 @@ What a face may do:
   WebSocket face, which carries the protocol's own sessions, by submitting
   frames to a :class:`SessionHandle` it opened;
 - **read** what a face needs to describe the core: the tools a principal may
-  call, one tool's input schema, the models, readiness and counters.
+  call, one tool's input schema, the models, readiness and counters, and, for
+  the console, a principal's own threads, jobs, memories and spend (and, for
+  an operator, everyone's spend, the audit trail, health and settings).
 
 This module holds only interfaces and depends on nothing above the foundation.
 """
@@ -93,7 +95,14 @@ class Caller(Protocol):
 
 
 class Reads(Protocol):
-    """Read-only queries a face needs beside tool calls."""
+    """Read-only queries a face needs beside tool calls.
+
+    Every query about a principal's data takes the principal and answers with
+    its own rows only; another principal's thread, job or memory is as absent
+    as one that never existed. The operator's queries raise ``FORBIDDEN`` for a
+    principal without the admin scope (:func:`exai.auth.is_admin`). Answers are
+    JSON-ready data (times in epoch seconds, amounts as decimal strings).
+    """
 
     def models(self) -> dict[str, Any]:
         """The model catalogue as the faces list it: ``{"models": [...], "auto": name}``."""
@@ -101,6 +110,75 @@ class Reads(Protocol):
 
     async def artifact_text(self, thread_id: str, artifact_id: str, principal: str) -> str | None:
         """The whole text of a stored artifact of the principal's thread, or None."""
+        ...
+
+    # --- a principal's own (the console) -------------------------------------------
+
+    async def threads(
+        self, principal: Principal, *, query: str = "", limit: int = 50, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        """The principal's live threads, newest first; ``query`` keeps those whose title
+        or text contains it."""
+        ...
+
+    async def thread(
+        self, principal: Principal, thread_id: str, *, max_messages: int = 400
+    ) -> dict[str, Any] | None:
+        """One thread with its newest messages and what each turn cost, or None."""
+        ...
+
+    async def thread_export(self, principal: Principal, thread_id: str) -> str | None:
+        """The thread as exai's JSONL export (``exai conversations export``), or None."""
+        ...
+
+    async def jobs(self, principal: Principal) -> list[dict[str, Any]]:
+        """The principal's scheduled jobs (empty when jobs are off)."""
+        ...
+
+    async def job(self, principal: Principal, job_id: str) -> dict[str, Any] | None:
+        """One job with its recent runs and notifications, or None."""
+        ...
+
+    async def memories(
+        self, principal: Principal, *, limit: int = 50, offset: int = 0
+    ) -> dict[str, Any]:
+        """``{"memories": [...], "total": n, "enabled": bool}``, most recently updated first."""
+        ...
+
+    async def memory(self, principal: Principal, memory_id: str) -> dict[str, Any] | None:
+        """One of the principal's memories, or None."""
+        ...
+
+    async def spend(self, principal: Principal, *, days: int = 30) -> dict[str, Any]:
+        """The principal's cost per day, model and tool over the last ``days``, and
+        its budget: amount, spent and left in the current period."""
+        ...
+
+    # --- the operator's (admin scope) ------------------------------------------------
+
+    def is_admin(self, principal: Principal) -> bool:
+        """Whether the principal has the operator's view."""
+        ...
+
+    async def spend_all(self, principal: Principal, *, days: int = 30) -> dict[str, Any]:
+        """Every principal's cost and budget over the last ``days``."""
+        ...
+
+    async def audit_events(
+        self, principal: Principal, *, kind: str = "", who: str = "", text: str = "",
+        limit: int = 100, before: str = "",
+    ) -> dict[str, Any]:  # fmt: skip
+        """The newest audit events matching the filters, newest first, from the local
+        outbox (shipped or not)."""
+        ...
+
+    async def health(self, principal: Principal) -> dict[str, Any]:
+        """Readiness of each dependency (providers, store, audit shipping) and the
+        core's counters (sessions, calls in flight)."""
+        ...
+
+    def settings_view(self, principal: Principal) -> dict[str, Any]:
+        """The settings in effect, secrets and URL credentials masked."""
         ...
 
 
@@ -113,6 +191,9 @@ class Port(Protocol):
     metrics: DaemonMetrics
     reads: Reads
     started_at: float
+    # Where people reach the HTTP listener (EXAI_PUBLIC_URL, else the listener's own
+    # address once it listens; None without one): links in notifications point here.
+    public_url: str | None
 
     @property
     def draining(self) -> bool:

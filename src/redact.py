@@ -8,15 +8,22 @@ of an error can carry it too. :func:`mask_url_credentials` is the one function
 that masks them; settings shown by ``exai config``, error messages
 (:class:`exai.errors.ExaiError`), the log and the audit trail
 (:class:`exai.audit.scrub.Scrubber`), ``/ready`` and the ``status`` tool all pass
-their text through it. Depends on nothing of ours.
+their text through it.
+
+:func:`mask_url` is stricter, for one URL given by a user that exai shows back
+(a job's notification target): besides its user information it masks every
+query value, whatever the parameter is called, since services put tokens in
+parameters of any name (ntfy's ``?auth=``, ``?t=``, signed links). Depends on
+nothing of ours.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Final
+from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["MASK", "mask_url_credentials"]
+__all__ = ["MASK", "mask_url", "mask_url_credentials"]
 
 MASK: Final = "****"
 
@@ -54,3 +61,27 @@ def mask_url_credentials(text: str) -> str:
     if "=" in text:
         text = _QUERY_SECRET.sub(lambda m: m.group(1) + MASK, text)
     return text
+
+
+def mask_url(url: str) -> str:
+    """One URL with its user information, every query value (a bare query item
+    too: it may be the token itself) and any fragment replaced by ``****``.
+
+    ``https://u:p@host/topic?auth=tk&x=1`` -> ``https://u:****@host/topic?auth=****&x=****``.
+    Text that does not parse as a URL is masked as :func:`mask_url_credentials` would.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return mask_url_credentials(url)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if at:
+        user, sep, _password = userinfo.partition(":")
+        userinfo = f"{user}:{MASK}" if sep else MASK
+    query = "&".join(
+        f"{name}={MASK}" if sep else MASK
+        for name, sep, _value in (item.partition("=") for item in parts.query.split("&") if item)
+    )
+    fragment = MASK if parts.fragment else ""
+    netloc = f"{userinfo}{at}{hostport}"
+    return mask_url_credentials(urlunsplit((parts.scheme, netloc, parts.path, query, fragment)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from exai.redact import mask_url_credentials
+from exai.redact import mask_url, mask_url_credentials
 
 CASES = [
     ("http://user:PASS@host:8080/v1", "http://user:****@host:8080/v1"),
@@ -42,3 +42,15 @@ def test_credentials_in_urls_are_masked(text: str, masked: str) -> None:
 )
 def test_text_without_url_credentials_is_unchanged(text: str) -> None:
     assert mask_url_credentials(text) == text
+
+
+@pytest.mark.parametrize(("url", "masked"), [
+    ("https://u:p@ntfy.sh/topic?auth=tk&x=1", "https://u:****@ntfy.sh/topic?auth=****&x=****"),
+    ("https://tok@hooks.example/h?t=abc#frag", "https://****@hooks.example/h?t=****#****"),
+    ("https://hooks.example/h?ghp_BARETOKEN", "https://hooks.example/h?****"),
+    ("https://ntfy.sh/my-topic", "https://ntfy.sh/my-topic"),
+])  # fmt: skip
+def test_a_shown_url_has_its_user_information_and_every_query_value_masked(
+    url: str, masked: str
+) -> None:
+    assert mask_url(url) == masked

@@ -5,14 +5,16 @@ environment with no editable install and nothing of the repository on the
 path; its own ``exai serve`` is started from a directory outside the
 repository, and each face answers a call: WebSocket (``echo``), MCP over HTTP
 (``tools/call``), and the OpenAI-compatible ``/v1`` (a completion from the
-provider emulator). A subpackage missing from the package list, or a data
-file missing from the package data, fails here rather than on a user's machine.
+provider emulator), and the console serves its sign-in page and its script. A
+subpackage missing from the package list, or a data file missing from the
+package data, fails here rather than on a user's machine.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +44,13 @@ def _run(*command: str | Path, cwd: Path) -> str:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A venv with exai installed from its wheel; returns the venv's bin directory."""
     work = tmp_path_factory.mktemp("wheel")
-    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", work / "dist", ROOT,
+    # Built from a copy of what the build reads: setuptools writes its build/ beside the
+    # sources, and two test workers building in the checkout would trip over each other.
+    source = work / "source"
+    shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", work / "dist", source,
          cwd=work)  # fmt: skip
     (wheel,) = (work / "dist").glob("exai_mcp-*.whl")
     _run(sys.executable, "-m", "venv", work / "venv", cwd=work)
@@ -97,6 +105,13 @@ async def test_the_installed_exai_serve_answers_on_each_face(installed: Path, tm
         await openai.close()
         assert completion.choices[0].message.content
         assert emulator.requests, "the completion reached the provider emulator"
+
+        # The console's templates and static files are in the wheel too.
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.http_port}") as http:
+            form = await http.get("/console/login")
+            script = await http.get("/console/static/console.js")
+        assert form.status_code == 200 and 'id="signin"' in form.text
+        assert script.status_code == 200 and "streamReply" in script.text
     finally:
         daemon.stop()
         emulator.stop()

@@ -28,6 +28,7 @@ BENCHMARKS = [
     "chat_concurrency",  # 64 concurrent chat calls against a 500 ms provider
     "history",  # history assembly and appends on SQLite and Postgres
     "prompt_cache",  # prefix kept turn to turn, and the share of prompt tokens billed cached
+    "tool_rounds",  # an agent loop on a thinking model: returning tool rounds' reasoning
     "audit_latency",  # chat latency with the audit trail off, healthy, hanging
     "audit_outbox",  # emit cost, outbox ingest and shipping rates
     "shim",  # MCP through the shim against a direct WebSocket call
@@ -38,6 +39,7 @@ BENCHMARKS = [
     "memory_recall",  # memory recall by size and backend, injection cost, recall@5
     "jobs_tick",  # one scheduler tick with 10,000 jobs, 100 due, on SQLite and Postgres
     "cluster",  # what sharing through Postgres costs a call; 1, 2, 3 daemons; rate limit
+    "console_pages",  # each console page with 1,000 threads and 10,000 memories, server and browser
 ]
 
 

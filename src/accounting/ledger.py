@@ -11,7 +11,8 @@ batches by a background task so no call waits for that write.
 
 The check is cheap and exact under concurrency: the spend this daemon made is a
 running total in memory, updated as calls finish; calls in flight hold a
-reservation of their estimated prompt cost until they settle; and the check and
+reservation of the most they can cost (prompt and a reply of their output cap,
+see :mod:`exai.accounting.budgets`) until they settle; and the check and
 the reservation happen in one step of the event loop, so two concurrent calls
 cannot both take the last of a budget. What other daemons sharing the store (and
 this one before a restart) spent is read from the store, leaving out this
@@ -118,7 +119,7 @@ class Ledger:
         spent = others + self._own.get(key, 0)
         reserved = self._reserved.get(key, 0)
         if not judge(budget, from_nanos(spent), from_nanos(reserved), from_nanos(guess_nanos)):
-            raise _exceeded(principal.name, budget, spent, reserved, guess_nanos, reset, now)
+            raise _exceeded(principal.name, budget, spent, reserved, guess, reset, now)
         self._reserved[key] = reserved + guess_nanos
         return Reservation(key, guess_nanos)
 
@@ -265,21 +266,31 @@ def charge_fields(charges: Iterable[Charge]) -> dict[str, Any]:
 
 
 def _exceeded(
-    principal: str, budget: Budget, spent: int, reserved: int, guess: int, reset: float, now: float
-) -> BudgetExceededError:
+    principal: str, budget: Budget, spent: int, reserved: int, guess: Cost | None,
+    reset: float, now: float,
+) -> BudgetExceededError:  # fmt: skip
     resets_at = datetime.fromtimestamp(reset, UTC).isoformat(timespec="seconds")
     spent_d = from_nanos(spent).normalize()
+    priced = guess is not None and guess.currency == budget.currency
+    held = to_nanos(guess.total) if guess is not None and priced else 0
+    left = to_nanos(budget.amount) - spent - reserved
+    this_call = ""
+    if left > 0 and guess is not None and priced:
+        this_call = (f"; this call may cost up to {_money(guess.total)} {budget.currency} "
+                     f"({_money(guess.output)} of it for a reply as long as its output cap), "
+                     f"more than the {_money(from_nanos(left))} left: ask for a shorter reply "
+                     "(max_tokens) or a cheaper model")  # fmt: skip
     return BudgetExceededError(
         f"principal {principal!r} has spent {_money(spent_d)} {budget.currency} of its budget "
         f"of {_money(budget.amount)} {budget.currency} per UTC {budget.period}"
         + (f" ({_money(from_nanos(reserved))} more held by calls in flight)" if reserved else "")
-        + f"; it resets at {resets_at}",
+        + f"{this_call}; it resets at {resets_at}",
         retryable=False,
         retry_after_s=round(max(reset - now, 0.0), 3),
         details={
             "spent": float(spent_d),
             "in_flight": float(from_nanos(reserved)),
-            "estimate": float(from_nanos(guess)),
+            "estimate": float(from_nanos(held)),
             "budget": float(budget.amount),
             "currency": budget.currency,
             "period": budget.period,

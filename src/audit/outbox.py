@@ -296,6 +296,41 @@ class AuditOutbox:
         newest = sorted(found.values(), key=lambda item: item[0])[-limit:]
         return [json.loads(body) for _, body in newest]
 
+    def search(
+        self, limit: int, *, kind: str | None = None, principal: str | None = None,
+        text: str | None = None, before: str | None = None,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """The newest ``limit`` events matching every filter given, newest first, each once.
+
+        ``kind`` and ``principal`` match exactly; ``text`` anywhere in the event
+        (case-insensitive); ``before`` keeps events older than that timestamp (the
+        next page). Shipped and unshipped events alike, like :meth:`recent`.
+        """
+        if limit <= 0:
+            return []
+        where, args = [], []
+        if kind:
+            where.append("kind = ?")
+            args.append(kind)
+        if principal:
+            where.append("json_extract(body, '$.principal') = ?")
+            args.append(principal)
+        if text:
+            escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            where.append("lower(body) LIKE ? ESCAPE '\\'")
+            args.append(f"%{escaped}%")
+        if before:
+            where.append("ts < ?")
+            args.append(before)
+        clause = (" WHERE " + " AND ".join(where)) if where else ""
+        found: dict[str, tuple[str, str]] = {}
+        for table in ("archive", "outbox"):
+            sql = f"SELECT event_id, ts, body FROM {table}{clause} ORDER BY ts DESC LIMIT ?"
+            for event_id, ts, body in self.db.execute(sql, (*args, limit)):
+                found[event_id] = (ts, body)
+        newest = sorted(found.values(), key=lambda item: item[0], reverse=True)[:limit]
+        return [json.loads(body) for _, body in newest]
+
     def marks(self) -> tuple[int, int]:
         """The highest ``seq`` of ``outbox`` and ``archive``, for following new rows."""
         outbox = self.db.execute("SELECT coalesce(max(seq), 0) FROM outbox").fetchone()[0]

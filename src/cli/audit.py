@@ -28,6 +28,7 @@ from typing import Any
 
 from exai.audit.events import COLUMNS, format_ts, parse_ts
 from exai.audit.outbox import AuditOutbox
+from exai.cli.numbers import number
 from exai.settings import SettingsError, load_settings
 
 __all__ = ["register"]
@@ -50,7 +51,8 @@ def register(subparsers: Any) -> None:
     status.set_defaults(func=_status)
 
     tail = actions.add_parser("tail", help="the newest events, shipped or not")
-    tail.add_argument("-n", type=int, default=20, metavar="N", help="how many (default 20)")
+    tail.add_argument("-n", type=number(1, 1000000, integer=True), default=20, metavar="N",
+                      help="how many (default 20)")  # fmt: skip
     tail.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
     tail.add_argument("--json", action="store_true", help="one JSON event per line")
     tail.set_defaults(func=_tail)
@@ -64,7 +66,8 @@ def register(subparsers: Any) -> None:
     q_actions = quarantine.add_subparsers(dest="quarantine_action", metavar="ACTION")
     quarantine.set_defaults(func=lambda args: (quarantine.print_help(), 2)[1])
     q_list = q_actions.add_parser("list", help="show quarantined events and why")
-    q_list.add_argument("-n", type=int, default=None, metavar="N", help="at most N")
+    q_list.add_argument("-n", type=number(1, 1000000, integer=True), default=None, metavar="N",
+                        help="at most N")  # fmt: skip
     q_list.add_argument("--json", action="store_true", help="one JSON object per line")
     q_list.set_defaults(func=_quarantine_list)
     q_resend = q_actions.add_parser("resend", help="move quarantined events back to the outbox")

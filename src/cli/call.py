@@ -29,6 +29,7 @@ from typing import Any
 from exai.cli.arguments import parse_assignments
 from exai.cli.common import EXIT_FAILED, EXIT_USAGE, say
 from exai.cli.connect import Target, explain, target
+from exai.cli.numbers import number
 
 __all__ = ["register"]
 
@@ -50,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", dest="json_args", help="arguments as one JSON object")
     p.add_argument("--url", help="daemon URL (default: ws://EXAI_WS_HOST:EXAI_WS_PORT)")
     p.add_argument("--token", help="token (default: EXAI_WS_TOKEN)")
-    p.add_argument("--timeout", type=float, help="deadline in seconds")
+    p.add_argument("--timeout", type=number(0.001, 604800), help="deadline in seconds")
     p.add_argument("--stream", action="store_true", help="ask the tool to stream its answer")
     p.add_argument("--raw", action="store_true", help="print the call_tool_res frame as JSON")
     p.add_argument("--no-root", action="store_true",

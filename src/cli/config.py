@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from exai.cli.common import EXIT_USAGE, fail, load_or_exit, say
+from exai.cli.numbers import number
 from exai.settings import SettingsError, env_files
 
 __all__ = ["register"]
@@ -34,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     issue = tsub.add_parser("issue", help="issue an HS256 JWT signed with EXAI_JWT_SECRET")
     issue.add_argument("--sub", required=True, help="the principal name")
     issue.add_argument("--scopes", nargs="*", help="tools the token may call (default: all)")
-    issue.add_argument("--ttl", type=float, default=3600.0, help="lifetime in seconds")
+    issue.add_argument("--ttl", type=number(1, 10 * 366 * 86400), default=3600.0,
+                       help="lifetime in seconds")  # fmt: skip
     issue.set_defaults(func=_token_issue)
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from exai.auth import ANONYMOUS
+from exai.cli.numbers import number
 from exai.errors import ExaiError
 from exai.settings import SettingsError, load_settings
 from exai.store import ANY_OWNER, ConversationStore, Thread, open_store
@@ -38,7 +39,7 @@ def register(subparsers: Any) -> None:
     p = sub.add_parser("list", help="threads, most recently active first")
     p.add_argument("--owner", help="only this principal's threads")
     p.add_argument("--deleted", action="store_true", help="include deleted and expired threads")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=number(1, 100000, integer=True), default=50)
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=_command(_list))
 
@@ -64,7 +65,8 @@ def register(subparsers: Any) -> None:
 
     p = sub.add_parser("fork", help="copy a thread, up to a message, into a new one")
     p.add_argument("id")
-    p.add_argument("--at", type=int, metavar="SEQ", help="last message to copy (default: all)")
+    p.add_argument("--at", type=number(0, 2**53, integer=True), metavar="SEQ",
+                   help="last message to copy (default: all)")  # fmt: skip
     p.set_defaults(func=_command(_fork))
 
     p = sub.add_parser("rm", help="delete threads (prune erases them)")

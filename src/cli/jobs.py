@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from exai.auth import ANONYMOUS, Principal
+from exai.cli.numbers import number
 from exai.errors import ExaiError, ValidationError_
 from exai.jobs import JobService, JobSpec, open_job_store
 from exai.jobs.base import ANY_OWNER
@@ -44,9 +45,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--owner", default=ANONYMOUS, help="the principal (default: %(default)s)")
     p.add_argument("--scope", action="append", dest="scopes", help="a tool the owner may call")
     p.add_argument("--thread", help="continue this conversation (continuation_id)")
-    p.add_argument("--max-retries", type=int, default=3)
-    p.add_argument("--backoff", type=float, default=30.0, help="first retry delay, seconds")
-    p.add_argument("--timeout", type=float, help="each run's deadline, seconds")
+    p.add_argument("--max-retries", type=number(0, 10, integer=True), default=3)
+    p.add_argument("--backoff", type=number(0, 86400), default=30.0,
+                   help="first retry delay, seconds")  # fmt: skip
+    p.add_argument("--timeout", type=number(0.001, 604800), help="each run's deadline, seconds")
     p.add_argument("--missed", choices=["run_once", "skip"], default="run_once")
     p.add_argument("--ntfy", help="ntfy topic URL to notify")
     p.add_argument("--webhook", help="webhook URL to notify (signed; EXAI_JOBS_WEBHOOK_SECRET)")
@@ -69,7 +71,7 @@ def register(subparsers: Any) -> None:
 
     p = sub.add_parser("history", help="a job's runs, newest first")
     p.add_argument("id")
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--limit", type=number(1, 10000, integer=True), default=20)
     p.set_defaults(func=_command(_history))
 
 
@@ -97,7 +99,12 @@ async def _with_service(action: Action, args: argparse.Namespace) -> int:
 
 
 def _when(ts: float | None) -> str:
-    return "-" if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+    if ts is None:
+        return "-"
+    try:
+        return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return f"unreadable time ({ts!r:.40})"
 
 
 _TIME_SUFFIXES = ("_at", "_for", "_until", "not_before")
@@ -156,15 +163,26 @@ async def _create(service: JobService, owner: Principal, args: argparse.Namespac
 
 
 async def _list(service: JobService, args: argparse.Namespace) -> int:
+    """Every job, one line each; a row that cannot be shown is listed as unreadable
+    with its id, and the listing goes on (one principal's job must not hide the rest)."""
     for job in await service.store.list_jobs(args.owner or ANY_OWNER):
-        if args.json:
-            print(json.dumps({**job.public(), "owner": job.owner}))
-            continue
-        state = ("paused" if job.paused else "enabled") if job.enabled else "disabled"
-        print(f"{job.id}  {job.owner:<12} {state:<8} {job.tool:<12} "
-              f"{job.schedule.kind}:{job.schedule.spec} {job.schedule.timezone}  "
-              f"next {_when(job.next_run_at)}  {job.name}")  # fmt: skip
+        try:
+            line = _line(job, as_json=args.json)
+        except Exception as exc:  # whatever is wrong with this row, show the others
+            why = f"{type(exc).__name__}: {exc}"[:200]
+            line = (json.dumps({"id": job.id, "owner": job.owner, "unreadable": why})
+                    if args.json else f"{job.id}  {job.owner:<12} unreadable: {why}")  # fmt: skip
+        print(line)
     return 0
+
+
+def _line(job: Any, *, as_json: bool) -> str:
+    if as_json:
+        return json.dumps({**job.public(), "owner": job.owner}, allow_nan=False)
+    state = ("paused" if job.paused else "enabled") if job.enabled else "disabled"
+    return (f"{job.id}  {job.owner:<12} {state:<8} {job.tool:<12} "
+            f"{job.schedule.kind}:{job.schedule.spec} {job.schedule.timezone}  "
+            f"next {_when(job.next_run_at)}  {job.name}")  # fmt: skip
 
 
 async def _show(service: JobService, args: argparse.Namespace) -> int:

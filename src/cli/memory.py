@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from exai.auth import ANONYMOUS
+from exai.cli import numbers
 from exai.errors import ExaiError, ValidationError_
 from exai.memory import MEMORY_TYPES, MemoryService, open_memory
 from exai.memory.base import ANY_OWNER, Owner
@@ -37,7 +38,8 @@ def register(subparsers: Any) -> None:
     p = sub.add_parser("list", help="memories, most recently updated first")
     p.add_argument("--owner", help="only this principal's memories")
     p.add_argument("--type", action="append", choices=MEMORY_TYPES, dest="types")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=numbers.number(1, 100000, integer=True),
+                   default=50)  # fmt: skip
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=_command(_list))
 

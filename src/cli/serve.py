@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from exai.cli.common import EXIT_FAILED, EXIT_USAGE, fail, load_or_exit, say
+from exai.cli.numbers import number
 from exai.redact import mask_url_credentials
 from exai.settings import Settings, SettingsError
 
@@ -37,15 +38,16 @@ _INTERRUPTED = 130
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the daemon")
     p.add_argument("--host", help="override EXAI_WS_HOST")
-    p.add_argument("--port", type=int, help="override EXAI_WS_PORT")
+    p.add_argument("--port", type=number(0, 65535, integer=True), help="override EXAI_WS_PORT")
     p.set_defaults(func=_serve)
 
     s = sub.add_parser("stop", help="stop the daemon listening on EXAI_WS_PORT on this machine",
                        description="Send SIGTERM to the daemon that `exai serve` (or an IDE's "
                        "autostarted shim) runs on this machine's EXAI_WS_PORT, and wait for it "
                        "to finish its running calls and exit.")  # fmt: skip
-    s.add_argument("--port", type=int, help="override EXAI_WS_PORT")
-    s.add_argument("--wait", type=float, help="seconds to wait (default: the grace period + 10)")
+    s.add_argument("--port", type=number(1, 65535, integer=True), help="override EXAI_WS_PORT")
+    s.add_argument("--wait", type=number(0, 86400),
+                   help="seconds to wait (default: the grace period + 10)")  # fmt: skip
     s.set_defaults(func=_stop)
 
 

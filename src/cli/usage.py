@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from exai.accounting.report import period, render_table, report
+from exai.cli.numbers import number
 from exai.errors import ExaiError
 from exai.settings import SettingsError, load_settings
 from exai.store import open_store
@@ -27,7 +28,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("usage", help="calls, tokens and cost over a period (all principals)")
     p.add_argument("--since", help="start, YYYY-MM-DD or ISO 8601 (UTC unless stated)")
     p.add_argument("--until", help="end, exclusive (default: now)")
-    p.add_argument("--days", type=float, help="the last N days (default 30; ignored with --since)")
+    p.add_argument("--days", type=number(0.001, 36500),
+                   help="the last N days (default 30; ignored with --since)")  # fmt: skip
     p.add_argument("--by", choices=list(COST_GROUPS), default="principal",
                    help="group by (default: %(default)s)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -66,6 +66,9 @@ class Core:
         self.admission = Admission(s.max_unauthenticated_per_ip, s.auth_failures_per_min,
                                    s.auth_failures_burst)  # fmt: skip
         self.started_at = time.time()
+        # EXAI_PUBLIC_URL, else set by the composition root once the HTTP listener has
+        # an address (exai.app.App.start).
+        self.public_url: str | None = s.public_url
         self.bridge: Bridge | None = None
         self.cluster: ClusterState | None = None
         self._own_jobs = False

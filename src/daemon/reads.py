@@ -2,23 +2,39 @@
 
 Lists and lookups that describe what the core holds, answered from the
 services without a tool call: the model catalogue as ``/v1/models`` lists it,
-and the whole text of an artifact a result was cut to. Ownership is checked
-here as the store checks it for tools: a principal reads only its own.
+the whole text of an artifact a result was cut to, and what the console shows
+a person of their own threads, jobs, memories and spend. Ownership is checked
+here as the store checks it for tools: a principal reads only its own, and an
+id of someone else's is answered exactly like an id that does not exist. The
+operator's queries live in :mod:`exai.daemon.operator_reads` and are mixed in.
+
+Anything that changes state (continuing a thread, scheduling, forgetting) is a
+tool call through the dispatcher, never a read.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from typing import TYPE_CHECKING, Any
 
-from exai.errors import ExaiError
+from exai.accounting.budgets import period_window
+from exai.daemon.operator_reads import OperatorReads, usage_lines
+from exai.errors import ConversationNotFoundError, ExaiError, ValidationError_
+from exai.providers.pricing import from_nanos
+from exai.store.transcript import export_lines
 
 if TYPE_CHECKING:
+    from exai.auth import Principal
     from exai.daemon.core import Core
 
 __all__ = ["CoreReads"]
 
+_DAY = 86400.0
+_MAX_PAGE = 500
 
-class CoreReads:
+
+class CoreReads(OperatorReads):
     def __init__(self, core: Core) -> None:
         self._core = core
 
@@ -41,3 +57,145 @@ class CoreReads:
         except ExaiError:
             return None
         return str(whole.content)
+
+    # --- threads --------------------------------------------------------------------
+
+    async def threads(
+        self, principal: Principal, *, query: str = "", limit: int = 50, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        store = self._core.services.store
+        if store is None:
+            return []
+        limit, offset = _page(limit, offset)
+        if query.strip():
+            found = await store.search_threads(principal.name, query, limit=limit, offset=offset)
+        else:
+            found = await store.list_threads(principal.name, limit=limit, offset=offset)
+        return [_thread(t) for t in found]
+
+    async def thread(
+        self, principal: Principal, thread_id: str, *, max_messages: int = 400
+    ) -> dict[str, Any] | None:
+        store = self._core.services.store
+        if store is None:
+            return None
+        try:
+            thread = await store.get_thread(thread_id, principal.name)
+            messages = await store.messages(thread.id, principal.name, limit=max_messages)
+        except (ConversationNotFoundError, ValidationError_):
+            return None
+        costs = await store.turn_costs(thread.id, principal.name)
+        return {
+            "thread": _thread(thread),
+            "messages": [_message(m) for m in messages],
+            "complete": not messages or messages[0].seq == 1,
+            "costs": {seq: {cur: str(from_nanos(n)) for cur, n in by_currency.items()}
+                      for seq, by_currency in costs.items()},
+        }  # fmt: skip
+
+    async def thread_export(self, principal: Principal, thread_id: str) -> str | None:
+        store = self._core.services.store
+        if store is None:
+            return None
+        try:
+            thread = await store.get_thread(thread_id, principal.name)
+            messages = await store.messages(thread.id, principal.name)
+        except (ConversationNotFoundError, ValidationError_):
+            return None
+        return "".join(line + "\n" for line in export_lines(thread, messages))
+
+    # --- jobs -------------------------------------------------------------------------
+
+    async def jobs(self, principal: Principal) -> list[dict[str, Any]]:
+        service = self._core.services.jobs
+        if service is None:
+            return []
+        return [job.public() for job in await service.store.list_jobs(principal.name)]
+
+    async def job(self, principal: Principal, job_id: str) -> dict[str, Any] | None:
+        service = self._core.services.jobs
+        if service is None:
+            return None
+        try:
+            shown: dict[str, Any] = await service.show(job_id, principal.name, runs=20)
+        except ValidationError_:  # JobNotFoundError: absent, or someone else's
+            return None
+        return shown
+
+    # --- memories ---------------------------------------------------------------------
+
+    async def memories(
+        self, principal: Principal, *, limit: int = 50, offset: int = 0
+    ) -> dict[str, Any]:
+        service = self._core.services.memory
+        if service is None:
+            return {"memories": [], "total": 0, "enabled": False}
+        limit, offset = _page(limit, offset)
+        found = await service.store.list_memories(principal.name, limit=limit, offset=offset)
+        total = await service.store.count(principal.name)
+        return {"memories": [m.as_dict() for m in found], "total": total, "enabled": True}
+
+    async def memory(self, principal: Principal, memory_id: str) -> dict[str, Any] | None:
+        service = self._core.services.memory
+        if service is None:
+            return None
+        try:
+            found = await service.store.get(memory_id, principal.name)
+        except ValidationError_:  # MemoryNotFoundError: absent, or someone else's
+            return None
+        return dict(found.as_dict())
+
+    # --- spend ------------------------------------------------------------------------
+
+    async def spend(self, principal: Principal, *, days: int = 30) -> dict[str, Any]:
+        services = self._core.services
+        now = time.time()
+        since = _day_start(now) - (max(1, min(days, 366)) - 1) * _DAY
+        out: dict[str, Any] = {"since": since, "until": now, "days": [], "models": [],
+                               "tools": [], "budget": None}  # fmt: skip
+        store = services.store
+        if store is None:
+            return out
+        for group, key in (("day", "days"), ("model", "models"), ("tool", "tools")):
+            lines = await store.usage_report(since, now, group, principal=principal.name)
+            out[key] = usage_lines(lines, group)
+        ledger = services.ledger
+        budget = ledger.budget_for(principal) if ledger is not None else None
+        if budget is not None:
+            start, reset = period_window(budget.period, now)
+            stored = await store.spent(principal.name, budget.currency, start, reset)
+            # The ledger counts this daemon's calls as they finish; the store has them
+            # once its background writer ran. Whichever is further along is the spend.
+            counted = ledger.spent(principal.name, budget.currency, budget.period, now)
+            spent = from_nanos(max(stored, counted))
+            out["budget"] = {
+                "amount": str(budget.amount), "currency": budget.currency,
+                "period": budget.period, "spent": str(spent),
+                "left": str(max(budget.amount - spent, 0)), "resets_at": reset,
+                "from_token": principal.budget is not None,
+            }  # fmt: skip
+        return out
+
+
+def _page(limit: int, offset: int) -> tuple[int, int]:
+    return max(1, min(int(limit), _MAX_PAGE)), max(0, int(offset))
+
+
+def _day_start(now: float) -> float:
+    return now - now % _DAY
+
+
+def _thread(thread: Any) -> dict[str, Any]:
+    return {
+        "id": thread.id, "title": thread.title, "turns": thread.turns,
+        "created_at": thread.created_at, "updated_at": thread.updated_at,
+        "expires_at": thread.expires_at, "parent_id": thread.parent_id,
+        "fork_point": thread.fork_point, "last_seq": thread.last_seq,
+    }  # fmt: skip
+
+
+def _message(message: Any) -> dict[str, Any]:
+    out = dataclasses.asdict(message)
+    out["content"] = message.provider_message().get("content")
+    out.pop("extra", None)
+    return out

@@ -12,7 +12,9 @@ Behaviour is scripted from tests, in order of precedence:
 
 - a queue of scripted responses (``POST /_emulator/script`` or
   :meth:`EmulatorServer.script`), each consumed by one request, e.g.
-  ``[{"status": 429, "retry_after_ms": 200}, {"status": 200}]``;
+  ``[{"status": 429, "retry_after_ms": 200}, {"status": 200}]``, or calls to the
+  caller's tools, ``{"tool_calls": [{"name": "read", "arguments": {"path": "a"}}],
+  "when": {"offers_tool": "read"}}`` (see :mod:`exai.emulators.state`);
 - a marker in the last user message, ``[emulate:status=503,latency_ms=50]``, for
   callers that can only send prompts (benchmarks through the daemon);
 - the configuration (``POST /_emulator/config``): default latency, a delay
@@ -27,7 +29,8 @@ for ``file-extract``, counted in :attr:`EmulatorServer.uploads`, and the text
 "extracted" from them by a fixed rule.
 
 What the vendors refuse (retired ids, locked temperatures, a thinking request
-without its reasoning) is in :mod:`exai.emulators.vendor_rules`.
+without its reasoning, tool choices and stop lists they do not take, a tool result
+answering no call) is in :mod:`exai.emulators.vendor_rules`.
 
 Every request is recorded (``GET /_emulator/requests``, :attr:`EmulatorServer.requests`)
 with its body, headers, the images it carried (``images``) and the times it
@@ -42,12 +45,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import re
-import threading
 import time
-from collections.abc import AsyncIterator, Iterable
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import AsyncIterator
+from dataclasses import asdict
 from typing import Any
 
 import uvicorn
@@ -57,13 +57,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from exai.emulators.embeddings import embeddings_body
-from exai.emulators.files import EmulatedFiles, file_routes, image_parts
-from exai.emulators.prompt_cache import PromptCache
-from exai.emulators.replies import compose_reply, message_text, prompt_tokens
+from exai.emulators.files import file_routes, image_parts
+from exai.emulators.replies import compose_reply, prompt_tokens
 from exai.emulators.serving import ServedApp, serve_in_thread
+from exai.emulators.state import EmulatorConfig, EmulatorState, Scripted, marker
 from exai.emulators.vendor_rules import refusal
 from exai.emulators.vendor_wire import (
-    ERROR_KINDS,
     Vendor,
     completion_body,
     default_error_kind,
@@ -76,118 +75,6 @@ __all__ = ["EmulatorConfig", "EmulatorServer", "EmulatorState", "Scripted", "bui
 
 KIMI_PREFIX = "/v1"
 GLM_PREFIX = "/api/paas/v4"
-_MARKER_RE = re.compile(r"\[emulate:([^\]]*)\]")
-
-
-@dataclass
-class Scripted:
-    """How to answer one request. Unset fields fall back to the emulated model."""
-
-    vendor: Vendor | None = None  # only a request to this vendor consumes it
-    status: int = 200
-    error: str | None = None  # an ERROR_KINDS name; default: the usual one for ``status``
-    body: dict[str, Any] | None = None  # a raw error body instead of the vendor's
-    retry_after: float | None = None  # Retry-After header, seconds
-    retry_after_ms: int | None = None  # retry-after-ms header
-    latency_ms: float | None = None
-    text: str | None = None
-    reasoning: str | None = None
-    finish_reason: str | None = None
-    fail_after_chunks: int | None = None  # streams only: an error event after N chunks
-
-    @classmethod
-    def parse(cls, raw: dict[str, Any]) -> Scripted:
-        known = {f.name for f in fields(cls)}
-        unknown = set(raw) - known
-        if unknown:
-            raise ValueError(f"unknown script fields {sorted(unknown)}; known: {sorted(known)}")
-        item = cls(**raw)
-        if item.error is not None and item.error not in ERROR_KINDS:
-            raise ValueError(f"unknown error {item.error!r}; known: {sorted(ERROR_KINDS)}")
-        return item
-
-
-@dataclass
-class EmulatorConfig:
-    latency_ms: float = 0.0
-    chunk_delay_ms: float = 0.0
-    max_prompt_tokens: int | None = None  # longer prompts get the context-length error
-    embeddings_status: int = 200  # e.g. 429: every embeddings request gets that error
-    embeddings_retry_after: float | None = None  # its Retry-After, seconds
-    api_key: str | None = None  # when set, any other key gets the vendor's 401
-    prompt_cache: bool = True  # report prefixes seen before as cached prompt tokens
-    models: list[str] = field(
-        default_factory=lambda: ["kimi-k2.6", "kimi-k2.5", "kimi-k2-thinking",
-                                 "moonshot-v1-8k"]
-    )  # fmt: skip
-
-    def update(self, raw: dict[str, Any]) -> None:
-        known = {f.name for f in fields(self)}
-        unknown = set(raw) - known
-        if unknown:
-            raise ValueError(f"unknown config fields {sorted(unknown)}; known: {sorted(known)}")
-        for key, value in raw.items():
-            setattr(self, key, value)
-
-
-class EmulatorState:
-    """Script, configuration and request log; shared between the server's thread
-    and the test's, hence the lock."""
-
-    def __init__(self, config: EmulatorConfig | None = None) -> None:
-        self.config = config or EmulatorConfig()
-        self._initial = asdict(self.config)
-        self._lock = threading.Lock()
-        self._script: list[Scripted] = []
-        self._requests: list[dict[str, Any]] = []
-        self.prompt_cache = PromptCache()
-        self.files = EmulatedFiles()
-
-    def script(self, items: Iterable[Scripted | dict[str, Any]]) -> None:
-        parsed = [i if isinstance(i, Scripted) else Scripted.parse(i) for i in items]
-        with self._lock:
-            self._script.extend(parsed)
-
-    def next_scripted(self, vendor: Vendor) -> Scripted | None:
-        with self._lock:
-            for index, item in enumerate(self._script):
-                if item.vendor in (None, vendor):
-                    return self._script.pop(index)
-        return None
-
-    def record(self, entry: dict[str, Any]) -> dict[str, Any]:
-        with self._lock:
-            entry["seq"] = len(self._requests) + 1
-            self._requests.append(entry)
-        return entry
-
-    def requests(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [dict(r) for r in self._requests]
-
-    def reset(self) -> None:
-        with self._lock:
-            self._script.clear()
-            self._requests.clear()
-            self.config = EmulatorConfig(**self._initial)
-        self.prompt_cache.clear()
-        self.files.reset()
-
-
-def _marker(body: dict[str, Any]) -> Scripted | None:
-    messages = body.get("messages") or []
-    users = [m for m in messages if m.get("role") == "user"]
-    match = _MARKER_RE.search(message_text(users[-1])) if users else None
-    if match is None:
-        return None
-    raw: dict[str, Any] = {}
-    for pair in filter(None, (p.strip() for p in match.group(1).split(","))):
-        key, _, value = pair.partition("=")
-        try:
-            raw[key.strip()] = json.loads(value)
-        except ValueError:
-            raw[key.strip()] = value.strip()
-    return Scripted.parse(raw)
 
 
 def build_app(state: EmulatorState) -> Starlette:
@@ -203,7 +90,7 @@ def build_app(state: EmulatorState) -> Starlette:
             "images": image_parts(list(body.get("messages") or [])),
         })  # fmt: skip
         try:
-            plan = state.next_scripted(vendor) or _marker(body) or Scripted()
+            plan = state.next_scripted(vendor, body) or marker(body) or Scripted()
         except ValueError as exc:
             return JSONResponse({"error": {"message": str(exc)}}, status_code=400)
         config = state.config
@@ -237,8 +124,8 @@ def build_app(state: EmulatorState) -> Starlette:
             return JSONResponse(plan.body or payload, status_code=status, headers=headers)
 
         reply = compose_reply(
-            vendor, body, entry["seq"],
-            text=plan.text, reasoning=plan.reasoning, finish_reason=plan.finish_reason,
+            vendor, body, entry["seq"], text=plan.text, reasoning=plan.reasoning,
+            finish_reason=plan.finish_reason, tool_calls=plan.tool_calls,
         )  # fmt: skip
         model = str(body.get("model", ""))
         if config.prompt_cache:
@@ -246,7 +133,8 @@ def build_app(state: EmulatorState) -> Starlette:
             reply.cached_tokens = state.prompt_cache.observe(key, body.get("messages") or [])
         if not body.get("stream"):
             return JSONResponse(completion_body(vendor, entry["seq"], model, reply))
-        chunks = stream_chunks(vendor, entry["seq"], model, reply)
+        chunks = stream_chunks(vendor, entry["seq"], model, reply,
+                               tool_stream=body.get("tool_stream") is True)  # fmt: skip
         return StreamingResponse(
             _sse(chunks, config.chunk_delay_ms, plan.fail_after_chunks),
             media_type="text/event-stream",

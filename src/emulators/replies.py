@@ -7,6 +7,12 @@ history can read off what the model saw. The rest mimics vendor behaviour:
 
 - Kimi's ``$web_search``: while the request offers the built-in tool and no
   tool result follows the last user message, the reply is a tool call.
+- Calls to the caller's own tools when scripted or forced by ``tool_choice``
+  (:mod:`exai.emulators.tool_replies`); scripted text may quote the request's
+  last tool result.
+- ``stop`` ends the reply before the first stop sequence in it, and
+  ``response_format: {"type": "json_object"}`` makes the default reply a JSON
+  object, ``{"reply": "<the reply>"}``.
 - GLM's ``web_search`` tool: the reply carries search results.
 - Reasoning whenever the model thinks (:func:`exai.emulators.vendor_rules.thinks`),
   also before a ``$web_search`` call.
@@ -21,6 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from exai.emulators.tool_replies import fill_template, planned_calls
 from exai.emulators.vendor_rules import thinks
 from exai.emulators.vendor_wire import Reply, Vendor, split_tokens
 
@@ -76,6 +83,13 @@ def _offers_glm_search(tools: list[dict[str, Any]]) -> bool:
     )
 
 
+def _before_stop(text: str, stop: Any) -> str:
+    """``text`` up to the first stop sequence in it, as the vendors cut a reply."""
+    stops = [stop] if isinstance(stop, str) else [s for s in stop or [] if isinstance(s, str)]
+    cuts = [i for i in (text.find(s) for s in stops if s) if i >= 0]
+    return text[: min(cuts)] if cuts else text
+
+
 def compose_reply(
     vendor: Vendor,
     body: dict[str, Any],
@@ -84,13 +98,26 @@ def compose_reply(
     text: str | None = None,
     reasoning: str | None = None,
     finish_reason: str | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
 ) -> Reply:
-    """The reply to one chat-completions request; ``text``, ``reasoning`` and
-    ``finish_reason`` replace the emulated ones when a test scripted them."""
+    """The reply to one chat-completions request; ``text``, ``reasoning``,
+    ``finish_reason`` and calls to the caller's tools (``[{"name", "arguments"}]``)
+    replace the emulated ones when a test scripted them."""
     messages: list[dict[str, Any]] = list(body.get("messages") or [])
     tools: list[dict[str, Any]] = list(body.get("tools") or [])
     tokens_in = prompt_tokens(messages)
     user_index, last_user = _last_user(messages)
+    if text is not None:
+        text = fill_template(text, messages)
+
+    calls = planned_calls(vendor, body, tool_calls)
+    if calls:
+        names = ", ".join(c["function"]["name"] for c in calls)
+        planned = f"emulated reasoning: call {names} for {last_user}"
+        return Reply(pieces=split_tokens(text or ""), tool_calls=calls, prompt_tokens=tokens_in,
+                     reasoning=reasoning if reasoning is not None
+                     else (planned if thinks(vendor, body) else ""),
+                     finish_reason=finish_reason or "tool_calls")  # fmt: skip
 
     searched = any(m.get("role") == "tool" for m in messages[user_index + 1 :])
     if vendor == "kimi" and _offers_kimi_search(tools) and not searched and text is None:
@@ -113,6 +140,9 @@ def compose_reply(
         if text is not None
         else (f"emulated reply #{turn} to: {asked} (saw {len(conversation)} messages)")
     )
+    if text is None and (body.get("response_format") or {}).get("type") == "json_object":
+        full = json.dumps({"reply": full})
+    full = _before_stop(full, body.get("stop"))
     rest = full[len(given) :] if given and full.startswith(given) else full
     pieces = split_tokens(rest)
     finish = "stop"

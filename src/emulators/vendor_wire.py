@@ -30,6 +30,8 @@ __all__ = [
 Vendor = Literal["kimi", "glm"]
 
 _TOKEN_RE = re.compile(r"\S+\s*")
+# Characters of a tool call's arguments per streamed piece.
+_ARGUMENT_PIECE = 8
 
 # kind -> (HTTP status, Moonshot body, Z.ai body)
 _ERRORS: dict[str, tuple[int, dict[str, Any], dict[str, Any]]] = {
@@ -48,6 +50,14 @@ _ERRORS: dict[str, tuple[int, dict[str, Any], dict[str, Any]]] = {
         400,
         {"message": "Invalid request: {detail}", "type": "invalid_request_error"},
         {"code": "1214", "message": "{detail}"},
+    ),
+    # A parameter the API does not take in this request: Moonshot's message is the
+    # bare reason ("tool_choice 'required' is incompatible with thinking enabled"),
+    # Z.ai's code 1210 is "incorrect API call parameters".
+    "invalid_param": (
+        400,
+        {"message": "{detail}", "type": "invalid_request_error"},
+        {"code": "1210", "message": "{detail}"},
     ),
     "not_found": (
         404,
@@ -172,11 +182,17 @@ def completion_body(vendor: Vendor, seq: int, model: str, reply: Reply) -> dict[
     return body
 
 
-def stream_chunks(vendor: Vendor, seq: int, model: str, reply: Reply) -> list[dict[str, Any]]:
+def stream_chunks(
+    vendor: Vendor, seq: int, model: str, reply: Reply, *, tool_stream: bool = False
+) -> list[dict[str, Any]]:
     """The chunk objects of an SSE stream, in order (without ``[DONE]``).
 
     Moonshot reports usage inside the last choice; Z.ai at the top of the last
-    chunk and its web search results at the top of the first.
+    chunk and its web search results at the top of the first. Calls to the
+    caller's tools come after the text: Moonshot sends each call's index, id and
+    name first and then its arguments in pieces; Z.ai sends every call whole in
+    one chunk, unless the request asked for ``tool_stream``, when it streams them
+    as Moonshot does. Kimi's built-in ``$web_search`` call comes whole.
     """
     head = {"id": f"chatcmpl-emu-{seq}", "created": int(time.time()), "model": model}
     if vendor == "kimi":
@@ -191,9 +207,25 @@ def stream_chunks(vendor: Vendor, seq: int, model: str, reply: Reply) -> list[di
         chunks[0]["web_search"] = reply.web_search
     chunks += [chunk({"reasoning_content": piece}) for piece in split_tokens(reply.reasoning)]
     chunks += [chunk({"content": piece}) for piece in reply.pieces]
-    if reply.tool_calls:
-        calls = [{"index": i, **call} for i, call in enumerate(reply.tool_calls)]
+    calls = [{"index": i, **call} for i, call in enumerate(reply.tool_calls)]
+    pieces = (vendor == "kimi" or tool_stream) and all(c["type"] == "function" for c in calls)
+    if calls and not pieces:
         chunks.append(chunk({"tool_calls": calls}))
+    for call in calls if pieces else []:
+        function = call["function"]
+        start = {
+            "index": call["index"],
+            "id": call["id"],
+            "type": call["type"],
+            "function": {"name": function["name"], "arguments": ""},
+        }
+        chunks.append(chunk({"tool_calls": [start]}))
+        arguments = function["arguments"]
+        for at in range(0, len(arguments), _ARGUMENT_PIECE):
+            piece = arguments[at : at + _ARGUMENT_PIECE]
+            chunks.append(
+                chunk({"tool_calls": [{"index": call["index"], "function": {"arguments": piece}}]})
+            )
     last = chunk({} if vendor == "kimi" else {"role": "assistant", "content": ""})
     last["choices"][0]["finish_reason"] = reply.finish_reason
     if vendor == "kimi":

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from exai.errors import ValidationError_
 from exai.jobs.policy import FirePlan
 from exai.jobs.schedule import Schedule
+from exai.redact import mask_url
 from exai.store.base import ANY_OWNER, AnyOwner, Owner
 
 __all__ = [
@@ -97,7 +98,8 @@ class Job:
     disabled_reason: str | None = None
 
     def public(self) -> dict[str, Any]:
-        """The job as the CLI and the ``jobs`` tool show it."""
+        """The job as the CLI and the ``jobs`` tool show it, the notification URL's
+        credentials masked (user information, query values)."""
         return {
             "id": self.id, "name": self.name, "tool": self.tool, "arguments": self.arguments,
             "schedule": {"kind": self.schedule.kind, "spec": self.schedule.spec,
@@ -105,8 +107,8 @@ class Job:
             "thread_id": self.thread_id, "enabled": self.enabled, "paused": self.paused,
             "next_run_at": self.next_run_at, "max_retries": self.max_retries,
             "backoff_s": self.backoff_s, "missed": self.missed,
-            "notify": None if self.notify is None else {"kind": self.notify.get("kind"),
-                                                         "url": self.notify.get("url")},
+            "notify": None if self.notify is None else {
+                "kind": self.notify.get("kind"), "url": mask_url(str(self.notify.get("url")))},
             "disabled_reason": self.disabled_reason,
         }  # fmt: skip
 
@@ -164,7 +166,9 @@ class Notification:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
-        return {"id": self.id, "run_id": self.run_id, "kind": self.kind, "url": self.url,
+        """The notification as it is shown: its URL's credentials masked (only the
+        send itself reads :attr:`url`)."""
+        return {"id": self.id, "run_id": self.run_id, "kind": self.kind, "url": mask_url(self.url),
                 "status": self.status, "attempts": self.attempts,
                 "last_error": self.last_error, "created_at": self.created_at,
                 "delivered_at": self.delivered_at}  # fmt: skip

@@ -227,6 +227,10 @@ class JobRunner:
         payload = {"event": f"job_run_{status}", "job_id": job.id, "job_name": job.name,
                    "run_id": run_id, "status": status, "thread_id": thread_id,
                    "tool": job.tool, **extra}  # fmt: skip
+        # The thread in the console, where its owner reads and continues it after signing in.
+        base = self.core.public_url
+        if thread_id and base:
+            payload["thread_url"] = f"{base}/console/threads/{thread_id}"
         await self.store.add_notification(job, run_id, payload, self.clock())
 
     async def deliver_notifications(self) -> int:
@@ -236,13 +240,18 @@ class JobRunner:
         notes = await self.store.due_notifications(self.worker, self.clock(),
                                                    s.jobs_notify_timeout_s * 3, 20)  # fmt: skip
         for note in notes:
-            # Checked again at sending: the allowed hosts may have changed since the
-            # job was made. A refused host is not retried; the notification is kept.
-            refused = host_refused(note.url, s.jobs_notify_hosts)
-            error = refused or await send(self._http, note, secret, self.clock())
+            # Checked again at sending, on the address the request will go to: the
+            # allowed hosts, or what the name resolves to, may have changed since the
+            # job was made. A refused target is not retried; the notification is kept.
+            error = host_refused(note.url, s.jobs_notify_hosts)
+            retry = error is None
+            if error is None:
+                sent = await send(self._http, note, secret, self.clock(),
+                                  hosts=s.jobs_notify_hosts)  # fmt: skip
+                error, retry = sent.error, sent.retry
             tries = note.attempts + 1
             later = None
-            if error is not None and refused is None and tries < s.jobs_notify_attempts:
+            if error is not None and retry and tries < s.jobs_notify_attempts:
                 later = self.clock() + notify_delay(tries)
             await self.store.notification_result(note.id, delivered=error is None,
                                                  now=self.clock(), error=error,

@@ -17,24 +17,35 @@ Three kinds of schedule, each with an IANA time zone:
 * ``once``: an ISO 8601 date and time; without an offset it is read in the
   job's time zone. It fires once.
 * ``interval``: every N seconds, counted from the moment the job was created.
+
+Every schedule is checked to fire within the range a date can hold: an interval
+is at most :data:`MAX_INTERVAL_S` (100 years) and a one-time schedule lies
+before :data:`LATEST_FIRE` (the start of the year 9000, UTC), so every fire
+time a job ever gets can be shown as a date. A time zone is a name from the
+IANA database (:func:`known_zone`), at most 64 characters.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronsim import CronSim, CronSimError
 
 from exai.errors import ValidationError_
 
 __all__ = [
+    "LATEST_FIRE",
+    "MAX_INTERVAL_S",
     "SCHEDULE_KINDS",
     "Schedule",
     "ScheduleKind",
+    "known_zone",
     "next_fire",
     "parse_schedule",
     "split_when",
@@ -42,6 +53,11 @@ __all__ = [
 
 ScheduleKind = Literal["cron", "once", "interval"]
 SCHEDULE_KINDS: Final[tuple[str, ...]] = ("cron", "once", "interval")
+MAX_INTERVAL_S: Final = 100 * 365.25 * 86400.0
+# Far enough below datetime's year 9999 that no time zone offset takes it past.
+LATEST_FIRE: Final = datetime(9000, 1, 1, tzinfo=UTC).timestamp()
+_ZONE_NAME: Final = re.compile(r"[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*")
+_MAX_ZONE_CHARS: Final = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +85,11 @@ def parse_schedule(
     """Check a schedule given by a person or an agent; raise ``VALIDATION_ERROR`` if bad."""
     if kind not in SCHEDULE_KINDS:
         raise _bad(f"schedule kind must be one of {', '.join(SCHEDULE_KINDS)} (got {kind!r})")
-    try:
-        zone = ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise _bad(f"unknown time zone {timezone!r}; use an IANA name such as "
-                   "'Europe/Berlin' or 'UTC'", timezone=timezone) from None  # fmt: skip
+    zone = known_zone(timezone)
+    if zone is None:
+        shown = timezone if len(timezone) <= _MAX_ZONE_CHARS else timezone[:_MAX_ZONE_CHARS] + "…"
+        raise _bad(f"unknown time zone {shown!r}; use an IANA name such as "
+                   "'Europe/Berlin' or 'UTC'", timezone=shown) from None  # fmt: skip
     spec = spec.strip()
     if kind == "cron":
         if len(spec.split()) != 5:
@@ -84,7 +100,8 @@ def parse_schedule(
         except CronSimError as exc:
             raise _bad(f"bad cron expression {spec!r}: {exc}") from None
     elif kind == "once":
-        _once_at(spec, zone)
+        if _once_at(spec, zone) >= LATEST_FIRE:
+            raise _bad(f"a one-time schedule must lie before the year 9000 (got {spec[:64]!r})")
     else:
         try:
             seconds = float(spec)
@@ -93,11 +110,33 @@ def parse_schedule(
         if not math.isfinite(seconds) or seconds < min_interval_s:
             raise _bad(f"an interval must be at least {min_interval_s:g} s "
                        "(EXAI_JOBS_MIN_INTERVAL_S)", min_interval_s=min_interval_s)  # fmt: skip
+        if seconds > MAX_INTERVAL_S or anchor + seconds >= LATEST_FIRE:
+            raise _bad(f"an interval must be at most {MAX_INTERVAL_S:.0f} s (100 years); "
+                       f"got {seconds:g} s", max_interval_s=MAX_INTERVAL_S)  # fmt: skip
         spec = repr(seconds)
     return Schedule(kind, spec, timezone, anchor)  # type: ignore[arg-type]
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@functools.cache
+def _zone_names() -> frozenset[str]:
+    return frozenset(available_timezones())
+
+
+def known_zone(name: str) -> ZoneInfo | None:
+    """The IANA time zone ``name`` names, or None: checked by name against the time
+    zone database before any file is opened for it."""
+    if len(name) > _MAX_ZONE_CHARS or not _ZONE_NAME.fullmatch(name):
+        return None
+    names = _zone_names()
+    if names and name not in names:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return None
 
 
 def split_when(when: str) -> tuple[str, str]:
@@ -122,12 +161,12 @@ def split_when(when: str) -> tuple[str, str]:
 def _once_at(spec: str, zone: ZoneInfo) -> float:
     try:
         moment = datetime.fromisoformat(spec)
-    except ValueError:
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=zone)
+        return moment.timestamp()
+    except (ValueError, OverflowError):
         raise _bad(f"a one-time schedule is an ISO 8601 time such as "
-                   f"'2026-12-01T09:00' (got {spec!r})") from None  # fmt: skip
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=zone)
-    return moment.timestamp()
+                   f"'2026-12-01T09:00' (got {spec[:64]!r})") from None  # fmt: skip
 
 
 def next_fire(schedule: Schedule, after: float) -> float | None:

@@ -4,11 +4,12 @@ A job is checked when it is created: the tool exists and is not itself a job
 tool, the owner may call it (its scopes are recorded with the job and checked
 again by the dispatcher on every run, so a job can never do more than its
 owner could by hand), the arguments are valid for the tool, the schedule
-parses, the notification target is an http(s) URL (a webhook only when
-``EXAI_JOBS_WEBHOOK_SECRET`` is set, since it is always signed), the thread to
-continue belongs to the owner, and the owner is under
-``EXAI_JOBS_MAX_PER_PRINCIPAL``. Creation is idempotent on the owner's
-idempotency key.
+parses and fires within the range a date can hold, the notification target is
+an http(s) URL (a webhook only when ``EXAI_JOBS_WEBHOOK_SECRET`` is set, since
+it is always signed) that the address rule of :mod:`exai.jobs.targets` allows
+(checked on the URL, then on what its host resolves to), the thread to continue
+belongs to the owner, and the owner is under ``EXAI_JOBS_MAX_PER_PRINCIPAL``.
+Creation is idempotent on the owner's idempotency key.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from exai.jobs.base import Job, JobStore, NewJob, Owner
 from exai.jobs.notify import host_refused
 from exai.jobs.policy import MISSED_POLICIES
 from exai.jobs.schedule import next_fire, parse_schedule
+from exai.jobs.targets import Resolver, refused_on_lookup, system_resolve
 from exai.protocol import describe_validation_error
+from exai.redact import mask_url
 from exai.settings import Settings
 
 __all__ = ["JOB_TOOLS", "JobService", "JobSpec"]
@@ -67,12 +70,14 @@ class JobService:
         registry: Any = None,
         conversations: Any = None,
         clock: Callable[[], float] = time.time,
+        resolve: Resolver = system_resolve,
     ) -> None:
         self.store = store
         self.settings = settings
         self.registry = registry
         self.conversations = conversations
         self.clock = clock
+        self.resolve = resolve
 
     async def create(self, principal: Principal, spec: JobSpec) -> tuple[Job, bool]:
         s = self.settings
@@ -103,6 +108,11 @@ class JobService:
                                    "in the past?)", details={"reason": "bad_schedule"})  # fmt: skip
         notify = _check_notify(spec.notify, webhook_ok=s.jobs_webhook_secret is not None,
                                hosts=s.jobs_notify_hosts)  # fmt: skip
+        if notify is not None:
+            refused = await refused_on_lookup(notify["url"], s.jobs_notify_hosts, self.resolve,
+                                              s.jobs_notify_timeout_s)  # fmt: skip
+            if refused is not None:
+                raise ValidationError_(refused, details={"reason": "notify_host_not_allowed"})
         if spec.thread_id and self.conversations is not None:
             await self.conversations.get_thread(spec.thread_id, principal.name)
         mine = await self.store.list_jobs(principal.name)
@@ -161,15 +171,20 @@ def _check_notify(
     kind, url = notify.get("kind"), str(notify.get("url") or "")
     if kind not in ("ntfy", "webhook"):
         raise ValidationError_("notify.kind must be 'ntfy' or 'webhook'")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValidationError_(f"notify.url must be an http(s) URL (got {url[:200]!r})")
-    refused = host_refused(url, hosts)
-    if refused is not None:
-        raise ValidationError_(refused, details={"reason": "notify_host_not_allowed"})
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (a port out of range or not a number raises here)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError_(f"notify.url must be an http(s) URL (got "
+                               f"{mask_url(url[:200])!r})")  # fmt: skip
     if kind == "webhook" and not webhook_ok:
         raise ValidationError_(
             "webhook notifications are signed: set EXAI_JOBS_WEBHOOK_SECRET on the daemon first",
             details={"reason": "no_webhook_secret"},
         )
+    refused = host_refused(url, hosts)
+    if refused is not None:
+        raise ValidationError_(refused, details={"reason": "notify_host_not_allowed"})
     return {"kind": kind, "url": url}

@@ -6,6 +6,14 @@ Messages are plain dicts in the OpenAI chat format (``role``, ``content``, and
 exceptions (``RateLimitedError``, ``ContextTooLongError``, ``ProviderError``...)
 with ``retryable`` set truthfully; SDK exceptions never escape a plugin.
 
+A request may carry the caller's own function tools (``tools``, OpenAI shape) and
+sampling parameters; a round in which the model calls one of those tools ends the
+exchange, and the calls go back to the caller on the response (``tool_calls``,
+``finish_reason="tool_calls"``) to run and answer in its next request. What exai
+changed about a request to serve it (a parameter the vendor sets itself, thinking
+switched off for a forced tool choice...) is listed in ``ChatResponse.notes``;
+what it cannot serve is a ``ValidationError_`` naming the parameter.
+
 Plugins are found through the ``exai.providers`` entry-point group; each entry
 point names a factory ``(settings) -> Provider``.
 """
@@ -17,11 +25,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from exai.providers.reasoning import ReplayRule
+
 __all__ = [
     "ChatRequest",
     "ChatResponse",
     "Delta",
     "ExtractedFile",
+    "ParamSupport",
     "Provider",
     "Usage",
 ]
@@ -79,6 +90,25 @@ class ChatRequest:
     # A reply cut by the output limit is continued until it is whole; off when the
     # caller set max_output_tokens to get a short reply, and a cut one is the answer.
     continue_cut: bool = True
+    # The caller's function tools, OpenAI shape ({"type": "function", "function":
+    # {"name", "description", "parameters"}}), and how the model may use them:
+    # "auto", "none", "required" or {"type": "function", "function": {"name": ...}}.
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    stop: list[str] | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    response_format: dict[str, Any] | None = None  # {"type": "json_object"}, ...
+    # The messages are the caller's own (a stateless request): every one of them
+    # reaches the model, and exai puts back the reasoning of tool rounds it made
+    # (see exai.providers.tool_reasoning). False: exai's stored thread, replayed
+    # under exai.providers.reasoning's rule.
+    client_history: bool = False
+    owner: str | None = None  # the principal; the reasoning exai keeps is theirs alone
+    # Stream the arguments of tool calls as the model writes them, where the vendor
+    # streams them only when asked (Z.ai's tool_stream); set from the catalogue.
+    tool_stream: bool = False
 
 
 @dataclass(slots=True)
@@ -99,17 +129,57 @@ class ChatResponse:
     search_results: list[dict[str, Any]] = field(default_factory=list)
     # Set by the registry when a fallback model answered: the model first chosen.
     fallback_from: str | None = None
+    # The caller's tools the model called (OpenAI shape: id, type "function",
+    # function.name, function.arguments as a JSON string), when finish_reason is
+    # "tool_calls"; the caller runs them and sends the results in its next request.
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    # What exai adapted or left out to serve the request, for the caller to see:
+    # {"param": "tool_choice", "message": "..."}.
+    notes: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class Delta:
-    kind: Literal["text", "reasoning", "tool_call", "usage", "done"]
+    """One piece of a streamed answer.
+
+    - ``text``, ``reasoning``: ``text`` holds the next piece.
+    - ``tool_call``: the model started calling one of the caller's tools: ``index``
+      (0, 1... within the answer) and ``tool_call`` with its ``id``, ``type`` and
+      ``function.name`` (``function.arguments`` empty); its arguments follow.
+    - ``tool_arguments``: the next piece of the arguments (a JSON string once
+      joined) of the call at ``index``, in ``text``.
+    - ``usage``: the answer's usage, after everything else.
+    - ``done``: the last delta, with the whole ``response``.
+    """
+
+    kind: Literal["text", "reasoning", "tool_call", "tool_arguments", "usage", "done"]
     text: str = ""
     tool_call: dict[str, Any] | None = None
     usage: Usage | None = None
     finish_reason: str | None = None
     # On "done": the complete response, assembled by the plugin.
     response: ChatResponse | None = None
+    index: int | None = None  # of the tool call, on "tool_call" and "tool_arguments"
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSupport:
+    """Which request parameters a vendor's API takes, as its documentation says.
+
+    The registry checks a request against it before anything is sent (see
+    :mod:`exai.providers.params`); a plugin sends only what passed. The defaults
+    are OpenAI's own API.
+    """
+
+    # tool_choice values taken: "auto", "none", "required", "function" (a named one).
+    tool_choice: frozenset[str] = frozenset({"auto", "none", "required", "function"})
+    # The same, while the model thinks (None: no difference).
+    tool_choice_thinking: frozenset[str] | None = None
+    parallel_tool_calls: bool = True  # the API takes the parameter
+    seed: bool = True
+    max_stop: int = 4  # stop sequences at most
+    max_stop_bytes: int | None = None  # each one at most, in UTF-8
+    response_formats: frozenset[str] = frozenset({"text", "json_object", "json_schema"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +199,8 @@ class Provider(ABC):
     max_inflight: int = 16
     # Told to the user when a model of an unconfigured provider is asked for.
     setup_hint: str = ""
+    # What the vendor's API takes of the caller's parameters.
+    params: ParamSupport = ParamSupport()
 
     @abstractmethod
     def configured(self) -> bool:
@@ -146,6 +218,11 @@ class Provider(ABC):
 
     async def list_models(self) -> list[str]:
         return []
+
+    def replay_rule(self, request: ChatRequest) -> ReplayRule:
+        """What the vendor accepts of reasoning and tool rounds in a request's history
+        (see :mod:`exai.providers.reasoning`); by default, none of the reasoning."""
+        return ReplayRule()
 
     async def extract_file(self, data: bytes, filename: str) -> ExtractedFile:
         """Upload a document for text extraction; only for ``max_extract_bytes > 0``."""

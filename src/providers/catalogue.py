@@ -64,6 +64,12 @@ class ModelInfo(BaseModel):
     aliases: tuple[str, ...] = ()
     auto_rank: int | None = None
     price: Price | None = None  # None: unpriced, and its calls report no cost
+    # The API fixes top_p at this value and refuses any other (None: the caller's
+    # top_p is sent); see exai.providers.params.
+    fixed_top_p: float | None = Field(default=None, gt=0, le=1)
+    # The vendor streams a tool call's arguments as they are written only when asked
+    # (Z.ai's tool_stream); without it they arrive whole, in one piece.
+    tool_stream: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelInfo:

@@ -3,17 +3,22 @@
 An answer may need several provider requests: a built-in tool round trip
 (Kimi's ``$web_search``: the model asks, we echo the arguments back, it answers)
 and continuations when a reply stops at ``finish_reason="length"`` (unless the
-caller capped the reply on purpose, ``ChatRequest.continue_cut``). The loop
-that drives those rounds is the same for every vendor and for streamed and
-whole replies, so it is written once here. A plugin supplies the vendor edges:
-how to send one request (:meth:`_send`, :meth:`_open_stream`), how to turn its
-SDK's exceptions into :mod:`exai.errors` (:meth:`_map_error`), and, where the
-vendor differs, how to answer a tool call or ask for the rest of a cut reply.
+caller capped the reply on purpose, ``ChatRequest.continue_cut``). A round in
+which the model calls the caller's own tools (``ChatRequest.tools``) ends the
+answer instead: the calls go back on the response with ``finish_reason=
+"tool_calls"`` for the caller to run (streamed, each call is announced as soon as
+its name is known and its arguments follow as they arrive). The loop that drives
+those rounds is the same for every vendor and for streamed and whole replies, so
+it is written once here. A plugin supplies the vendor edges: how to send one
+request (:meth:`_send`, :meth:`_open_stream`), how to turn its SDK's exceptions
+into :mod:`exai.errors` (:meth:`_map_error`), and, where the vendor differs,
+which tools it answers itself and how, or how to ask for the rest of a cut reply.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from abc import abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
@@ -21,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 
 from exai.errors import ExaiError, ProviderError
 from exai.providers.base import ChatRequest, ChatResponse, Delta, Provider, Usage
-from exai.providers.reasoning import ReplayRule, replay_messages
+from exai.providers.reasoning import replay_messages
 from exai.providers.retry import RetryPolicy
 from exai.providers.wire import Round, StreamAssembler, round_from_completion
 
@@ -85,20 +90,17 @@ class ChatCompletionsProvider(Provider):
     def _map_error(self, exc: BaseException) -> ExaiError | None:
         """The :mod:`exai.errors` exception for an SDK exception, or None if foreign."""
 
-    def _tools(self, request: ChatRequest) -> list[dict[str, Any]]:
-        return []
+    # Tools the plugin answers itself, by name: their calls never reach the caller.
+    own_tools: frozenset[str] = frozenset()
 
-    def _replay_rule(self, request: ChatRequest) -> ReplayRule:
-        """What the vendor accepts of the history's stored reasoning and tool rounds
-        (see :mod:`exai.providers.reasoning`); by default, none of the reasoning."""
-        return ReplayRule()
+    def _tools(self, request: ChatRequest) -> list[dict[str, Any]]:
+        """Every tool the request offers the model: the vendor's built-in ones the
+        plugin answers (web search) and the caller's."""
+        return list(request.tools)
 
     def _tool_result(self, call: dict[str, Any]) -> dict[str, Any]:
-        raise ProviderError(
-            f"{self.label} asked to call tool {call['function']['name']!r}, which exai did "
-            "not offer",
-            retryable=False,
-        )
+        """The tool message answering a call to one of :attr:`own_tools`."""
+        raise NotImplementedError
 
     def _continuation(self, messages: list[dict[str, Any]], partial: str) -> list[dict[str, Any]]:
         """Messages asking for the rest of a reply cut at ``partial``."""
@@ -127,7 +129,8 @@ class ChatCompletionsProvider(Provider):
         started = time.monotonic()
         tools = self._tools(request)
         # The prompt as this vendor accepts it, plus any tool round trips so far.
-        base = replay_messages(request.messages, self._replay_rule(request))
+        rule = self.replay_rule(request)
+        base = replay_messages(request.messages, rule, client=request.client_history)
         produced: list[dict[str, Any]] = []
         text: list[str] = []
         reasoning: list[str] = []
@@ -135,6 +138,8 @@ class ChatCompletionsProvider(Provider):
         usage = Usage()
         retries = tool_rounds = continuations = 0
         messages = base
+        returned: list[dict[str, Any]] = []
+        notes: list[dict[str, str]] = []
         while True:
             outcome: Round | None = None
             run_round = self._stream_round if streamed else self._whole_round
@@ -150,7 +155,14 @@ class ChatCompletionsProvider(Provider):
             search.extend(outcome.search_results)
             if outcome.reasoning:
                 reasoning.append(outcome.reasoning)
-            if outcome.tool_calls:
+            own = [c for c in outcome.tool_calls if c["function"]["name"] in self.own_tools]
+            theirs = [c for c in outcome.tool_calls if c["function"]["name"] not in self.own_tools]
+            if theirs:
+                returned = self._callers_calls(request, theirs, own, notes)
+                produced.append(self._assistant_tool_turn(outcome, returned))
+                text.append(outcome.text)
+                break
+            if own:
                 tool_rounds += 1
                 if tool_rounds > self.max_tool_rounds:
                     raise ProviderError(
@@ -159,8 +171,8 @@ class ChatCompletionsProvider(Provider):
                         retryable=False,
                         details={"provider": self.name, "kind": "tool_rounds"},
                     )
-                step = [self._assistant_tool_turn(outcome)]
-                step += [self._tool_result(call) for call in outcome.tool_calls]
+                step = [self._assistant_tool_turn(outcome, own)]
+                step += [self._tool_result(call) for call in own]
                 produced += step
                 base = [*base, *step]
                 messages = base
@@ -173,29 +185,77 @@ class ChatCompletionsProvider(Provider):
                 continue
             break
         answer = "".join(text)
-        produced.append({"role": "assistant", "content": answer})
+        finish = outcome.finish_reason
+        if returned:
+            finish = "length" if finish == "length" else "tool_calls"
+        else:
+            produced.append({"role": "assistant", "content": answer})
         response = ChatResponse(
             text=answer,
             model=request.model,
             provider=self.name,
             reasoning="".join(reasoning) or None,
-            finish_reason=outcome.finish_reason,
+            finish_reason=finish,
             usage=usage,
             messages=produced,
             retries=retries,
             latency_ms=(time.monotonic() - started) * 1000.0,
             search_results=search,
+            tool_calls=returned,
+            notes=notes,
         )
         yield Delta("usage", usage=usage)
-        yield Delta("done", finish_reason=outcome.finish_reason, response=response)
+        yield Delta("done", finish_reason=finish, response=response)
+
+    def _callers_calls(
+        self,
+        request: ChatRequest,
+        calls: list[dict[str, Any]],
+        own: list[dict[str, Any]],
+        notes: list[dict[str, str]],
+    ) -> list[dict[str, Any]]:
+        """The calls to the caller's tools that end the answer, as the caller gets them."""
+        if not request.tools:
+            names = ", ".join(repr(c["function"]["name"]) for c in calls)
+            raise ProviderError(
+                f"{self.label} asked to call {names}, which exai did not offer", retryable=False
+            )
+        if own:
+            notes.append(
+                {
+                    "param": "tools",
+                    "message": (
+                        f"the model called {len(own)} of exai's own tools (web search) in the same "
+                        "round as yours; those calls were left out"
+                    ),
+                }
+            )
+        single = request.parallel_tool_calls is False and not self.params.parallel_tool_calls
+        if single and len(calls) > 1:
+            notes.append(
+                {
+                    "param": "parallel_tool_calls",
+                    "message": (
+                        f"{self.label} has no parallel_tool_calls parameter and the model called "
+                        f"{len(calls)} tools at once; the first is returned, the rest were left out"
+                    ),
+                }
+            )
+            calls = calls[:1]
+        out = []
+        for call in calls:
+            out.append(
+                {
+                    "id": call["id"] or f"call_{uuid.uuid4().hex[:24]}",
+                    "type": "function",
+                    "function": dict(call["function"]),
+                }
+            )
+        return out
 
     @staticmethod
-    def _assistant_tool_turn(outcome: Round) -> dict[str, Any]:
-        turn: dict[str, Any] = {
-            "role": "assistant",
-            "content": outcome.text,
-            "tool_calls": outcome.tool_calls,
-        }
+    def _assistant_tool_turn(outcome: Round, calls: list[dict[str, Any]]) -> dict[str, Any]:
+        turn: dict[str, Any] = {"role": "assistant", "content": outcome.text, "tool_calls": calls}
         if outcome.reasoning:
             # Thinking models want their reasoning back alongside their own tool calls.
             turn["reasoning_content"] = outcome.reasoning
@@ -217,7 +277,10 @@ class ChatCompletionsProvider(Provider):
         chunks, retries = await self.retry.run(
             lambda: self._guarded(lambda: self._open_stream(request, messages, tools))
         )
-        assembler = StreamAssembler()
+        single = request.parallel_tool_calls is False and not self.params.parallel_tool_calls
+        assembler = StreamAssembler(
+            own_tools=self.own_tools, max_client_calls=1 if single else None
+        )
         try:
             while True:
                 try:
@@ -230,8 +293,6 @@ class ChatCompletionsProvider(Provider):
             await chunks.aclose()
         outcome = assembler.result()
         outcome.retries = retries
-        for call in outcome.tool_calls:
-            yield Delta("tool_call", tool_call=call)
         yield outcome
 
     async def _guarded(self, call: Callable[[], Awaitable[T]]) -> T:

@@ -16,6 +16,15 @@ cancelled stream stops at its next chunk.
 search on its side (the ``web_search`` tool) and returns the pages it read.
 Its thinking interleaves with tool calls, so a thinking model gets its reasoning
 back on its tool-call messages (see :mod:`exai.providers.reasoning`).
+
+Of the caller's parameters (:attr:`GLMProvider.params`, from Z.ai's chat API
+reference): ``tool_choice`` "auto" only (a "none" is served by sending no tools,
+see :mod:`exai.providers.params`), one stop word, ``response_format`` text or
+``json_object``; ``seed`` is a parameter of the SDK. A streamed request with
+tools asks for ``tool_stream`` on the models that have it (the catalogue's
+``tool_stream``), so a call's arguments arrive as they are written rather than
+whole at the end. ``top_p`` goes in the body as given: the SDK would turn 1.0,
+which the API takes, into 0.99.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from zai.core._errors import (
 )
 
 from exai.errors import ExaiError
+from exai.providers.base import ParamSupport
 from exai.providers.error_mapping import (
     ErrorKind,
     VendorFailure,
@@ -45,6 +55,7 @@ from exai.providers.error_mapping import (
     stream_error,
 )
 from exai.providers.exchange import ChatCompletionsProvider, pool_shards
+from exai.providers.params import vendor_fields
 from exai.providers.reasoning import ReplayRule
 from exai.providers.retry import RetryPolicy
 
@@ -89,6 +100,12 @@ class GLMProvider(ChatCompletionsProvider):
     name = "glm"
     label = "GLM"
     setup_hint = "set GLM_API_KEY (or ZAI_API_KEY / ZHIPUAI_API_KEY) to a Z.ai or Zhipu API key"
+    params = ParamSupport(
+        tool_choice=frozenset({"auto"}),
+        parallel_tool_calls=False,
+        max_stop=1,
+        response_formats=frozenset({"text", "json_object"}),
+    )
 
     def __init__(
         self,
@@ -150,12 +167,17 @@ class GLMProvider(ChatCompletionsProvider):
             kwargs["thinking"] = {"type": "enabled" if request.thinking else "disabled"}
         if tools:
             kwargs["tools"] = tools
+        fields = vendor_fields(request, self.params, tools_sent=bool(tools))
+        top_p = fields.pop("top_p", None)
+        if top_p is not None:
+            kwargs["extra_body"] = {"top_p": top_p}
+        kwargs.update(fields)
         return kwargs
 
     def _tools(self, request: ChatRequest) -> list[dict[str, Any]]:
-        return [WEB_SEARCH_TOOL] if request.web_search else []
+        return [WEB_SEARCH_TOOL, *request.tools] if request.web_search else list(request.tools)
 
-    def _replay_rule(self, request: ChatRequest) -> ReplayRule:
+    def replay_rule(self, request: ChatRequest) -> ReplayRule:
         thinks = request.thinks if request.thinks is not None else request.thinking is True
         return ReplayRule(tool_reasoning=thinks)
 
@@ -177,7 +199,10 @@ class GLMProvider(ChatCompletionsProvider):
     ) -> _ThreadedStream:
         stream = _ThreadedStream(asyncio.get_running_loop())
         assert self._pool is not None
-        self._pool.submit(stream.pump, self._create, self._kwargs(request, messages, tools))
+        kwargs = self._kwargs(request, messages, tools)
+        if request.tools and request.tool_stream:
+            kwargs["tool_stream"] = True
+        self._pool.submit(stream.pump, self._create, kwargs)
         await stream.opened()
         return stream
 

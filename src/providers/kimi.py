@@ -16,6 +16,12 @@ with Moonshot's differences:
   request carries, and an account holds at most 1,000 files.
 - A thinking model wants its ``reasoning_content`` back on its own tool-call
   messages and refuses a history without it (see :mod:`exai.providers.reasoning`).
+- Of the caller's parameters (:attr:`KimiProvider.params`): ``tool_choice`` may be
+  "auto", "none", "required" or a named function, but only "auto" or "none"
+  while the model thinks ("tool_choice 'required' is incompatible with thinking
+  enabled"); at most 5 stop sequences of 32 bytes; ``response_format`` text or
+  ``json_object`` (JSON Mode); no ``seed`` and no ``parallel_tool_calls`` are
+  documented, so neither is sent.
 - Errors carry a ``type`` (``exceeded_current_quota_error`` is a 429 that no
   amount of waiting fixes, for example).
 """
@@ -25,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from exai.logs import get_logger
-from exai.providers.base import ExtractedFile
+from exai.providers.base import ExtractedFile, ParamSupport
 from exai.providers.error_mapping import ErrorKind, VendorFailure
 from exai.providers.openai_compat import OpenAICompatibleProvider
 from exai.providers.reasoning import ReplayRule
@@ -61,6 +67,15 @@ class KimiProvider(OpenAICompatibleProvider):
     label = "Kimi"
     setup_hint = "set KIMI_API_KEY (or MOONSHOT_API_KEY) to a Moonshot API key"
     stream_usage_option = False  # Moonshot reports usage in the last choice anyway
+    own_tools = frozenset({"$web_search"})
+    params = ParamSupport(
+        tool_choice_thinking=frozenset({"auto", "none"}),
+        parallel_tool_calls=False,
+        seed=False,
+        max_stop=5,
+        max_stop_bytes=32,
+        response_formats=frozenset({"text", "json_object"}),
+    )
     max_extract_bytes = 100 * 1024 * 1024  # Moonshot's limit for one uploaded file
 
     def __init__(
@@ -104,16 +119,14 @@ class KimiProvider(OpenAICompatibleProvider):
         return ExtractedFile(file_id=created.id, content=content.text)
 
     def _tools(self, request: ChatRequest) -> list[dict[str, Any]]:
-        return [WEB_SEARCH_TOOL] if request.web_search else []
+        return [WEB_SEARCH_TOOL, *request.tools] if request.web_search else list(request.tools)
 
-    def _replay_rule(self, request: ChatRequest) -> ReplayRule:
+    def replay_rule(self, request: ChatRequest) -> ReplayRule:
         thinks = request.thinks if request.thinks is not None else request.thinking is True
         return ReplayRule(tool_reasoning=thinks, requires_tool_reasoning=thinks,
                           builtin_tools=True)  # fmt: skip
 
     def _tool_result(self, call: dict[str, Any]) -> dict[str, Any]:
-        if call["function"]["name"] != "$web_search":
-            return super()._tool_result(call)
         return {
             "role": "tool",
             "tool_call_id": call["id"],

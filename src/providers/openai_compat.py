@@ -25,6 +25,7 @@ from exai.providers.error_mapping import (
     stream_error,
 )
 from exai.providers.exchange import ChatCompletionsProvider, ChunkStream, pool_shards
+from exai.providers.params import vendor_fields
 from exai.providers.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -102,6 +103,7 @@ class OpenAICompatibleProvider(ChatCompletionsProvider):
             body["max_tokens"] = request.max_output_tokens
         if tools:
             body["tools"] = tools
+        body.update(vendor_fields(request, self.params, tools_sent=bool(tools)))
         extra = self._extra_body(request)
         if extra:
             body["extra_body"] = extra

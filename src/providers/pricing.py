@@ -18,6 +18,12 @@ of nanos per token), so the rounding never changes a figure anyone reads.
 
 Costs in different currencies are never added: :class:`Spend` keeps one
 :class:`Cost` per currency.
+
+A rate is at most :data:`MAX_RATE` (a million per million tokens: one currency
+unit a token, far above any real price). The bound keeps every cost a store can
+hold: a call of ten million tokens at that rate is 10^16 nanos, and the
+store's 64-bit sums have room for hundreds of such calls, where a rate of 1e300
+would make every priced call fail after the provider had answered and billed.
 """
 
 from __future__ import annotations
@@ -27,11 +33,12 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from exai.providers.base import Usage
 
 __all__ = [
+    "MAX_RATE",
     "QUANTUM",
     "Cost",
     "CurrencyMismatchError",
@@ -43,6 +50,7 @@ __all__ = [
 ]
 
 QUANTUM = Decimal("0.000000001")
+MAX_RATE = Decimal(1_000_000)  # per million tokens
 _NANOS = Decimal(1_000_000_000)
 _PER = Decimal(1_000_000)  # prices are per million tokens
 
@@ -60,6 +68,14 @@ class Price(BaseModel):
     input: Decimal = Field(ge=0)
     cached_input: Decimal = Field(default=None, ge=0)  # type: ignore[assignment]
     output: Decimal = Field(ge=0)
+
+    @field_validator("input", "cached_input", "output")
+    @classmethod
+    def _within_reason(cls, rate: Decimal) -> Decimal:
+        if rate > MAX_RATE:
+            raise ValueError(f"a rate is per million tokens and at most {MAX_RATE} "
+                             f"(one currency unit a token); got {rate:.6g}")  # fmt: skip
+        return rate
 
     @model_validator(mode="before")
     @classmethod

@@ -19,6 +19,12 @@ message that produced it. Sending it back is a per-vendor rule:
   (``builtin_function``, e.g. ``$web_search``) does not get those rounds either:
   they carry a search id, and the answer that used the search follows them.
 
+Leaving rounds out is for exai's own stored threads, whose rounds exai made and
+may skip. A caller's own messages (a stateless request, ``client=True``) always
+reach the model whole: only the reasoning fields follow the vendor's rule, and a
+round the vendor would refuse without its reasoning is settled before the request
+is built (see :mod:`exai.providers.tool_reasoning`).
+
 The rule is a pure function of the messages and the target, so assembling the
 same thread for the same model twice gives the same bytes (a stable prompt prefix).
 """
@@ -55,8 +61,11 @@ def _is_builtin(call: Any) -> bool:
     return isinstance(call, dict) and call.get("type") == "builtin_function"
 
 
-def replay_messages(messages: Sequence[dict[str, Any]], rule: ReplayRule) -> list[dict[str, Any]]:
-    """``messages`` as ``rule``'s vendor accepts them; the input is not modified."""
+def replay_messages(
+    messages: Sequence[dict[str, Any]], rule: ReplayRule, *, client: bool = False
+) -> list[dict[str, Any]]:
+    """``messages`` as ``rule``'s vendor accepts them; the input is not modified.
+    With ``client``, no message is left out."""
     out: list[dict[str, Any]] = []
     dropped_calls: set[str] = set()
     for message in messages:
@@ -68,9 +77,13 @@ def replay_messages(messages: Sequence[dict[str, Any]], rule: ReplayRule) -> lis
             continue
         calls = message.get("tool_calls") or []
         reasoning = _reasoning(message)
-        leave_out = bool(calls) and (
-            (not rule.builtin_tools and all(_is_builtin(c) for c in calls))
-            or (rule.requires_tool_reasoning and not reasoning)
+        leave_out = (
+            not client
+            and bool(calls)
+            and (
+                (not rule.builtin_tools and all(_is_builtin(c) for c in calls))
+                or (rule.requires_tool_reasoning and not reasoning)
+            )
         )
         if leave_out:
             dropped_calls.update(str(c.get("id")) for c in calls if isinstance(c, dict))

@@ -1,35 +1,27 @@
 """The providers, as the tools see them: one object that names, chooses and calls models.
 
 :class:`ProviderRegistry` owns everything that sits above a single plugin: which
-plugins are installed and configured, the model catalogue, the choice behind
-``model: "auto"``, the per-provider concurrency limit, the fallback chain, and
-the ``provider_request`` audit event. Tools resolve a model, build a
-:class:`~exai.providers.base.ChatRequest` and call :meth:`complete` or
-:meth:`stream`; they never touch a plugin directly.
+plugins are installed and configured, the model catalogue and the choice behind
+``model: "auto"``, here; the per-provider concurrency limit, the fallback chain,
+the fitting of a request to each model, the reasoning kept for callers' tool
+rounds and the ``provider_request`` audit event, in :mod:`exai.providers.calls`.
+Tools resolve a model, build a :class:`~exai.providers.base.ChatRequest` and call
+:meth:`complete` or :meth:`stream`; they never touch a plugin directly.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import aclosing, asynccontextmanager
-from dataclasses import asdict, dataclass
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from exai.errors import (
-    ExaiError,
-    OverCapacityError,
-    ProviderError,
-    RateLimitedError,
-    ValidationError_,
-)
-from exai.limits import CapacityLimiter
+from exai.errors import ExaiError, ValidationError_
 from exai.logs import get_logger
 from exai.providers.base import ChatRequest, ChatResponse, Delta, Provider
+from exai.providers.calls import Emit, ModelCalls, require_usable
 from exai.providers.catalogue import Catalogue, CatalogueError, ModelInfo, load_catalogue
+from exai.providers.params import Fitted
 from exai.providers.plugins import load_plugins
-from exai.providers.pricing import call_cost
 from exai.providers.routing import (
     ModelNeeds,
     RoutingRule,
@@ -38,22 +30,14 @@ from exai.providers.routing import (
     rank_models,
     shortfalls,
 )
+from exai.providers.tool_reasoning import ToolReasoning
 
 if TYPE_CHECKING:
     from exai.settings import Settings
 
 __all__ = ["Emit", "ProviderRegistry"]
 
-Emit = Callable[..., None]
-
 log = get_logger("exai.providers")
-
-
-@dataclass
-class _LastError:
-    code: str
-    message: str
-    at: float  # time.time()
 
 
 class ProviderRegistry:
@@ -71,18 +55,14 @@ class ProviderRegistry:
         self._providers = {p.name: p for p in providers}
         self._catalogue = catalogue if catalogue is not None else load_catalogue()
         self._rules = list(rules or [])
-        self._emit = emit
         self._plugin_failures = dict(plugin_failures or {})
-        self._limiters = {
-            p.name: CapacityLimiter(
-                f"provider {p.name}",
-                p.max_inflight,
-                max_waiters=settings.queue_max,
-                max_wait_s=settings.queue_timeout_s,
-            )
-            for p in providers
-        }
-        self._last_errors: dict[str, _LastError] = {}
+        reasoning = ToolReasoning(
+            max_bytes=int(settings.tool_reasoning_max_mb * 1024 * 1024),
+            ttl_s=settings.tool_reasoning_ttl_s,
+        )
+        self._calls = ModelCalls(
+            settings, self._providers, self._catalogue, emit=emit, reasoning=reasoning
+        )
 
     @classmethod
     def from_settings(cls, settings: Settings, emit: Emit | None = None) -> ProviderRegistry:
@@ -128,7 +108,7 @@ class ProviderRegistry:
             try:
                 reported = await provider.list_models()
             except ExaiError as exc:
-                self._note_error(provider.name, exc)
+                self._calls.note_error(provider.name, exc)
                 log.warning("provider_models_unavailable", provider=provider.name, error=str(exc))
                 continue
             added = self._catalogue.add_discovered(provider.name, reported)
@@ -146,8 +126,8 @@ class ProviderRegistry:
     def status(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, provider in self._providers.items():
-            limiter = self._limiters[name]
-            last = self._last_errors.get(name)
+            limiter = self._calls.limiters[name]
+            last = self._calls.last_errors.get(name)
             out[name] = {
                 "configured": provider.configured(),
                 "in_flight": limiter.in_use,
@@ -161,13 +141,20 @@ class ProviderRegistry:
 
     # --- choosing ---------------------------------------------------------------
 
-    def resolve(self, model: str | None, needs: ModelNeeds | None = None) -> ModelInfo:
+    def resolve(
+        self,
+        model: str | None,
+        needs: ModelNeeds | None = None,
+        serves: Callable[[ModelInfo], object] | None = None,
+    ) -> ModelInfo:
         """The model to call. ``None`` means the configured default; ``"auto"``
-        chooses from ``needs`` and the routing rules."""
+        chooses from ``needs`` and the routing rules. ``serves`` raises
+        ``ValidationError_`` for a model that cannot take the request as it is
+        (its parameters): ``"auto"`` passes over those, a named model is not asked."""
         needs = needs or ModelNeeds()
         name = (model or self._settings.default_model).strip()
         if name.lower() == "auto":
-            return self._auto(needs)
+            return self._auto(needs, serves)
         info = self._catalogue.get(name)
         if info is None:
             gone = self._catalogue.retired(name)
@@ -192,7 +179,9 @@ class ProviderRegistry:
             )
         return info
 
-    def _auto(self, needs: ModelNeeds) -> ModelInfo:
+    def _auto(
+        self, needs: ModelNeeds, serves: Callable[[ModelInfo], object] | None = None
+    ) -> ModelInfo:
         for rule in self._rules:
             if rule.matches(needs):
                 try:
@@ -206,182 +195,43 @@ class ProviderRegistry:
                     ) from None
         usable = self._usable_models()
         ranked = rank_models(usable, needs)
+        if ranked and serves is not None:
+            return _first_that_serves(ranked, serves)
         if ranked:
             return ranked[0]
         hints = [p.setup_hint for p in self._providers.values() if p.setup_hint]
         raise no_model_error(usable, needs, hints)
 
     def _configured(self, provider: str) -> bool:
-        plugin = self._providers.get(provider)
-        return plugin is not None and plugin.configured()
+        return self._calls.configured(provider)
 
     def _usable_models(self) -> list[ModelInfo]:
         return [info for info in self._catalogue if self._configured(info.provider)]
 
     def _require_usable(self, info: ModelInfo) -> None:
-        plugin = self._providers.get(info.provider)
-        if plugin is None:
-            raise ProviderError(
-                f"model {info.name!r} needs the {info.provider!r} provider plugin, which is "
-                "not installed",
-                retryable=False,
-            )
-        if not plugin.configured():
-            raise ProviderError(
-                f"model {info.name!r} is served by {info.provider}, which is not configured: "
-                f"{plugin.setup_hint or 'see the provider documentation'}",
-                retryable=False,
-            )
+        require_usable(self._providers, info)
 
     # --- calling ----------------------------------------------------------------
+
+    @property
+    def tool_reasoning(self) -> ToolReasoning | None:
+        """The reasoning kept for callers' tool rounds (see exai.providers.tool_reasoning)."""
+        return self._calls.reasoning
+
+    def prepare(self, request: ChatRequest, model_info: ModelInfo) -> Fitted:
+        """``request`` as ``model_info`` would get it, with the notes of what was
+        adapted; raises ``ValidationError_`` naming a parameter it cannot serve."""
+        return self._calls.prepare(model_info, request)
 
     async def complete(self, request: ChatRequest, model_info: ModelInfo) -> ChatResponse:
         """One answer, from ``model_info`` or, if its provider is down or rate
         limited after retries, from the next configured fallback model."""
-        first_error: ExaiError | None = None
-        attempts: list[dict[str, Any]] = []
-        for info in self._chain(model_info, request):
-            if first_error is not None and info.provider in {a["provider"] for a in attempts}:
-                continue
-            try:
-                response = await self._complete_with(info, request)
-            except ExaiError as exc:
-                if first_error is None and not _falls_back(exc):
-                    raise
-                first_error = first_error or exc
-                attempts.append(_attempt(info, exc))
-                continue
-            if first_error is not None:
-                response.fallback_from = model_info.name
-            return response
-        assert first_error is not None
-        raise _with_attempts(first_error, attempts)
+        return await self._calls.complete(request, model_info)
 
-    async def stream(self, request: ChatRequest, model_info: ModelInfo) -> AsyncIterator[Delta]:
+    def stream(self, request: ChatRequest, model_info: ModelInfo) -> AsyncIterator[Delta]:
         """Deltas from ``model_info``; a fallback model takes over only if the
         chosen one fails before its first delta."""
-        first_error: ExaiError | None = None
-        attempts: list[dict[str, Any]] = []
-        for info in self._chain(model_info, request):
-            if first_error is not None and info.provider in {a["provider"] for a in attempts}:
-                continue
-            async with aclosing(self._stream_with(info, request)) as deltas:
-                try:
-                    first = await anext(deltas)
-                except ExaiError as exc:
-                    if first_error is None and not _falls_back(exc):
-                        raise
-                    first_error = first_error or exc
-                    attempts.append(_attempt(info, exc))
-                    continue
-                fallback_from = model_info.name if first_error is not None else None
-                delta: Delta | None = first
-                while delta is not None:
-                    if delta.response is not None:
-                        delta.response.fallback_from = fallback_from
-                    yield delta
-                    delta = await anext(deltas, None)
-                return
-        assert first_error is not None
-        raise _with_attempts(first_error, attempts)
-
-    def _chain(self, first: ModelInfo, request: ChatRequest) -> list[ModelInfo]:
-        chain, seen = [first], {first.name}
-        images = _carries_images(request)
-        for name in self._settings.fallback_models:
-            info = self._catalogue.get(name)
-            if info is None or info.name in seen or not self._configured(info.provider):
-                continue
-            if (request.web_search and not info.web_search) or (images and not info.images):
-                continue
-            chain.append(info)
-            seen.add(info.name)
-        return chain
-
-    async def _complete_with(self, info: ModelInfo, request: ChatRequest) -> ChatResponse:
-        self._require_usable(info)
-        provider = self._providers[info.provider]
-        async with self._limiters[info.provider].slot():
-            started = time.monotonic()
-            try:
-                response = await provider.complete(info.fit(request))
-            except BaseException as exc:
-                self._record(info, request, started, error=exc)
-                raise
-        response.model = info.name
-        self._record(info, request, started, response=response)
-        return response
-
-    async def _stream_with(
-        self, info: ModelInfo, request: ChatRequest
-    ) -> AsyncGenerator[Delta, None]:
-        self._require_usable(info)
-        provider = self._providers[info.provider]
-        async with self._limiters[info.provider].slot():
-            started = time.monotonic()
-            try:
-                async with _closing(provider.stream(info.fit(request))) as deltas:
-                    async for delta in deltas:
-                        if delta.response is not None:
-                            delta.response.model = info.name
-                            self._record(info, request, started, response=delta.response)
-                        yield delta
-            except BaseException as exc:
-                self._record(info, request, started, error=exc)
-                raise
-
-    # --- bookkeeping ------------------------------------------------------------
-
-    def _record(
-        self,
-        info: ModelInfo,
-        request: ChatRequest,
-        started: float,
-        *,
-        response: ChatResponse | None = None,
-        error: BaseException | None = None,
-    ) -> None:
-        """The ``provider_request`` audit event, and the provider's last error."""
-        if isinstance(error, (GeneratorExit, asyncio.CancelledError)):
-            status, code, retries = "cancelled", "CANCELLED", 0
-        elif error is not None:
-            exai_error = error if isinstance(error, ExaiError) else None
-            status = "error"
-            code = exai_error.code.value if exai_error else "INTERNAL_ERROR"
-            retries = int((exai_error.details or {}).get("retries", 0)) if exai_error else 0
-            if exai_error is not None:
-                self._note_error(info.provider, exai_error)
-        else:
-            status, code = "ok", None
-            retries = response.retries if response else 0
-        usage = response.usage if response else None
-        cost = call_cost(info.price, usage) if usage is not None and info.price else None
-        self._send_event(
-            provider=info.provider,
-            model=info.name,
-            request_id=request.request_id,
-            latency_ms=round((time.monotonic() - started) * 1000.0, 1),
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            cached_prompt_tokens=usage.cached_prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
-            reasoning_tokens=usage.reasoning_tokens if usage else 0,
-            currency=cost.currency if cost else None,
-            cost=float(cost.total) if cost else None,
-            retries=retries,
-            status=status,
-            error_code=code,
-        )
-
-    def _note_error(self, provider: str, exc: ExaiError) -> None:
-        self._last_errors[provider] = _LastError(exc.code.value, exc.message, time.time())
-
-    def _send_event(self, **fields: Any) -> None:
-        if self._emit is None:
-            return
-        try:
-            self._emit("provider_request", **fields)
-        except Exception as exc:  # the audit trail must never break a call
-            log.error("audit_emit_failed", error=str(exc))
+        return self._calls.stream(request, model_info)
 
     async def aclose(self) -> None:
         for provider in self._providers.values():
@@ -391,40 +241,16 @@ class ProviderRegistry:
                 log.warning("provider_close_failed", provider=provider.name, error=str(exc))
 
 
-@asynccontextmanager
-async def _closing(deltas: AsyncIterator[Delta]) -> AsyncIterator[AsyncIterator[Delta]]:
-    """Close a plugin's stream however it ends (``aclose`` is optional for plugins)."""
-    try:
-        yield deltas
-    finally:
-        aclose = getattr(deltas, "aclose", None)
-        if aclose is not None:
-            await aclose()
-
-
-def _falls_back(exc: ExaiError) -> bool:
-    """Whether another model might answer: the provider is down, busy or limiting."""
-    if isinstance(exc, (RateLimitedError, OverCapacityError)):
-        return True
-    return isinstance(exc, ProviderError) and exc.retryable
-
-
-def _attempt(info: ModelInfo, exc: ExaiError) -> dict[str, Any]:
-    return {"model": info.name, "provider": info.provider, "code": exc.code.value,
-            "message": exc.message}  # fmt: skip
-
-
-def _with_attempts(exc: ExaiError, attempts: list[dict[str, Any]]) -> ExaiError:
-    if len(attempts) > 1:
-        exc.details = {**(exc.details or {}), "attempts": attempts}
-    return exc
-
-
-def _carries_images(request: ChatRequest) -> bool:
-    """Whether a message sends an image part: a fallback that cannot see it must not get it."""
-    return any(
-        isinstance(part, dict) and part.get("type") == "image_url"
-        for message in request.messages
-        if isinstance(message.get("content"), list)
-        for part in message["content"]
-    )
+def _first_that_serves(ranked: list[ModelInfo], serves: Callable[[ModelInfo], object]) -> ModelInfo:
+    """The best-ranked model that can take the request; if none can, the best one's
+    refusal (it names the parameter) is the answer."""
+    first: ValidationError_ | None = None
+    for info in ranked:
+        try:
+            serves(info)
+        except ValidationError_ as exc:
+            first = first or exc
+            continue
+        return info
+    assert first is not None
+    raise first

@@ -10,6 +10,8 @@ rather than through either SDK's types, lets one parser serve every plugin.
 
 from __future__ import annotations
 
+import json
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,13 +69,13 @@ def usage_from(obj: Any) -> Usage | None:
 
 def _tool_call_dict(call: Any) -> dict[str, Any]:
     function = field_of(call, "function")
+    arguments = field_of(function, "arguments", "")
+    if not isinstance(arguments, str):  # Z.ai documents an object; its SDK and API send text
+        arguments = json.dumps(arguments, ensure_ascii=False)
     return {
         "id": field_of(call, "id", ""),
         "type": field_of(call, "type", "function"),
-        "function": {
-            "name": field_of(function, "name", ""),
-            "arguments": field_of(function, "arguments", ""),
-        },
+        "function": {"name": field_of(function, "name", ""), "arguments": arguments},
     }
 
 
@@ -97,21 +99,40 @@ def round_from_completion(completion: Any) -> Round:
     )
 
 
+@dataclass(slots=True)
+class _Call:
+    """A tool call being assembled from stream pieces."""
+
+    call: dict[str, Any]
+    shown: int | None = None  # its index among the caller's calls, once announced
+    decided: bool = False  # whether it is the caller's has been settled
+
+
 class StreamAssembler:
     """Turns stream chunks into deltas while assembling the :class:`Round`.
 
-    Tool calls arrive in pieces keyed by ``index`` (id and name first, arguments
-    possibly split); they are emitted as one ``tool_call`` delta each once the
-    round is complete, because a partial call is of no use to anyone.
+    Tool calls arrive in pieces keyed by ``index``: the id and name first, then the
+    arguments, whole (Z.ai without ``tool_stream``) or in pieces. A call to one of
+    the caller's tools is announced as soon as its name is known (a ``tool_call``
+    delta with its id and name) and its arguments follow as ``tool_arguments``
+    deltas as they arrive, renumbered over the caller's calls only. Calls to tools
+    the plugin answers itself (``own_tools``, Kimi's ``$web_search``) produce no
+    deltas. At most ``max_client_calls`` of the caller's calls are announced (the
+    rest are left out of the answer too, see the exchange).
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, own_tools: frozenset[str] = frozenset(), max_client_calls: int | None = None
+    ) -> None:
         self._text: list[str] = []
         self._reasoning: list[str] = []
-        self._calls: dict[int, dict[str, Any]] = {}
+        self._calls: dict[int, _Call] = {}
         self._finish: str | None = None
         self._usage: Usage | None = None
         self._search: list[dict[str, Any]] = []
+        self._own = own_tools
+        self._max_shown = max_client_calls
+        self._shown = 0
 
     def feed(self, chunk: Any) -> list[Delta]:
         out: list[Delta] = []
@@ -130,7 +151,7 @@ class StreamAssembler:
                 self._text.append(content)
                 out.append(Delta("text", text=content))
             for piece in field_of(delta, "tool_calls", []) or []:
-                self._merge_call(piece)
+                out.extend(self._merge_call(piece))
             usage = usage or usage_from(field_of(choice, "usage"))
             finish = field_of(choice, "finish_reason")
             if finish:
@@ -139,22 +160,49 @@ class StreamAssembler:
             self._usage = usage
         return out
 
-    def _merge_call(self, piece: Any) -> None:
+    def _merge_call(self, piece: Any) -> list[Delta]:
         index = int(field_of(piece, "index", len(self._calls)))
-        call = self._calls.setdefault(
-            index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
-        )
-        call["id"] = field_of(piece, "id") or call["id"]
+        entry = self._calls.get(index)
+        if entry is None:
+            entry = self._calls[index] = _Call(
+                {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+            )
+        call = entry.call
+        # The first id is the one announced; a vendor that repeats ids on later
+        # pieces (or varies them) does not change it.
+        call["id"] = call["id"] or field_of(piece, "id") or ""
         call["type"] = field_of(piece, "type") or call["type"]
         function = field_of(piece, "function")
         call["function"]["name"] += field_of(function, "name", "") or ""
-        call["function"]["arguments"] += field_of(function, "arguments", "") or ""
+        arguments = field_of(function, "arguments", "") or ""
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        call["function"]["arguments"] += arguments
+        if not entry.decided:
+            if not call["function"]["name"]:
+                return []
+            entry.decided = True
+            mine = call["function"]["name"] not in self._own
+            if not mine or (self._max_shown is not None and self._shown >= self._max_shown):
+                return []
+            entry.shown, self._shown = self._shown, self._shown + 1
+            call["id"] = call["id"] or f"call_{uuid.uuid4().hex[:24]}"
+            start = {"id": call["id"], "type": "function",
+                     "function": {"name": call["function"]["name"], "arguments": ""}}  # fmt: skip
+            out = [Delta("tool_call", index=entry.shown, tool_call=start)]
+            so_far = call["function"]["arguments"]
+            if so_far:
+                out.append(Delta("tool_arguments", index=entry.shown, text=so_far))
+            return out
+        if entry.shown is not None and arguments:
+            return [Delta("tool_arguments", index=entry.shown, text=arguments)]
+        return []
 
     def result(self) -> Round:
         return Round(
             text="".join(self._text),
             reasoning="".join(self._reasoning),
-            tool_calls=[self._calls[i] for i in sorted(self._calls)],
+            tool_calls=[self._calls[i].call for i in sorted(self._calls)],
             finish_reason=self._finish,
             usage=self._usage or Usage(),
             search_results=self._search,

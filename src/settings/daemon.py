@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
-from exai.settings.fields import CommaList, default_data_dir, group
+from exai.settings.fields import CommaList, default_data_dir, group, list_field
 from exai.settings.values import parse_budgets, parse_token_list
 
 __all__ = ["DaemonSettings"]
@@ -120,6 +121,31 @@ class DaemonSettings(BaseModel):
         "across daemons (EXAI_RATE_LIMIT_PER_MIN scaled to it).", ge=1,
     )  # fmt: skip
     enable_echo: bool = _daemon(True, "Offer the echo tool (load tests, connectivity checks).")
+    public_url: str | None = _daemon(
+        None, "The address people reach the HTTP listener at (https://exai.example.com), for "
+        "links to the console in job notifications; empty: the listener's own address.",
+    )  # fmt: skip
+    admin_principals: CommaList = list_field(
+        "daemon", "Principals with the operator's view of the console (every principal's "
+        "spend, the audit trail, health, settings), comma-separated; a JWT with the scope "
+        "exai:admin has it too.",
+    )  # fmt: skip
+    console_session_ttl_s: float = _daemon(
+        8 * 3600.0, "How long a console sign-in lasts (never longer than the JWT it was made "
+        "with).", gt=0,
+    )  # fmt: skip
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http(s) URL such as https://exai.example.com")
+        if parts.query or parts.fragment:
+            raise ValueError("must not carry a query or a fragment")
+        return value.strip().rstrip("/")
 
     @field_validator("budgets")
     @classmethod

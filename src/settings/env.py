@@ -14,7 +14,7 @@ __all__ = ["SettingsError", "env_example", "load_settings"]
 # List settings whose default (empty) is the same on every machine.
 _LIST_DEFAULTS = frozenset({"tools_allow", "tools_deny", "openai_compat_models", "fallback_models",
                             "allowed_origins", "memory_embedding_providers",
-                            "jobs_notify_hosts"})  # fmt: skip
+                            "jobs_notify_hosts", "admin_principals"})  # fmt: skip
 
 
 def env_example() -> str:

@@ -46,7 +46,9 @@ class JobsSettings(BaseModel):
     jobs_notify_hosts: CommaList = Field(
         default_factory=list,
         description="Hosts a job's notification URL may name, comma-separated (ntfy.sh,"
-        "hooks.example.com); empty: any host. Any principal may schedule a job, so on a "
-        "shared daemon this keeps its notifications from reaching internal services.",
+        "hooks.example.com, or an address such as 127.0.0.1); a host named here may resolve "
+        "anywhere. Empty: any host, except one that is or resolves to an internal address "
+        "(loopback, link-local, private, unspecified, their IPv6 forms), checked when a job "
+        "is made and again on the address each send connects to.",
         json_schema_extra={"group": "jobs"},
     )

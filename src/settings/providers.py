@@ -65,3 +65,13 @@ class ProvidersSettings(BaseModel):
     stream_max_chunk_chars: int = _providers(
         2000, "Largest streamed chunk (a code block is never cut).", ge=16
     )
+    tool_reasoning_max_mb: float = _providers(
+        64.0, "Memory for the reasoning of tool rounds returned to stateless callers, kept to "
+        "send back with them (thinking models want it); least recently used first out; 0 keeps "
+        "none.",
+        ge=0,
+    )  # fmt: skip
+    tool_reasoning_ttl_s: float = _providers(
+        6 * 3600.0, "How long the reasoning of a tool round is kept for the caller's next "
+        "request.", gt=0,
+    )  # fmt: skip

@@ -137,12 +137,13 @@ class CostAccounts:
         return int(row[0] or 0) if row else 0
 
     async def usage_report(
-        self, since: float, until: float, group_by: str = "principal"
-    ) -> list[UsageLine]:
+        self, since: float, until: float, group_by: str = "principal", *,
+        principal: str | None = None,
+    ) -> list[UsageLine]:  # fmt: skip
         """Calls, tokens and cost in ``[since, until)`` per group and currency.
 
-        Operator-side: it sums every principal's calls. Ordered by group, then
-        currency.
+        Every principal's calls (the operator's view), or only ``principal``'s
+        (what a person sees of their own spend). Ordered by group, then currency.
         """
         column = COST_GROUPS.get(group_by)
         if column is None:
@@ -153,11 +154,34 @@ class CostAccounts:
             # Whole UTC days since the epoch, turned into dates by the caller:
             # the same arithmetic on both backends.
             column = "CAST(FLOOR(at / 86400) AS BIGINT)"
+        where, args = "at >= ? AND at < ?", list[Any]([since, until])
+        if principal is not None:
+            where, args = "principal = ? AND " + where, [principal, *args]
         sql = (f"SELECT {column}, currency, {_SUMS} FROM {{p}}call_costs"
-               f" WHERE at >= ? AND at < ? GROUP BY {column}, currency")  # fmt: skip
-        rows = await self._read(lambda db: db.fetch(self.dialect.sql(sql), since, until))
+               f" WHERE {where} GROUP BY {column}, currency")  # fmt: skip
+        rows = await self._read(lambda db: db.fetch(self.dialect.sql(sql), *args))
         lines = [
             UsageLine(None if r[0] is None else str(r[0]), r[1], *(int(v or 0) for v in r[2:]))
             for r in rows
         ]
         return sorted(lines, key=lambda line: (line.key or "", line.currency or ""))
+
+    async def turn_costs(self, thread_id: str, principal: str) -> dict[int, dict[str, int]]:
+        """What each turn of the principal's thread cost: ``{first seq of the turn:
+        {currency: nanos}}``, from the turn's own call (found by its request key, so
+        two turns under one request id in different sessions stay apart). Calls to
+        unpriced models and turns no call of the principal stored are absent. The
+        thread's rows are found through ``call_costs_thread`` (schema version 6).
+        """
+        sql = (
+            "SELECT r.first_seq, c.currency, SUM(c.cost_total) FROM {p}call_costs c"
+            " JOIN {p}request_turns r ON r.owner = c.principal AND r.session_id = c.session_id"
+            " AND r.request_id = c.request_id AND r.thread_id = c.thread_id"
+            " WHERE c.thread_id = ? AND c.principal = ? AND c.currency IS NOT NULL"
+            " GROUP BY r.first_seq, c.currency"
+        )
+        rows = await self._read(lambda db: db.fetch(self.dialect.sql(sql), thread_id, principal))
+        out: dict[int, dict[str, int]] = {}
+        for seq, currency, nanos in rows:
+            out.setdefault(int(seq), {})[str(currency)] = int(nanos or 0)
+        return out

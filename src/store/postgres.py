@@ -213,6 +213,15 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
         """,
     ),
+    (
+        # What each turn of a thread cost (the console's thread page): a thread's cost
+        # rows, without walking every row of its principal.
+        6,
+        """
+        CREATE INDEX call_costs_thread ON {s}.call_costs(thread_id, principal, currency)
+            WHERE thread_id IS NOT NULL;
+        """,
+    ),
 ]
 
 # Workflow steps holding their thread's lock at once, per daemon; more wait.

@@ -4,7 +4,8 @@
 (ownership, expiry, idempotent appends, turn and fork limits), by table group:
 threads and forks (:mod:`exai.store.threads`), turns and their request keys
 (:mod:`exai.store.turns`), state, artifacts and vendor uploads
-(:mod:`exai.store.artifacts`), cost rows (:mod:`exai.store.costs`), all on
+(:mod:`exai.store.artifacts`), cost rows (:mod:`exai.store.costs`), the search
+of a principal's threads (:mod:`exai.store.search`), all on
 :class:`~exai.store.sql_base.SqlBase`. A backend only supplies connections
 through ``_read`` and ``_write`` and a :class:`~exai.store.executor.Dialect`.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 from exai.store.artifacts import ArtifactRows
 from exai.store.base import ConversationStore
 from exai.store.costs import CostAccounts
+from exai.store.search import ThreadSearch
 from exai.store.sql_base import Body, T
 from exai.store.threads import ThreadRows
 from exai.store.turns import TurnRows
@@ -21,6 +23,6 @@ from exai.store.turns import TurnRows
 __all__ = ["Body", "SqlStore", "T"]
 
 
-class SqlStore(ThreadRows, TurnRows, ArtifactRows, CostAccounts, ConversationStore):
+class SqlStore(ThreadRows, TurnRows, ArtifactRows, CostAccounts, ThreadSearch, ConversationStore):
     """Everything a conversation store does, over any :class:`~exai.store.executor.Executor`,
     and the per-call cost rows kept beside the conversations (:class:`CostAccounts`)."""

@@ -187,6 +187,15 @@ MIGRATIONS: list[tuple[int, str]] = [
         5,
         "",
     ),
+    (
+        # What each turn of a thread cost (the console's thread page): a thread's cost
+        # rows, without walking every row of its principal.
+        6,
+        """
+        CREATE INDEX call_costs_thread ON call_costs(thread_id, principal, currency)
+            WHERE thread_id IS NOT NULL;
+        """,
+    ),
 ]
 
 _BUSY_TIMEOUT_S = 10.0

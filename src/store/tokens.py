@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,9 +137,13 @@ class TokenEstimator:
             tokens += self.per_tool_call * len(tool_calls)
         return tokens
 
-    def messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
-        """Tokens a whole request can cost, reply primer included."""
-        return self.per_request + sum(self.message(m) for m in messages)
+    def messages(self, messages: Iterable[Mapping[str, Any]], tools: Sequence[Any] = ()) -> int:
+        """Tokens a whole request can cost, reply primer included; the caller's function
+        tools count as their JSON schema's text, which is about what vendors bill for them."""
+        tokens = self.per_request + sum(self.message(m) for m in messages)
+        if tools:
+            tokens += self.text(json.dumps(list(tools), ensure_ascii=False, separators=(",", ":")))
+        return tokens
 
 
 def message_text(message: Mapping[str, Any]) -> str:

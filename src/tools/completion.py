@@ -1,17 +1,32 @@
 """``completion``: one model answer to a message array the caller sends whole.
 
-The stateless half of the OpenAI-compatible endpoint (:mod:`exai.web.openai`):
-the caller keeps its own history and sends all of it, so nothing is read from
-or written to the conversation store, and the messages reach the provider as
-given. Choosing the model (``"auto"``, aliases), the per-provider limits,
+The stateless tool under the model faces (:mod:`exai.web.openai` and the faces
+built on it): the caller keeps its own history and sends all of it, so nothing
+is read from or written to the conversation store, and every message reaches the
+provider. Choosing the model (``"auto"``, aliases), the per-provider limits,
 fallback and the ``provider_request`` audit event are the provider registry's,
 as for every tool; the call itself goes through the dispatcher like any other,
 so scopes, rate limits, deadlines and the call's audit events apply.
 
+The caller may offer its own function tools (``tools``, ``tool_choice``,
+``parallel_tool_calls``) and sampling parameters (``stop``, ``top_p``, ``seed``,
+``response_format``, ``max_tokens``, ``temperature``). An answer in which the
+model calls those tools ends with ``finish_reason: "tool_calls"`` and the calls
+in the metadata (``tool_calls``, OpenAI shape); the caller runs them and sends
+the results back as ``role: "tool"`` messages. A thinking model's reasoning for
+such a round is kept by exai and put back when the round comes back (see
+:mod:`exai.providers.tool_reasoning`). What exai adapted to serve the request is
+listed in the metadata's ``notes``; what it cannot serve is a VALIDATION_ERROR
+naming the parameter.
+
+Streaming: to a WebSocket client, the text as ``stream_chunk`` frames; to an
+in-process face that asked for events (``ToolContext.event_cb``), every provider
+delta (text, reasoning, tool-call pieces, usage) as it comes.
+
 Unlisted: a model choosing tools has no use for a raw message array, and every
-MCP client would pay for its schema in each ``tools/list``. The endpoint, and
-any script, calls it by name; a principal whose scopes leave it out cannot use
-the stateless endpoint. Its answers are never stored as artifacts: its callers
+MCP client would pay for its schema in each ``tools/list``. The faces, and any
+script, call it by name; a principal whose scopes leave it out cannot use the
+stateless endpoint. Its answers are never stored as artifacts: its callers
 take long answers whole.
 """
 
@@ -19,25 +34,99 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from exai.errors import InternalError
 from exai.providers import ChatRequest, ModelNeeds
+from exai.providers.catalogue import ModelInfo
 from exai.store.tokens import estimator_for
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
 from exai.tools.turn import ThinkingMode, ask_model, response_cost
 
-__all__ = ["TOOLS", "CompletionInput", "CompletionTool", "Message"]
+__all__ = ["TOOLS", "CompletionInput", "CompletionTool", "Message", "ToolSpec"]
+
+_STRICT = ConfigDict(extra="forbid")
+
+
+class FunctionCall(BaseModel):
+    model_config = _STRICT
+
+    name: str
+    arguments: str = Field(description="The arguments, as a JSON string.")
+
+
+class ToolCall(BaseModel):
+    """A call the model made, as the caller sends it back in an assistant message."""
+
+    model_config = _STRICT
+
+    id: str = Field(min_length=1)
+    type: Literal["function"] = "function"
+    function: FunctionCall
 
 
 class Message(BaseModel):
-    """One message in the OpenAI chat format; other keys (``name``, ``tool_calls``,
-    ``tool_call_id``...) are kept and sent on unchanged."""
+    """One message in the OpenAI chat format; other keys (``name``,
+    ``reasoning_content``...) are kept and sent on unchanged."""
 
     model_config = ConfigDict(extra="allow")
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = Field(default=None, validate_default=True)
+
+    @field_validator("tool_call_id")
+    @classmethod
+    def _answers_a_call(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None and info.data.get("role") == "tool":
+            raise ValueError("a tool message needs the tool_call_id of the call it answers")
+        return value
+
+
+class FunctionSpec(BaseModel):
+    model_config = _STRICT
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = Field(default=None, description="A JSON Schema.")
+    strict: bool | None = None
+
+
+class ToolSpec(BaseModel):
+    """One of the caller's tools, OpenAI shape."""
+
+    model_config = _STRICT
+
+    type: Literal["function"]
+    function: FunctionSpec
+
+
+class NamedFunction(BaseModel):
+    model_config = _STRICT
+
+    name: str
+
+
+class NamedToolChoice(BaseModel):
+    model_config = _STRICT
+
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class ResponseFormat(BaseModel):
+    model_config = _STRICT
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: dict[str, Any] | None = None
+
+    @field_validator("json_schema")
+    @classmethod
+    def _with_its_type(cls, value: dict[str, Any] | None, info: ValidationInfo) -> Any:
+        if value is not None and info.data.get("type") != "json_schema":
+            raise ValueError('json_schema goes with type "json_schema" only')
+        return value
 
 
 class CompletionInput(ToolInput):
@@ -47,13 +136,49 @@ class CompletionInput(ToolInput):
     max_tokens: int | None = Field(default=None, ge=1, description="Longest reply, in tokens.")
     thinking_mode: ThinkingMode = Field(default="auto", description="Model reasoning on/off.")
     stream: bool = Field(default=False, description="Stream the answer as it is written.")
+    tools: list[ToolSpec] | None = Field(
+        default=None, max_length=128, description="Functions the model may call."
+    )
+    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    stop: str | list[str] | None = Field(default=None, description="Stop sequence(s).")
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    seed: int | None = None
+    response_format: ResponseFormat | None = None
+
+    @field_validator("tools")
+    @classmethod
+    def _distinct_names(cls, value: list[ToolSpec] | None) -> list[ToolSpec] | None:
+        names = [t.function.name for t in value or []]
+        doubled = sorted({n for n in names if names.count(n) > 1})
+        if doubled:
+            raise ValueError(f"tool names must differ; given twice: {', '.join(doubled)}")
+        return value
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _among_the_tools(cls, value: Any, info: ValidationInfo) -> Any:
+        names = {t.function.name for t in info.data.get("tools") or []}
+        if isinstance(value, NamedToolChoice) and value.function.name not in names:
+            raise ValueError(f"names {value.function.name!r}, which is not among the tools")
+        if value == "required" and not names:
+            raise ValueError('"required" needs tools to call')
+        return value
+
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, value: str | list[str] | None) -> str | list[str] | None:
+        stops = [value] if isinstance(value, str) else value or []
+        if any(not s for s in stops):
+            raise ValueError("a stop sequence cannot be empty")
+        return value
 
 
 class CompletionTool(Tool):
     name = "completion"
     description = (
-        "One answer from a Kimi or GLM model to a whole message array (OpenAI chat format); "
-        "stateless: nothing is stored."
+        "One answer from a Kimi or GLM model to a whole message array (OpenAI chat format, "
+        "the caller's function tools included); stateless: nothing is stored."
     )
     Input = CompletionInput
     profile = "lean"
@@ -67,37 +192,63 @@ class CompletionTool(Tool):
         if arguments.stream:  # the argument and the protocol's "stream" flag mean the same
             context.stream_requested = True
         messages = [m.model_dump(exclude_unset=True) for m in arguments.messages]
+        tools = [t.model_dump(exclude_none=True) for t in arguments.tools or []]
         needs = ModelNeeds(
             thinking=arguments.thinking_mode == "on",
-            min_context_tokens=estimator_for("generic").messages(messages),
+            min_context_tokens=estimator_for("generic").messages(messages, tools),
             tool=context.tool,
         )
-        info = providers.resolve(arguments.model, needs)
         thinking = arguments.thinking_mode
-        request = ChatRequest(
-            model=info.model_id,
-            messages=messages,
-            temperature=arguments.temperature,
-            max_output_tokens=arguments.max_tokens,
-            thinking=None if thinking == "auto" else thinking == "on",
-            request_id=context.request_id,
-            continue_cut=arguments.max_tokens is None,
+        stop = arguments.stop
+
+        def request_for(info: ModelInfo) -> ChatRequest:
+            return ChatRequest(
+                model=info.model_id,
+                messages=messages,
+                temperature=arguments.temperature,
+                max_output_tokens=arguments.max_tokens,
+                thinking=None if thinking == "auto" else thinking == "on",
+                request_id=context.request_id,
+                continue_cut=arguments.max_tokens is None,
+                tools=tools,
+                tool_choice=_dumped(arguments.tool_choice),
+                parallel_tool_calls=arguments.parallel_tool_calls,
+                stop=[stop] if isinstance(stop, str) else stop,
+                top_p=arguments.top_p,
+                seed=arguments.seed,
+                response_format=_dumped(arguments.response_format),
+                client_history=True,
+                owner=context.principal.name,
+            )
+
+        # "auto" passes over models whose API cannot take the request's parameters
+        # (a forced tool_choice, a seed...) rather than choosing one that refuses them.
+        info = providers.resolve(
+            arguments.model, needs, serves=lambda m: providers.prepare(request_for(m), m)
         )
+        request = request_for(info)
         response = await ask_model(context, request, info)
+        cost = response_cost(providers, response)
         metadata: dict[str, Any] = {
             "model": response.model,
             "provider": response.provider,
             **response.usage.metadata(),
-            "cost": None
-            if (cost := response_cost(providers, response)) is None
-            else cost.as_dict(),
+            "cost": None if cost is None else cost.as_dict(),
             "finish_reason": response.finish_reason or "stop",
         }
+        if response.tool_calls:
+            metadata["tool_calls"] = response.tool_calls
+        if response.notes:
+            metadata["notes"] = response.notes
         if response.fallback_from:
             metadata["fallback_from"] = response.fallback_from
         if response.reasoning:
             metadata["reasoning"] = response.reasoning
         return ToolResult(response.text, metadata=metadata)
+
+
+def _dumped(value: Any) -> Any:
+    return value.model_dump(exclude_none=True) if isinstance(value, BaseModel) else value
 
 
 TOOLS: list[Tool] = [CompletionTool()]

@@ -35,7 +35,7 @@ class ScheduleInput(ToolInput):
     arguments: dict[str, Any] = Field(default_factory=dict)
     when: str = Field(min_length=1, max_length=200, description=(
         "5-field cron ('0 9 * * 1-5'), an ISO time for once, or 'every 30m'"))  # fmt: skip
-    timezone: str = "UTC"
+    timezone: str = Field(default="UTC", max_length=64)
     name: str = Field(default="", max_length=120)
     continuation_id: str | None = Field(default=None, max_length=64)
     notify_url: str = Field(default="", max_length=2000)

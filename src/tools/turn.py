@@ -33,7 +33,8 @@ use it on every later turn in place of their own.
 :func:`ask_model` is the one way a tool calls a model: counted against the
 request's provider-call limit, admitted by the principal's budget before
 anything is sent (``BUDGET_EXCEEDED`` otherwise), streamed when the client asked
-(cut into readable chunks), whole otherwise, and charged: its usage and cost
+(cut into readable chunks, or every provider delta to a model face that asked
+for events), whole otherwise, and charged: its usage and cost
 join the call's ``charges``, and the result's ``cost`` is its price applied to
 its usage (:func:`response_cost`).
 """
@@ -55,6 +56,7 @@ from exai.store.tokens import estimator_for
 from exai.tools.attachments import FilesFound, attach, read_attachments
 from exai.tools.base import ToolContext
 from exai.tools.chunker import StreamChunker
+from exai.tools.turn_store import THREAD_PROMPT_KEY, answer_of, input_end, store_turn
 
 __all__ = [
     "ThinkingMode",
@@ -67,10 +69,6 @@ __all__ = [
 
 ThinkingMode = Literal["auto", "on", "off"]
 
-# Audit events carry the message, but not without bound.
-_AUDIT_CONTENT_CHARS = 4000
-# The thread state entry holding a thread's own system prompt.
-_THREAD_PROMPT_KEY = "system_prompt"
 # The thread state entry holding a thread's frozen memory block and its memory ids.
 _MEMORY_BLOCK_KEY = "memory_block"
 
@@ -132,7 +130,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
                 "a thread's system prompt is set when it starts; this one has its own"
             )
         if turn.use_thread_prompt:
-            kept = await store.get_state(thread_id, _THREAD_PROMPT_KEY)
+            kept = await store.get_state(thread_id, THREAD_PROMPT_KEY)
             if kept is not None:
                 system_prompt = kept["text"]
     elif turn.keep_system_prompt is not None:
@@ -177,7 +175,7 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
     text = response.text
     if turn.store_turn:
         new_thread = thread_id is None
-        thread_id, text = await _store(context, turn, thread_id, response, new_input, found)
+        thread_id, text = await store_turn(context, turn, thread_id, response, new_input, found)
         if new_thread and memory:
             await store.put_state(thread_id, _MEMORY_BLOCK_KEY, memory)
             context.services.memory.injected(owner, thread_id, memory["ids"], memory["tokens"])
@@ -197,6 +195,8 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         metadata["fallback_from"] = response.fallback_from
     if response.reasoning:
         metadata["reasoning"] = response.reasoning
+    if response.notes:
+        metadata["notes"] = response.notes
     if assembled.turns_dropped:
         metadata["turns_dropped"] = assembled.turns_dropped
     if assembled.files_included:
@@ -261,6 +261,8 @@ async def ask_model(context: ToolContext, request: ChatRequest, info: ModelInfo)
     reservation = None
     if ledger is not None:
         reservation = await ledger.admit(context.principal, lambda: _estimate(request, info))
+        if reservation.key is not None:  # a budget's hold covers one reply, not its sequels
+            request = replace(request, continue_cut=False)
     try:
         if context.stream_requested:
             response = await _streamed(context, providers, request, info)
@@ -287,11 +289,12 @@ def response_cost(providers: Any, response: ChatResponse) -> Cost | None:
 
 
 def _estimate(request: ChatRequest, info: ModelInfo) -> Cost | None:
-    """The prompt's cost if none of it were cached: what a budget holds for the call."""
+    """What a budget holds: the prompt, uncached, and a reply as long as the output cap."""
     if info.price is None:
         return None
-    tokens = estimator_for(info.provider).messages(request.messages)
-    return call_cost(info.price, Usage(prompt_tokens=tokens))
+    tokens = estimator_for(info.provider).messages(request.messages, request.tools)
+    cap = min(request.max_output_tokens or info.max_output_tokens, info.max_output_tokens)
+    return call_cost(info.price, Usage(prompt_tokens=tokens, completion_tokens=cap))
 
 
 def _as_dict(cost: Cost | None) -> dict[str, Any] | None:
@@ -301,74 +304,25 @@ def _as_dict(cost: Cost | None) -> dict[str, Any] | None:
 async def _streamed(
     context: ToolContext, providers: Any, request: ChatRequest, info: ModelInfo
 ) -> ChatResponse:
+    """Stream the answer: every delta but the last to a caller that asked for events
+    (a model face, ``context.event_cb``), else the text as readable chunks."""
     s = context.settings
     chunker = StreamChunker(s.stream_min_chunk_chars, s.stream_max_chunk_chars)
+    events = context.event_cb is not None
     response: ChatResponse | None = None
     async for delta in providers.stream(request, info):
-        if delta.kind == "text" and delta.text:
+        if delta.kind == "done":
+            response = delta.response
+        elif events:
+            await context.event(delta)
+        elif delta.kind == "text" and delta.text:
             for chunk in chunker.feed(delta.text):
                 await context.stream(chunk)
-        elif delta.kind == "done":
-            response = delta.response
     for chunk in chunker.flush():
         await context.stream(chunk)
     if response is None:
         raise InternalError(f"{info.provider} ended its stream without a final response")
     return response
-
-
-async def _store(
-    context: ToolContext,
-    turn: TurnRequest,
-    thread_id: str | None,
-    response: ChatResponse,
-    sent: list[dict[str, Any]],
-    found: FilesFound,
-) -> tuple[str, str]:
-    """Append the turn; return the thread and the answer as stored.
-
-    When this ``request_id`` already appended to the thread (a call re-sent after
-    a daemon restart), the store keeps the first answer and returns it, so the
-    caller sees the answer the conversation actually holds.
-    """
-    store = context.services.store
-    owner = context.principal.name
-    produced = response.messages or [{"role": "assistant", "content": response.text}]
-    stored_as: dict[str, Any] = {
-        "request_id": context.request_id,
-        "session_id": context.session_id,
-        "fingerprint": context.fingerprint,
-        "model": response.model,
-        "provider": response.provider,
-        "usage": response.usage.as_dict(),
-        # Only text files are read again on later turns; documents and images
-        # live in the turn's own messages (``sent``).
-        "files": found.text_paths or None,
-    }
-    if thread_id is None:
-        first_line = turn.prompt.strip().splitlines()[0][:80] if turn.prompt.strip() else None
-        thread, stored = await store.start_thread(
-            owner, [*sent, *produced], title=turn.title or first_line, **stored_as
-        )
-        thread_id = thread.id
-        if turn.keep_system_prompt is not None:
-            await store.put_state(thread_id, _THREAD_PROMPT_KEY, {"text": turn.keep_system_prompt})
-    else:
-        stored = await store.append(thread_id, owner, [*sent, *produced], **stored_as)
-    audit = context.services.audit
-    for message in stored:
-        content = message.content or ""
-        audit.emit("conversation_turn", thread_id=thread_id, request_id=context.request_id,
-                   session_id=context.session_id, principal=owner, seq=message.seq,
-                   role=message.role, model=message.model, chars=len(content),
-                   message=content[:_AUDIT_CONTENT_CHARS])  # fmt: skip
-    return thread_id, _answer(stored, response.text)
-
-
-def _answer(stored: list[StoredMessage], default: str) -> str:
-    """The text of a stored turn's last answer (its final assistant message)."""
-    answers = [m for m in stored if m.role == "assistant" and not m.tool_calls]
-    return (answers[-1].content or "") if answers else default
 
 
 def _replayed(providers: Any, thread: Thread, stored: list[StoredMessage]) -> TurnResult:
@@ -378,11 +332,11 @@ def _replayed(providers: Any, thread: Thread, stored: list[StoredMessage]) -> Tu
     counts = last.usage or {}
     usage = Usage(**{f.name: int(counts.get(f.name) or 0) for f in fields(Usage)})
     response = ChatResponse(
-        text=_answer(stored, ""),
+        text=answer_of(stored, ""),
         model=last.model or "",
         provider=last.provider or "",
         usage=usage,
-        messages=[m.provider_message() for m in stored[_after_input(stored) :]],
+        messages=[m.provider_message() for m in stored[input_end(stored) :]],
     )
     metadata: dict[str, Any] = {
         "model": last.model,
@@ -393,9 +347,3 @@ def _replayed(providers: Any, thread: Thread, stored: list[StoredMessage]) -> Tu
         "replayed": True,
     }
     return TurnResult(response.text, response, None, thread.id, None, metadata)
-
-
-def _after_input(stored: list[StoredMessage]) -> int:
-    """Where the model's messages of a stored turn start: after the user's message
-    (and the attachments stored before it)."""
-    return next((i + 1 for i, m in enumerate(stored) if m.role == "user"), 1)

@@ -16,6 +16,7 @@ import socket
 import time
 from collections.abc import Generator
 from typing import Any
+from urllib.parse import urlsplit
 
 import uvicorn
 from starlette.applications import Starlette
@@ -26,6 +27,7 @@ from starlette.routing import Route
 from exai import __version__
 from exai.logs import get_logger
 from exai.port import Port
+from exai.web.console import Console
 from exai.web.guard import Guard
 from exai.web.mcp import MAX_BODY_BYTES, session_managers
 from exai.web.mcp_calls import McpEndpoint
@@ -58,6 +60,7 @@ class WebFace:
     def __init__(self, core: Port) -> None:
         self.core = core
         self.mcp, self.mcp_json = session_managers(core)
+        self.console = Console(core)
         self._server: _Uvicorn | None = None
         self._task: asyncio.Task[None] | None = None
         self._mcp_task: asyncio.Task[None] | None = None
@@ -71,11 +74,23 @@ class WebFace:
             Route("/mcp", _AsgiEndpoint(McpEndpoint(self.mcp, self.mcp_json, MAX_BODY_BYTES)),
                   methods=["GET", "POST", "DELETE"]),
             *openai_routes(self.core),
+            *self.console.routes(),
         ])  # fmt: skip
+        # The console's own pages post forms from the address people reach it at.
+        origins = [*s.allowed_origins, *([_origin(s.public_url)] if s.public_url else [])]
         return Guard(app, self.core.auth, host=s.ws_host, port=self.port,
-                     allowed_origins=s.allowed_origins,
+                     allowed_origins=origins,
                      throttle=self.core.admission,
-                     error_bodies={"/v1": openai_error_body})  # fmt: skip
+                     error_bodies={"/v1": openai_error_body},
+                     cookie_realms=(self.console.realm(),))  # fmt: skip
+
+    @property
+    def own_url(self) -> str:
+        """The listener's own address, for links when EXAI_PUBLIC_URL is not set."""
+        host = self.core.settings.ws_host
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.getfqdn()
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
 
     async def start(self) -> None:
         s = self.core.settings
@@ -106,7 +121,8 @@ class WebFace:
             if self._task.done():
                 self._task.result()
             await asyncio.sleep(0.01)
-        log.info("http listening", host=s.ws_host, port=self.port, faces=["/mcp", "/v1"])
+        log.info("http listening", host=s.ws_host, port=self.port,
+                 faces=["/mcp", "/v1", "/console"])  # fmt: skip
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -128,3 +144,8 @@ class WebFace:
     async def _health(self, request: Request) -> Response:
         uptime = round(time.time() - self.core.started_at, 1)
         return JSONResponse({"status": "ok", "uptime_s": uptime})
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"

@@ -13,7 +13,20 @@ specification requires servers to validate ``Origin``, and a DNS-rebinding
 page arrives with a ``Host`` of the attacker's name. So a request that carries
 an ``Origin`` is refused (403) unless that origin is the daemon's own address
 or listed in ``EXAI_ALLOWED_ORIGINS``, and a daemon bound to loopback
-answers only requests addressed to a loopback ``Host``.
+answers only requests with exactly one ``Host`` header holding exactly one
+loopback ``host[:port]`` (:func:`parse_host`: a name, an IPv4 address or an
+IPv6 address in brackets, and a port of digits); a list, user information, a
+path or anything after the port is refused, so ``127.0.0.1:8078, evil.example``
+is not read as loopback.
+
+The console's pages are for browsers, which cannot send a bearer header on a
+link someone clicks: under a :class:`CookieRealm` (``/console``) a request is
+authenticated by the realm's session cookie instead, the realm's sign-in form
+and static files are open, and a request without a valid session is sent to
+the sign-in form (a page) or refused with 401 (anything else). Every other
+route keeps its bearer check, and the Host and Origin checks apply to all.
+Failed sign-ins count against the same allowance as failed bearer tokens
+(:func:`check_token`).
 
 Each face answers in its own dialect: a refusal's body is exai's
 ``{"error": {"code", "message"}}`` unless the path falls under a prefix given
@@ -23,9 +36,12 @@ raise their usual exceptions).
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from exai.auth import Authenticator, Principal
 from exai.errors import UnauthorizedError
@@ -33,17 +49,85 @@ from exai.files.roots import is_loopback
 from exai.protocol import ErrorCode, ErrorInfo
 from exai.web.asgi import headers_of, send_json
 
-__all__ = ["ErrorBody", "Guard", "principal_of"]
+__all__ = ["CookieRealm", "ErrorBody", "Guard", "check_token", "parse_host", "principal_of"]
 
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 ErrorBody = Callable[[ErrorInfo], dict[str, Any]]
 _STATE_KEY = "exai_principal"
+# RFC 3986 reg-name as browsers and HTTP clients send it: letters, digits, - and .
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
+_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
+_PORT = re.compile(r"[0-9]{1,5}")
+
+
+def parse_host(value: str) -> tuple[str, int | None] | None:
+    """One ``Host`` header value as ``(host, port)``, or None unless it is exactly
+    one ``host[:port]``: a name, an IPv4 address or a bracketed IPv6 address, and
+    an optional port of 1 to 5 digits up to 65535."""
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            return None
+        host, rest = value[1:end], value[end + 1 :]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return None
+    else:
+        host, sep, port_text = value.partition(":")
+        rest = sep + port_text
+        if not _NAME.fullmatch(host):
+            return None
+    if not rest:
+        return host, None
+    if rest[0] != ":" or not _PORT.fullmatch(rest[1:]) or int(rest[1:]) > 65535:
+        return None
+    return host, int(rest[1:])
 
 
 def principal_of(scope: dict[str, Any]) -> Principal:
     """The principal the guard authenticated for this request."""
     principal: Principal = scope["state"][_STATE_KEY]
     return principal
+
+
+@dataclass(frozen=True, slots=True)
+class CookieRealm:
+    """Paths under ``prefix`` authenticate by a session cookie, not a bearer header.
+
+    ``principal`` reads the request's headers (its ``Cookie``) and returns the
+    signed-in principal, or None. ``open_paths`` (exact) and ``open_prefixes``
+    are served to anyone: the sign-in form and the static files it needs.
+    """
+
+    prefix: str
+    principal: Callable[[dict[str, str]], Principal | None]
+    sign_in: str
+    open_paths: frozenset[str] = frozenset()
+    open_prefixes: tuple[str, ...] = ()
+
+    def holds(self, path: str) -> bool:
+        return path == self.prefix or path.startswith(self.prefix.rstrip("/") + "/")
+
+    def is_open(self, path: str) -> bool:
+        return path in self.open_paths or path.startswith(self.open_prefixes)
+
+
+def check_token(auth: Authenticator, throttle: Any, token: str | None, peer: str) -> Principal:
+    """The principal of ``token``, under the login throttle every face shares.
+
+    While ``peer`` has spent its allowance of failed logins, its attempts are
+    refused unchecked, the right token too: that is what guessing looks like.
+    A wrong token counts against the allowance.
+    """
+    if throttle is not None and (wait_s := throttle.login_wait_s(peer)) > 0:
+        raise UnauthorizedError(f"too many failed logins from {peer}; try again in {wait_s:.0f} s")
+    try:
+        return auth.authenticate(token)
+    except UnauthorizedError:
+        if throttle is not None and token is not None:
+            throttle.login_failed(peer)
+        raise
 
 
 class Guard:
@@ -60,6 +144,7 @@ class Guard:
         open_paths: frozenset[str] = frozenset({"/health"}),
         throttle: Any = None,
         error_bodies: Mapping[str, ErrorBody] | None = None,
+        cookie_realms: tuple[CookieRealm, ...] = (),
     ) -> None:
         self.app = app
         self.auth = auth
@@ -69,18 +154,28 @@ class Guard:
         self.open_paths = open_paths
         self.throttle = throttle
         self.error_bodies = dict(error_bodies or {})
+        self.cookie_realms = cookie_realms
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = headers_of(scope)
-        refusal = self._check_host_and_origin(headers)
+        hosts = [v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"host"]
+        refusal = self._check_host_and_origin(headers, hosts)
         if refusal is not None:
             body = self._body(scope["path"], ErrorInfo(code=ErrorCode.FORBIDDEN, message=refusal))
             await send_json(send, 403, body)
             return
-        if scope["path"] not in self.open_paths:
+        realm = next((r for r in self.cookie_realms if r.holds(scope["path"])), None)
+        if realm is not None:
+            if not realm.is_open(scope["path"]):
+                principal = realm.principal(headers)
+                if principal is None:
+                    await self._to_sign_in(scope, send, realm)
+                    return
+                scope.setdefault("state", {})[_STATE_KEY] = principal
+        elif scope["path"] not in self.open_paths:
             peer = (scope.get("client") or ("?",))[0]
             try:
                 principal = self._authenticate(headers.get("authorization"), str(peer))
@@ -93,6 +188,20 @@ class Guard:
                 return
             scope.setdefault("state", {})[_STATE_KEY] = principal
         await self.app(scope, receive, send)
+
+    async def _to_sign_in(self, scope: dict[str, Any], send: Any, realm: CookieRealm) -> None:
+        """A page is sent to the sign-in form, which comes back to it; anything else is 401."""
+        if scope["method"] in ("GET", "HEAD"):
+            here = scope["path"] + (f"?{scope['query_string'].decode('latin-1')}"
+                                    if scope.get("query_string") else "")  # fmt: skip
+            location = f"{realm.sign_in}?next={quote(here, safe='')}"
+            head = [(b"location", location.encode("latin-1")), (b"cache-control", b"no-store"),
+                    (b"content-length", b"0")]  # fmt: skip
+            await send({"type": "http.response.start", "status": 303, "headers": head})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        info = ErrorInfo(code=ErrorCode.UNAUTHORIZED, message="sign in to the console first")
+        await send_json(send, 401, self._body(scope["path"], info))
 
     def _body(self, path: str, info: ErrorInfo) -> dict[str, Any]:
         for prefix, shape in self.error_bodies.items():
@@ -107,23 +216,14 @@ class Guard:
             if scheme.lower() != "bearer" or not value.strip():
                 raise UnauthorizedError("the Authorization header must be 'Bearer <token>'")
             token = value.strip()
-        if self.throttle is not None and (wait_s := self.throttle.login_wait_s(peer)) > 0:
-            # Refused unchecked, the right token too: this is what guessing looks like.
-            raise UnauthorizedError(
-                f"too many failed logins from {peer}; try again in {wait_s:.0f} s"
-            )
-        try:
-            return self.auth.authenticate(token)
-        except UnauthorizedError:
-            if self.throttle is not None and token is not None:
-                self.throttle.login_failed(peer)
-            raise
+        return check_token(self.auth, self.throttle, token, peer)
 
-    def _check_host_and_origin(self, headers: dict[str, str]) -> str | None:
+    def _check_host_and_origin(self, headers: dict[str, str], hosts: list[str]) -> str | None:
         if self.loopback:
-            host = headers.get("host", "")
-            if not is_loopback(urlsplit(f"//{host}").hostname or ""):
-                return f"this daemon answers only requests addressed to loopback, not {host!r}"
+            parsed = parse_host(hosts[0]) if len(hosts) == 1 else None
+            if parsed is None or not is_loopback(parsed[0]):
+                shown = ", ".join(repr(h[:100]) for h in hosts[:3]) or "no Host header"
+                return f"this daemon answers only requests addressed to loopback, not {shown}"
         origin = headers.get("origin")
         if origin is None or origin.rstrip("/") in self.allowed_origins:
             return None

@@ -135,7 +135,9 @@ async def test_a_failing_tool_backs_off_then_disables_and_notifies(
     tmp_path, provider_emulator, receiver
 ):
     provider_emulator.reset()
+    # The receiver is on loopback, which notifications reach only when named.
     settings = make_settings(tmp_path, jobs_webhook_secret=HOOK_KEY, jobs_notify_attempts=2,
+                             jobs_notify_hosts=["127.0.0.1"],
                              **FAST, **emulated_providers(provider_emulator))  # fmt: skip
     async with running_daemon(settings) as daemon:
         service = daemon.services.jobs
@@ -176,7 +178,8 @@ async def test_a_failing_tool_backs_off_then_disables_and_notifies(
 
 async def test_an_undeliverable_notification_is_kept_and_shown(tmp_path, receiver):
     receiver.statuses = [503, 503, 503]
-    settings = make_settings(tmp_path, jobs_notify_attempts=2, **FAST)
+    settings = make_settings(tmp_path, jobs_notify_attempts=2, jobs_notify_hosts=["127.0.0.1"],
+                             **FAST)  # fmt: skip
     ahead = 0.0  # how far the job runner's clock runs ahead of the wall clock
     async with running_daemon(settings, clock=lambda: time.time() + ahead) as daemon:
         service = daemon.services.jobs
@@ -214,7 +217,7 @@ async def test_notifications_reach_only_the_allowed_hosts(tmp_path, receiver):
                 "echo", {"text": "x"}, "interval", "3600",
                 notify={"kind": "ntfy", "url": receiver.url("/internal")}))  # fmt: skip
         assert refused.value.details == {"reason": "notify_host_not_allowed"}
-        daemon.settings.jobs_notify_hosts = []
+        daemon.settings.jobs_notify_hosts = ["127.0.0.1"]
         job, _ = await service.create(Principal("erin"), JobSpec(
             "echo", {"text": "x"}, "interval", "3600",
             notify={"kind": "ntfy", "url": receiver.url("/internal")}))  # fmt: skip

@@ -73,14 +73,14 @@ def test_type_weights_setting() -> None:
 
 
 def test_block_keeps_to_budget_and_is_deterministic() -> None:
-    memories = [mem("1", "rule", content="x " * 200), mem("2", content="short one"),
+    memories = [mem("1", "rule", content="x " * 300), mem("2", content="short one"),
                 mem("3", content="another short")]  # fmt: skip
     count = len  # one token per character: easy to reason about
-    block = build_block(memories, 300, count)
+    block = build_block(memories, 500, count)
     assert block is not None and block.ids == ["2", "3"]  # the long one skipped, not the rest
     assert block.text.startswith(BLOCK_START) and block.text.endswith(BLOCK_END)
-    assert block.tokens == len(block.text) <= 300
-    assert build_block(memories, 300, count) == block
+    assert block.tokens == len(block.text) <= 500
+    assert build_block(memories, 500, count) == block
     assert build_block(memories, 10, count) is None
     assert build_block([], 500, count) is None
     assert thread_system_prompt("tool", block.text) == "tool\n\n" + block.text

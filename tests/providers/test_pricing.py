@@ -117,3 +117,24 @@ def test_a_bad_price_stops_loading_and_names_the_model(tmp_path: Path) -> None:
     path = write(tmp_path, '[models."glm-4.6".price]\ncurrency = "USD"\ninput = -1\noutput = 1\n')
     with pytest.raises(CatalogueError, match=r"glm-4\.6.*price\.input"):
         load_catalogue(path)
+
+
+@pytest.mark.parametrize(("field", "value"), [("output", "1e300"), ("input", "1000001"),
+                                              ("cached_input", "1e7"), ("output", "inf"),
+                                              ("input", "nan")])  # fmt: skip
+def test_an_absurd_price_stops_loading_and_names_the_model_and_field(
+    tmp_path: Path, field: str, value: str
+) -> None:
+    """A rate of 1e300 used to load, then fail every priced call after the provider
+    had answered and billed it; it is now a catalogue error at start-up."""
+    path = write(tmp_path, f'[models."kimi-k2.6".price]\n{field} = {value}\n')
+    with pytest.raises(CatalogueError, match=rf"kimi-k2\.6.*price\.{field}") as refused:
+        load_catalogue(path)
+    assert "per million tokens" in str(refused.value) or "finite" in str(refused.value)
+
+
+def test_the_dearest_price_allowed_still_costs_a_huge_call_exactly(tmp_path: Path) -> None:
+    path = write(tmp_path, '[models."kimi-k2.6".price]\ninput = 1000000\noutput = 1000000\n')
+    price = load_catalogue(path).get("kimi-k2.6").price
+    cost = call_cost(price, Usage(prompt_tokens=10_000_000, completion_tokens=262_144))
+    assert to_nanos(cost.total) == 10_262_144 * 10**9 < 2**63

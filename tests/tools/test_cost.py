@@ -124,28 +124,30 @@ async def test_mixed_currencies_are_reported_apart(settings, client_factory):
 async def test_a_spent_budget_refuses_before_any_provider_request(
     settings, emulator, client_factory
 ):
-    # Any reply costs at least 0.10 USD (100,000 USD per million output tokens); the
-    # prompt, at a hundredth of a cent per million, fits the budget of 0.05 USD.
+    # Every reply token costs 0.10 USD (100,000 USD per million output tokens); the
+    # prompt, at a hundredth of a cent per million, costs next to nothing. A call
+    # holds its prompt and a reply of its output cap, so a one-token reply fits the
+    # budget of 0.15 USD once.
     dear = {KIMI: Price(currency="USD", input="0.01", output="100000")}
-    s = settings(dear, budgets="*=0.05 USD/day")
+    s = settings(dear, budgets="*=0.15 USD/day")
+    one_token = {"messages": [{"role": "user", "content": "x"}], "model": KIMI,
+                 "max_tokens": 1, "thinking_mode": "off"}  # fmt: skip
     async with running_daemon(s) as daemon:
         client = await client_factory(daemon)
         first = await client.call("chat", {"prompt": "one", "model": KIMI})
-        assert first.error is None and first.metadata.cost["total"] >= 0.1
+        assert first.error is not None  # a reply of the model's whole cap could not be paid
+        assert first.error.code == ErrorCode.BUDGET_EXCEEDED and emulator.requests == []
+        paid = await client.call("completion", one_token)
+        assert paid.error is None and paid.metadata.cost["total"] >= 0.1
         emulator.reset()
-        refused = await client.call(
-            "chat",
-            {"prompt": "two", "model": KIMI, "continuation_id": first.metadata.continuation_id},
-        )
-        completion = await client.call("completion", {"messages": [{"role": "user",
-                                                                    "content": "x"}],
-                                                      "model": KIMI})  # fmt: skip
+        again = await client.call("completion", one_token)
+        chat = await client.call("chat", {"prompt": "two", "model": KIMI})
     assert emulator.requests == []  # nothing reached the provider
-    for res in (refused, completion):
+    for res in (again, chat):
         error = res.error
         assert error is not None and error.code == ErrorCode.BUDGET_EXCEEDED
         assert not error.retryable and 0 < error.retry_after_s <= 86400
-        assert error.details["budget"] == 0.05 and error.details["spent"] >= 0.1
+        assert error.details["budget"] == 0.15 and error.details["spent"] >= 0.1
         assert error.details["resets_at"].endswith("T00:00:00+00:00")
         assert "resets at" in error.message
 
@@ -189,3 +191,28 @@ async def test_the_openai_face_reports_cost(settings, emulator):
     want = call_cost(PRICES[KIMI], Usage(prompt_tokens=usage.prompt_tokens,
                                          completion_tokens=usage.completion_tokens))  # fmt: skip
     assert reply.exai["cost"] == want.as_dict()
+
+
+async def test_a_budget_holds_the_callers_tool_schemas_too(settings, emulator, client_factory):
+    # Prompt tokens cost 1 USD each here. An agent's request sends its function tools
+    # with every turn, and vendors bill their schemas as prompt; a budget that the
+    # message alone fits must refuse the same message sent with a large schema.
+    dear = {KIMI: Price(currency="USD", input="1000000", output="0.01")}
+    s = settings(dear, budgets="*=40 USD/day")
+    message = {"messages": [{"role": "user", "content": "x"}], "model": KIMI,
+               "max_tokens": 1, "thinking_mode": "off"}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {
+            f"field_{i}": {"type": "string", "description": "a long description of this field " * 3}
+            for i in range(20)
+        },
+    }
+    tools = [{"type": "function", "function": {"name": "edit", "parameters": schema}}]
+    async with running_daemon(s) as daemon:
+        client = await client_factory(daemon)
+        with_tools = await client.call("completion", {**message, "tools": tools})
+        assert with_tools.error is not None
+        assert with_tools.error.code == ErrorCode.BUDGET_EXCEEDED and emulator.requests == []
+        plain = await client.call("completion", message)
+    assert plain.error is None and len(emulator.requests) == 1

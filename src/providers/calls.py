@@ -1,0 +1,339 @@
+"""Calling a model for a tool: fitting the request, limits, fallback, audit.
+
+:class:`ModelCalls` is the half of :class:`~exai.providers.registry.ProviderRegistry`
+that runs calls once a model is chosen. For each model it tries, in order:
+
+1. the request is fitted to the model (:func:`exai.providers.params.fit_request`)
+   and, for a caller's own history, its tool rounds get their reasoning back
+   (:mod:`exai.providers.tool_reasoning`); what had to be adapted becomes the
+   response's ``notes``, what cannot be served a ``ValidationError_`` naming the
+   parameter;
+2. the call waits for a slot under the provider's concurrency limit;
+3. the plugin answers; an answer ending in calls to the caller's tools has its
+   reasoning kept for the caller's next request;
+4. a ``provider_request`` audit event records it.
+
+When the provider is down, busy or rate limiting after its retries, the next
+fallback model (``EXAI_FALLBACK_MODELS``) gets the same request, tools and
+parameters included; a fallback that cannot serve them (no web search, no
+images, a parameter it refuses) is skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing, asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from exai.errors import (
+    ExaiError,
+    OverCapacityError,
+    ProviderError,
+    RateLimitedError,
+    ValidationError_,
+)
+from exai.limits import CapacityLimiter
+from exai.logs import get_logger
+from exai.providers.base import ChatRequest, ChatResponse, Delta, Provider
+from exai.providers.catalogue import Catalogue, ModelInfo
+from exai.providers.params import Fitted, fit_request
+from exai.providers.pricing import call_cost
+from exai.providers.tool_reasoning import ToolReasoning, settle_reasoning
+
+if TYPE_CHECKING:
+    from exai.settings import Settings
+
+__all__ = ["Emit", "LastError", "ModelCalls", "require_usable"]
+
+Emit = Callable[..., None]
+
+log = get_logger("exai.providers")
+
+
+@dataclass
+class LastError:
+    code: str
+    message: str
+    at: float  # time.time()
+
+
+def require_usable(providers: dict[str, Provider], info: ModelInfo) -> Provider:
+    """The plugin serving ``info``; ``ProviderError`` when it is missing or unconfigured."""
+    plugin = providers.get(info.provider)
+    if plugin is None:
+        raise ProviderError(
+            f"model {info.name!r} needs the {info.provider!r} provider plugin, which is "
+            "not installed",
+            retryable=False,
+        )
+    if not plugin.configured():
+        raise ProviderError(
+            f"model {info.name!r} is served by {info.provider}, which is not configured: "
+            f"{plugin.setup_hint or 'see the provider documentation'}",
+            retryable=False,
+        )
+    return plugin
+
+
+class ModelCalls:
+    def __init__(
+        self,
+        settings: Settings,
+        providers: dict[str, Provider],
+        catalogue: Catalogue,
+        *,
+        emit: Emit | None = None,
+        reasoning: ToolReasoning | None = None,
+    ) -> None:
+        self._settings = settings
+        self._providers = providers
+        self._catalogue = catalogue
+        self._emit = emit
+        self.reasoning = reasoning
+        self.limiters = {
+            name: CapacityLimiter(
+                f"provider {name}",
+                p.max_inflight,
+                max_waiters=settings.queue_max,
+                max_wait_s=settings.queue_timeout_s,
+            )
+            for name, p in providers.items()
+        }
+        self.last_errors: dict[str, LastError] = {}
+
+    def configured(self, provider: str) -> bool:
+        plugin = self._providers.get(provider)
+        return plugin is not None and plugin.configured()
+
+    def note_error(self, provider: str, exc: ExaiError) -> None:
+        self.last_errors[provider] = LastError(exc.code.value, exc.message, time.time())
+
+    def prepare(self, info: ModelInfo, request: ChatRequest) -> Fitted:
+        """``request`` as ``info`` takes it, with what was adapted; raises
+        ``ValidationError_`` naming a parameter the model cannot serve."""
+        plugin = require_usable(self._providers, info)
+        fitted = fit_request(info, request, plugin.params)
+        if request.client_history:
+            fitted.request, notes = settle_reasoning(
+                info, fitted.request, request.thinking, plugin.replay_rule, self.reasoning
+            )
+            fitted.notes += notes
+        return fitted
+
+    # --- whole and streamed, with fallback ------------------------------------
+
+    async def complete(self, request: ChatRequest, model_info: ModelInfo) -> ChatResponse:
+        """One answer, from ``model_info`` or, if its provider is down or rate
+        limited after retries, from the next configured fallback model."""
+        first_error: ExaiError | None = None
+        attempts: list[dict[str, Any]] = []
+        for info in self._chain(model_info, request):
+            if first_error is not None and info.provider in _failed(attempts):
+                continue
+            try:
+                fitted = self.prepare(info, request)
+                response = await self._complete_with(info, request, fitted)
+            except ExaiError as exc:
+                if first_error is None and not _falls_back(exc):
+                    raise
+                first_error = first_error or exc
+                attempts.append(_attempt(info, exc))
+                continue
+            if first_error is not None:
+                response.fallback_from = model_info.name
+            return response
+        assert first_error is not None
+        raise _with_attempts(first_error, attempts)
+
+    async def stream(self, request: ChatRequest, model_info: ModelInfo) -> AsyncIterator[Delta]:
+        """Deltas from ``model_info``; a fallback model takes over only if the
+        chosen one fails before its first delta."""
+        first_error: ExaiError | None = None
+        attempts: list[dict[str, Any]] = []
+        for info in self._chain(model_info, request):
+            if first_error is not None and info.provider in _failed(attempts):
+                continue
+            try:
+                fitted = self.prepare(info, request)
+            except ValidationError_ as exc:
+                if first_error is None:
+                    raise
+                attempts.append(_attempt(info, exc))
+                continue
+            async with aclosing(self._stream_with(info, request, fitted)) as deltas:
+                try:
+                    first = await anext(deltas)
+                except ExaiError as exc:
+                    if first_error is None and not _falls_back(exc):
+                        raise
+                    first_error = first_error or exc
+                    attempts.append(_attempt(info, exc))
+                    continue
+                fallback_from = model_info.name if first_error is not None else None
+                delta: Delta | None = first
+                while delta is not None:
+                    if delta.response is not None:
+                        delta.response.fallback_from = fallback_from
+                    yield delta
+                    delta = await anext(deltas, None)
+                return
+        assert first_error is not None
+        raise _with_attempts(first_error, attempts)
+
+    def _chain(self, first: ModelInfo, request: ChatRequest) -> list[ModelInfo]:
+        chain, seen = [first], {first.name}
+        images = _carries_images(request)
+        for name in self._settings.fallback_models:
+            info = self._catalogue.get(name)
+            if info is None or info.name in seen or not self.configured(info.provider):
+                continue
+            if (request.web_search and not info.web_search) or (images and not info.images):
+                continue
+            chain.append(info)
+            seen.add(info.name)
+        return chain
+
+    # --- one model ----------------------------------------------------------------
+
+    async def _complete_with(
+        self, info: ModelInfo, request: ChatRequest, fitted: Fitted
+    ) -> ChatResponse:
+        provider = self._providers[info.provider]
+        async with self.limiters[info.provider].slot():
+            started = time.monotonic()
+            try:
+                response = await provider.complete(fitted.request)
+            except BaseException as exc:
+                self._record(info, request, started, error=exc)
+                raise
+        self._answered(info, request, fitted, response)
+        self._record(info, request, started, response=response)
+        return response
+
+    async def _stream_with(
+        self, info: ModelInfo, request: ChatRequest, fitted: Fitted
+    ) -> AsyncGenerator[Delta, None]:
+        provider = self._providers[info.provider]
+        async with self.limiters[info.provider].slot():
+            started = time.monotonic()
+            try:
+                async with _closing(provider.stream(fitted.request)) as deltas:
+                    async for delta in deltas:
+                        if delta.response is not None:
+                            self._answered(info, request, fitted, delta.response)
+                            self._record(info, request, started, response=delta.response)
+                        yield delta
+            except BaseException as exc:
+                self._record(info, request, started, error=exc)
+                raise
+
+    def _answered(
+        self, info: ModelInfo, request: ChatRequest, fitted: Fitted, response: ChatResponse
+    ) -> None:
+        response.model = info.name
+        response.notes = [*fitted.notes, *response.notes]
+        if (
+            self.reasoning is not None
+            and request.client_history
+            and request.owner
+            and response.tool_calls
+            and response.messages
+        ):
+            self.reasoning.remember(request.owner, request.messages, response.messages[-1])
+
+    # --- bookkeeping ------------------------------------------------------------
+
+    def _record(
+        self,
+        info: ModelInfo,
+        request: ChatRequest,
+        started: float,
+        *,
+        response: ChatResponse | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """The ``provider_request`` audit event, and the provider's last error."""
+        if isinstance(error, (GeneratorExit, asyncio.CancelledError)):
+            status, code, retries = "cancelled", "CANCELLED", 0
+        elif error is not None:
+            exai_error = error if isinstance(error, ExaiError) else None
+            status = "error"
+            code = exai_error.code.value if exai_error else "INTERNAL_ERROR"
+            retries = int((exai_error.details or {}).get("retries", 0)) if exai_error else 0
+            if exai_error is not None:
+                self.note_error(info.provider, exai_error)
+        else:
+            status, code = "ok", None
+            retries = response.retries if response else 0
+        usage = response.usage if response else None
+        cost = call_cost(info.price, usage) if usage is not None and info.price else None
+        self._send_event(
+            provider=info.provider,
+            model=info.name,
+            request_id=request.request_id,
+            latency_ms=round((time.monotonic() - started) * 1000.0, 1),
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            cached_prompt_tokens=usage.cached_prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            reasoning_tokens=usage.reasoning_tokens if usage else 0,
+            currency=cost.currency if cost else None,
+            cost=float(cost.total) if cost else None,
+            retries=retries,
+            status=status,
+            error_code=code,
+        )
+
+    def _send_event(self, **fields: Any) -> None:
+        if self._emit is None:
+            return
+        try:
+            self._emit("provider_request", **fields)
+        except Exception as exc:  # the audit trail must never break a call
+            log.error("audit_emit_failed", error=str(exc))
+
+
+@asynccontextmanager
+async def _closing(deltas: AsyncIterator[Delta]) -> AsyncIterator[AsyncIterator[Delta]]:
+    """Close a plugin's stream however it ends (``aclose`` is optional for plugins)."""
+    try:
+        yield deltas
+    finally:
+        aclose = getattr(deltas, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def _falls_back(exc: ExaiError) -> bool:
+    """Whether another model might answer: the provider is down, busy or limiting."""
+    if isinstance(exc, (RateLimitedError, OverCapacityError)):
+        return True
+    return isinstance(exc, ProviderError) and exc.retryable
+
+
+def _failed(attempts: list[dict[str, Any]]) -> set[str]:
+    """Providers that failed (a model skipped for its parameters does not count)."""
+    return {a["provider"] for a in attempts if a["code"] != "VALIDATION_ERROR"}
+
+
+def _attempt(info: ModelInfo, exc: ExaiError) -> dict[str, Any]:
+    return {"model": info.name, "provider": info.provider, "code": exc.code.value,
+            "message": exc.message}  # fmt: skip
+
+
+def _with_attempts(exc: ExaiError, attempts: list[dict[str, Any]]) -> ExaiError:
+    if len(attempts) > 1:
+        exc.details = {**(exc.details or {}), "attempts": attempts}
+    return exc
+
+
+def _carries_images(request: ChatRequest) -> bool:
+    """Whether a message sends an image part: a fallback that cannot see it must not get it."""
+    return any(
+        isinstance(part, dict) and part.get("type") == "image_url"
+        for message in request.messages
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+    )

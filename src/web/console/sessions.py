@@ -1,0 +1,151 @@
+"""Console sign-ins: who a browser is, for how long, and its CSRF token. No I/O.
+
+Signing in with an exai token or JWT makes a :class:`ConsoleSession`, kept in
+this daemon's memory and named by a random 256-bit id that travels only in
+the ``exai_console`` cookie: ``HttpOnly`` (no script reads it),
+``SameSite=Strict`` (no other site's page or link sends it), ``Path=/console``,
+``Secure`` when the console is served over https, and expiring with the
+session. The session holds the principal the credential gave, so a cookie
+means exactly one principal; the credential itself is never kept.
+
+A session lasts ``EXAI_CONSOLE_SESSION_TTL_S`` from sign-in, never longer than
+the JWT it was made with. Every state-changing request must carry the
+session's CSRF token (a form field or the ``X-Exai-CSRF`` header), compared in
+constant time. The sign-in form, which has no session yet, is protected the
+same way by a short-lived token in a cookie of its own (double submit).
+
+Sessions live in one daemon's memory: a restart signs everyone out, and
+behind a load balancer the console needs sticky sessions (docs/console.md).
+At most ``max_sessions`` are kept; past that the oldest go first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from http.cookies import SimpleCookie
+from typing import Any
+
+from exai.auth import Principal
+
+__all__ = [
+    "COOKIE",
+    "CSRF_FIELD",
+    "CSRF_HEADER",
+    "LOGIN_COOKIE",
+    "ConsoleSession",
+    "ConsoleSessions",
+    "cookie_header",
+    "cookie_value",
+    "tokens_match",
+]
+
+COOKIE = "exai_console"
+LOGIN_COOKIE = "exai_console_login"
+CSRF_FIELD = "csrf"
+CSRF_HEADER = "x-exai-csrf"
+LOGIN_TTL_S = 600.0
+
+
+@dataclass(slots=True)
+class ConsoleSession:
+    id: str  # the cookie's value: a secret
+    principal: Principal
+    csrf: str
+    created_at: float
+    expires_at: float
+    flashes: list[tuple[str, str]] = field(default_factory=list)  # (kind, text) to show once
+
+    @property
+    def public_id(self) -> str:
+        """A name for the session in logs and audit events that does not reveal the cookie."""
+        return "console-" + hashlib.sha256(self.id.encode()).hexdigest()[:16]
+
+    def flash(self, kind: str, text: str) -> None:
+        self.flashes.append((kind, text))
+        del self.flashes[:-5]
+
+    def take_flashes(self) -> list[tuple[str, str]]:
+        out, self.flashes = self.flashes, []
+        return out
+
+
+class ConsoleSessions:
+    def __init__(self, ttl_s: float, max_sessions: int = 10_000) -> None:
+        self.ttl_s = ttl_s
+        self.max_sessions = max_sessions
+        self._sessions: OrderedDict[str, ConsoleSession] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def sign_in(self, principal: Principal, now: float) -> ConsoleSession:
+        self.sweep(now)  # sessions nobody came back to go when someone signs in
+        expires = now + self.ttl_s
+        if principal.expires_at is not None:
+            expires = min(expires, principal.expires_at)
+        session = ConsoleSession(
+            secrets.token_urlsafe(32), principal, secrets.token_urlsafe(32), now, expires
+        )
+        self._sessions[session.id] = session
+        while len(self._sessions) > self.max_sessions:
+            self._sessions.popitem(last=False)
+        return session
+
+    def get(self, session_id: str | None, now: float) -> ConsoleSession | None:
+        if not session_id:
+            return None
+        session = self._sessions.get(session_id)
+        if session is None:
+            return None
+        if session.expires_at <= now:
+            del self._sessions[session_id]
+            return None
+        return session
+
+    def sign_out(self, session_id: str) -> ConsoleSession | None:
+        return self._sessions.pop(session_id, None)
+
+    def sweep(self, now: float) -> int:
+        gone = [sid for sid, s in self._sessions.items() if s.expires_at <= now]
+        for sid in gone:
+            del self._sessions[sid]
+        return len(gone)
+
+
+def tokens_match(expected: str, given: str | None) -> bool:
+    return bool(given) and hmac.compare_digest(expected.encode(), str(given).encode())
+
+
+def cookie_value(headers: Mapping[str, str], name: str) -> str | None:
+    """The value of cookie ``name`` in a request's ``Cookie`` header, if any."""
+    raw = headers.get("cookie")
+    if not raw:
+        return None
+    jar: SimpleCookie = SimpleCookie()
+    try:
+        jar.load(raw)
+    except Exception:  # a malformed Cookie header is a request without our cookie
+        return None
+    morsel = jar.get(name)
+    return morsel.value if morsel is not None else None
+
+
+def cookie_header(
+    name: str, value: str, *, max_age: float, path: str = "/console", secure: bool = False
+) -> str:
+    """A ``Set-Cookie`` value: HttpOnly, SameSite=Strict; ``max_age`` 0 deletes it."""
+    parts: list[Any] = [
+        f"{name}={value}",
+        f"Path={path}",
+        f"Max-Age={max(0, int(max_age))}",
+        "HttpOnly",
+        "SameSite=Strict",
+    ]
+    if secure:
+        parts.append("Secure")
+    return "; ".join(parts)

@@ -1,0 +1,242 @@
+"""Threads: the list, one conversation, continuing it with the reply streamed, fork, export.
+
+Reading is :class:`~exai.port.Reads` (the principal's own threads only: a
+thread id of someone else's is 404, like one that does not exist). Writing is
+a tool call as the signed-in principal: ``chat`` continues or starts a thread,
+``fork`` copies one.
+
+Continuing is :class:`_Say`, a plain ASGI endpoint because it must watch the
+browser while the call runs: asked with ``Accept: text/event-stream`` (the
+page's script does) it answers with Server-Sent Events, ``chunk`` as the
+reply is written, then ``done`` with the new turn rendered (sanitized) or
+``error``; a browser that goes away cancels the call. Without script the
+form posts normally, and the page comes back with the whole turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from exai.protocol import CallToolResult
+from exai.web.asgi import Receive, Send, disconnected, headers_of
+from exai.web.console.app import PREFIX, Console, security_headers
+from exai.web.console.views import group_turns
+
+__all__ = ["routes"]
+
+_PAGE = 50
+
+
+def routes(console: Console) -> list[BaseRoute]:
+    face = _Threads(console)
+    say = _Say(console)
+    return [
+        Route(f"{PREFIX}/threads", face.list, methods=["GET"]),
+        Route(f"{PREFIX}/threads", say, methods=["POST"]),
+        Route(f"{PREFIX}/threads/{{thread_id}}", face.show, methods=["GET"]),
+        Route(f"{PREFIX}/threads/{{thread_id}}/continue", say, methods=["POST"]),
+        Route(f"{PREFIX}/threads/{{thread_id}}/fork", face.fork, methods=["POST"]),
+        Route(f"{PREFIX}/threads/{{thread_id}}/export", face.export, methods=["GET"]),
+    ]
+
+
+def _models(console: Console) -> list[str]:
+    listing = console.core.reads.models()
+    return [m["name"] for m in listing["models"] if m.get("configured")]
+
+
+class _Threads:
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.reads = console.core.reads
+
+    async def list(self, request: Request) -> Response:
+        query = request.query_params.get("q", "")[:200]
+        page = max(1, _int(request.query_params.get("page"), 1))
+        threads = await self.reads.threads(
+            self.console.principal(request), query=query, limit=_PAGE + 1, offset=(page - 1) * _PAGE
+        )
+        return self.console.page(
+            request,
+            "threads.html",
+            threads=threads[:_PAGE],
+            query=query,
+            page=page,
+            more=len(threads) > _PAGE,
+            models=_models(self.console),
+        )
+
+    async def show(self, request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        found = await self.reads.thread(self.console.principal(request), thread_id)
+        if found is None:
+            return self.console.refused(
+                request,
+                404,
+                f"There is no thread {thread_id!r} of yours (it may have expired or been deleted).",
+            )
+        turns = group_turns(found["messages"], found["costs"])
+        last_model = next((t.model for t in reversed(turns) if t.model), None)
+        return self.console.page(
+            request,
+            "thread.html",
+            thread=found["thread"],
+            turns=turns,
+            complete=found["complete"],
+            models=_models(self.console),
+            last_model=last_model,
+        )
+
+    async def fork(self, request: Request) -> Response:
+        fields = await self.console.form(request)
+        if fields is None:
+            return self.console.refusal(request)
+        thread_id = request.path_params["thread_id"]
+        arguments: dict[str, Any] = {"continuation_id": thread_id}
+        if fields.get("at_seq", "").isdigit():
+            arguments["at_seq"] = int(fields["at_seq"])
+        result = await self.console.call(request, "fork", arguments)
+        session = self.console.session(request)
+        if result.error is not None:
+            session.flash("error", self.console.explain("fork", result.error))
+            return self.console.redirect(f"{PREFIX}/threads/{thread_id}")
+        session.flash("ok", "Forked: this is the copy; the original is unchanged.")
+        return self.console.redirect(f"{PREFIX}/threads/{result.metadata.continuation_id}")
+
+    async def export(self, request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        text = await self.reads.thread_export(self.console.principal(request), thread_id)
+        if text is None:
+            return self.console.refused(request, 404, f"There is no thread {thread_id!r} of yours.")
+        headers = {
+            **security_headers(),
+            "content-disposition": f'attachment; filename="exai-{thread_id}.jsonl"',
+        }
+        return Response(text, media_type="application/x-ndjson", headers=headers)
+
+
+class _Say:
+    """``POST /console/threads`` (a new thread) and ``.../{id}/continue``: one ``chat`` turn."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        response = await self._respond(request, receive, send)
+        if response is not None:
+            await response(scope, receive, send)
+
+    async def _respond(self, request: Request, receive: Receive, send: Send) -> Response | None:
+        console = self.console
+        fields = await console.form(request)
+        if fields is None:
+            return console.refusal(request)
+        thread_id = request.path_params.get("thread_id")
+        principal = console.principal(request)
+        before = 0
+        if thread_id is not None:
+            found = await console.core.reads.thread(principal, thread_id, max_messages=1)
+            if found is None:
+                return console.refused(request, 404, f"There is no thread {thread_id!r} of yours.")
+            before = found["thread"]["last_seq"]
+        prompt = fields.get("prompt", "").strip()
+        if not prompt:
+            return console.refused(request, 400, "Write a message first.")
+        arguments: dict[str, Any] = {"prompt": prompt, "model": fields.get("model") or "auto"}
+        if thread_id is not None:
+            arguments["continuation_id"] = thread_id
+        if "text/event-stream" not in headers_of(request.scope).get("accept", ""):
+            result = await console.call(request, "chat", arguments)
+            if result.error is not None:
+                console.session(request).flash("error", console.explain("chat", result.error))
+                return console.redirect(
+                    f"{PREFIX}/threads/{thread_id}" if thread_id else f"{PREFIX}/threads"
+                )
+            return console.redirect(f"{PREFIX}/threads/{result.metadata.continuation_id}")
+        await self._stream(request, arguments, before, receive, send)
+        return None
+
+    async def _stream(
+        self, request: Request, arguments: dict[str, Any], before: int, receive: Receive, send: Send
+    ) -> None:
+        head = [(k.encode(), v.encode()) for k, v in security_headers().items()]
+        head += [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"x-accel-buffering", b"no"),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": head})
+        texts: asyncio.Queue[str] = asyncio.Queue()
+        call = asyncio.ensure_future(
+            self.console.call(
+                request, "chat", arguments, stream=True, on_chunk=lambda c: texts.put_nowait(c.text)
+            )
+        )
+        gone = asyncio.ensure_future(disconnected(receive))
+        try:
+            while True:
+                text = asyncio.ensure_future(texts.get())
+                await asyncio.wait({text, call, gone}, return_when=asyncio.FIRST_COMPLETED)
+                if gone.done() and not text.done():
+                    text.cancel()
+                    return
+                if not text.done():
+                    text.cancel()
+                    break
+                await _event(send, "chunk", {"text": text.result()})
+            while not texts.empty():
+                await _event(send, "chunk", {"text": texts.get_nowait()})
+            await self._finish(request, call.result(), before, send)
+        finally:
+            gone.cancel()
+            if not call.done():  # the browser left: cancelling the call stops the model
+                call.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await call
+
+    async def _finish(
+        self, request: Request, result: CallToolResult, before: int, send: Send
+    ) -> None:
+        if result.error is not None:
+            await _event(send, "error", {"message": self.console.explain("chat", result.error)})
+        else:
+            thread_id = result.metadata.continuation_id or ""
+            found = await self.console.core.reads.thread(
+                self.console.principal(request), thread_id, max_messages=200
+            )
+            turns = (
+                []
+                if found is None
+                else [t for t in group_turns(found["messages"], found["costs"]) if t.seq > before]
+            )
+            html = self.console.fragment(
+                "_turns.html",
+                turns=turns,
+                thread_id=thread_id,
+                csrf=self.console.session(request).csrf,
+            )
+            await _event(
+                send,
+                "done",
+                {"html": html, "thread": thread_id, "url": f"{PREFIX}/threads/{thread_id}"},
+            )
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _event(send: Send, name: str, data: dict[str, Any]) -> None:
+    body = f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+    await send({"type": "http.response.body", "body": body, "more_body": True})
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text or default)
+    except ValueError:
+        return default
