@@ -9,7 +9,9 @@ checks them (:mod:`exai.cli.preflight`).
 
 While it runs, the daemon keeps a pid file, ``daemon-<port>.pid`` in the data
 directory, which ``exai stop`` reads to send it SIGTERM: the way to stop a
-daemon the shim started in the background.
+daemon the shim started in the background, or one ``exai serve --detach``
+started (in the background, as the shim's autostart does, logging to
+``daemon.log`` in the data directory; it returns once the daemon listens).
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the daemon")
     p.add_argument("--host", help="override EXAI_WS_HOST")
     p.add_argument("--port", type=number(0, 65535, integer=True), help="override EXAI_WS_PORT")
+    p.add_argument("--detach", action="store_true",
+                   help="start the daemon in the background and return once it listens "
+                   "(its log: daemon.log in the data directory; `exai stop` stops it)")  # fmt: skip
     p.set_defaults(func=_serve)
 
     s = sub.add_parser("stop", help="stop the daemon listening on EXAI_WS_PORT on this machine",
@@ -66,6 +71,10 @@ def _serve(args: argparse.Namespace) -> int:
         undecided = check_settings(settings)
     except SettingsError as exc:
         fail(*exc.problems)
+    if args.detach:
+        configure_logging(settings.log_format, "warning", stream=sys.stderr,
+                          scrubber=log_scrubber(settings))  # fmt: skip
+        return _detach(settings)
     configure_logging(settings.log_format, settings.log_level,
                       scrubber=log_scrubber(settings))  # fmt: skip
     try:
@@ -107,6 +116,34 @@ async def _run(settings: Settings, undecided: list[tuple[str, str]]) -> int:
             if _read_pid(path) == os.getpid():
                 path.unlink()
     return 0
+
+
+def _detach(settings: Settings) -> int:
+    """Start ``exai serve`` in a session of its own, as the shim's autostart does."""
+    from exai.shim.autostart import LOG_NAME, AutostartError, ensure_daemon
+
+    host, port = settings.ws_host, settings.ws_port
+    log = settings.data_dir / LOG_NAME
+    try:
+        pid = asyncio.run(ensure_daemon(settings.data_dir, host, port))
+    except AutostartError as exc:
+        said = [line.removeprefix("exai: ") for line in _tail(log) if line.startswith("exai: ")]
+        say(*(said[-1:] or [str(exc)]), f"(the daemon's log: {log})")
+        return EXIT_FAILED
+    url = f"ws://{host}:{port}"
+    if pid is None:
+        say(f"a daemon already listens on {url}; `exai stop` stops it")
+        return 0
+    print(f"exai: the daemon runs in the background (pid {pid}) on {url}; its log is {log}; "
+          "`exai stop` stops it", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def _tail(path: Path, lines: int = 50) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return []
 
 
 def _one_line(exc: BaseException, *, typed: bool = False) -> str:
@@ -197,5 +234,5 @@ def _stop(args: argparse.Namespace) -> int:
                 "calls end (EXAI_SHUTDOWN_GRACE_S)")  # fmt: skip
             return EXIT_FAILED
         time.sleep(0.1)
-    print(f"stopped the daemon on port {settings.ws_port} (pid {pid})", file=sys.stderr)
+    say(f"stopped the daemon on port {settings.ws_port} (pid {pid})")
     return 0

@@ -145,3 +145,19 @@ async def test_exai_stop_stops_the_daemon_its_pid_file_names(tmp_path: Path):
     assert ran.code == 0 and not pid_file.exists()
     again = await run_exai("stop", env=env)
     assert again.code == 1 and "no pid file" in again.err
+
+
+async def test_serve_detach_returns_once_listening_and_reports_a_failed_start(tmp_path: Path):
+    env = _ports_env(tmp_path)
+    started = await run_exai("serve", "--detach", env=env)
+    try:
+        assert started.code == 0 and "runs in the background (pid " in started.err
+        assert listening(int(env["EXAI_WS_PORT"]))  # it returned once the daemon listened
+        again = await run_exai("serve", "--detach", env=env)
+        assert again.code == 0 and "already listens" in again.err
+        taken = {**env, "EXAI_WS_PORT": str(free_port()), "EXAI_DATA_DIR": str(tmp_path / "d2")}
+        failed = await run_exai("serve", "--detach", env=taken)  # its HTTP port is in use
+        assert failed.code == 1 and "(EXAI_HTTP_PORT): address already in use" in failed.err
+    finally:
+        stopped = await run_exai("stop", env=env)
+    assert stopped.code == 0 and not listening(int(env["EXAI_WS_PORT"]))
