@@ -28,6 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--json", action="store_true", help="print JSON")
     c.add_argument("--example", action="store_true",
                    help="print .env.example: every setting with its default")  # fmt: skip
+    c.add_argument("--reference", action="store_true",
+                   help="print docs/settings.md: where settings come from, each one")  # fmt: skip
     c.set_defaults(func=_config)
 
     t = sub.add_parser("token", help="mint access tokens")
@@ -50,10 +52,10 @@ def sources() -> list[str]:
 
 
 def _config(args: argparse.Namespace) -> int:
-    if args.example:
-        from exai.settings import env_example
+    if args.example or args.reference:
+        from exai.settings import env_example, settings_reference
 
-        print(env_example(), end="")
+        print(env_example() if args.example else settings_reference(), end="")
         return 0
     settings = load_or_exit()
     from exai.cli.preflight import check_settings

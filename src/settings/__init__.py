@@ -13,8 +13,9 @@ One module per section of ``.env.example`` (``daemon``, ``tools``,
 ``providers``, ``conversations``, ``audit``, ``shim``, ``memory``, ``jobs``)
 declares its settings; :mod:`~exai.settings.model` joins them into
 :class:`Settings`; :mod:`~exai.settings.values` parses the values that are small
-languages (budgets, memory type weights); :mod:`~exai.settings.env` loads and
-documents them. Settings carry plain data and import nothing of exai's but
+languages (budgets, memory type weights, the token list); :mod:`~exai.settings.env`
+loads them and writes ``.env.example``, :mod:`~exai.settings.reference` writes
+``docs/settings.md``. Settings carry plain data and import nothing of exai's but
 :mod:`exai.redact`.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 from exai.settings.env import SettingsError, env_example, load_settings
 from exai.settings.fields import env_files, user_env_file
 from exai.settings.model import Settings, env_name
+from exai.settings.reference import settings_reference
 
 __all__ = [
     "Settings",
@@ -31,5 +33,6 @@ __all__ = [
     "env_files",
     "env_name",
     "load_settings",
+    "settings_reference",
     "user_env_file",
 ]
