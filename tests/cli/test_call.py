@@ -177,3 +177,22 @@ async def test_the_http_port_is_recognised_without_the_setting(tmp_path, daemon_
     env = clean_env(tmp_path, EXAI_WS_PORT=str(daemon.port))
     ran = await run_exai("tools", "--url", f"ws://127.0.0.1:{daemon.web.port}", env=env)
     assert ran.code == 2 and "is exai's HTTP port (EXAI_HTTP_PORT: /mcp and /v1)" in ran.err
+
+
+async def test_a_token_in_the_user_settings_file_works_from_any_directory(tmp_path, daemon_factory):
+    """`.env` is read only where it is; ~/.config/exai/env wherever exai runs."""
+    daemon = await daemon_factory(ws_token="user-file-token-0123456789")
+    env = _env(tmp_path, daemon)
+    anywhere = tmp_path / "some" / "other" / "directory"
+    anywhere.mkdir(parents=True)
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / ".env").write_text("EXAI_WS_TOKEN=user-file-token-0123456789\n")
+    elsewhere = await run_exai("tools", env=env, cwd=anywhere)
+    assert elsewhere.code == 2 and "wants a token" in elsewhere.err  # .env is not read here
+    user_file = tmp_path / "config" / "exai" / "env"  # clean_env's XDG_CONFIG_HOME
+    user_file.parent.mkdir(parents=True)
+    user_file.write_text("EXAI_WS_TOKEN=user-file-token-0123456789\n")
+    found = await run_exai("tools", env=env, cwd=anywhere)
+    config = await run_exai("config", env=env, cwd=anywhere)
+    assert found.code == 0 and "echo" in found.out
+    assert f"{user_file} (found)" in config.err and "./.env (not found)" in config.err
