@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench lint baseline reliability clean setup clients browser
+.PHONY: run test bench lint baseline reliability clean setup clients browser trace-demo
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ baseline: $(STAMP)
 
 reliability: $(STAMP)
 	$(BIN)/python -m pytest -q -m reliability tests/reliability $(PYTEST_ARGS)
+
+# A consensus call as one trace in Arize Phoenix, which runs from a virtual environment
+# of its own (build/phoenix/venv, created on first use). ARGS="--screenshot FILE.png".
+trace-demo: $(STAMP)
+	$(BIN)/python -m scripts.trace_demo $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts

@@ -218,8 +218,11 @@ class Port(Protocol):
         """Open or resume a protocol session: ``(session, resumed)``."""
         ...
 
-    def submit(self, session: SessionHandle, frame: CallToolFrame, raw: str | None = None) -> None:
-        """Admit a ``call_tool`` of ``session`` and start it, or answer it at once."""
+    def submit(self, session: SessionHandle, frame: CallToolFrame, raw: str | None = None) -> Any:
+        """Admit a ``call_tool`` of ``session`` and start it, or answer it at once.
+
+        Returns the call's task (an ``asyncio.Task``) when it was started, else None:
+        a face may wait on it (the WebSocket face ends its span when it is done)."""
 
     def cancel(self, session: SessionHandle, request_id: str) -> bool:
         """Cancel a running call; False if none is running under that id."""

@@ -11,17 +11,24 @@ calling concurrently, each the median of three rounds that alternate between the
 two servers (so a burst of load from elsewhere on the machine lands on both
 rather than on one), and the daemon's resident memory per idle connection.
 
+A third server in the same rounds is exai with tracing on and every call
+sampled (``OTEL_TRACES_SAMPLER=always_on``), exporting over OTLP/HTTP to a
+stand-in collector that answers 200 to every batch: the tracing table compares
+it with the untraced daemon, so "off" and "on" are measured side by side.
+
 Run: ``python -m scripts.bench.protocol`` (``make bench`` runs it with the rest).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +51,32 @@ async def main():
         await asyncio.Future()
 
 asyncio.run(main())
+"""
+
+# A stand-in OTLP collector for the traced daemon: takes every POST and answers 200,
+# counting the requests (a test fixture, not a backend: nothing is kept).
+COLLECTOR = """
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Sink(BaseHTTPRequestHandler):
+    posts = 0
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        Sink.posts += 1
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+    def do_GET(self):
+        body = str(Sink.posts).encode()
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Sink).serve_forever()
 """
 
 FRAME = json.dumps({"op": "call_tool", "request_id": "r", "name": "echo",
@@ -128,14 +161,24 @@ async def _idle_memory(url: str, pid: int, conns: int) -> float:
 
 
 async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
-              idle_conns: int = 1000, rounds: int = 3) -> dict[str, Any]:  # fmt: skip
-    echo_port = free_port()
+              idle_conns: int = 1000, rounds: int = 3,
+              traced: bool = True) -> dict[str, Any]:  # fmt: skip
+    """The bare echo and exai, and with ``traced`` a second daemon with tracing on,
+    every call sampled, exporting to a stand-in collector: all in the same rounds."""
+    echo_port, sink_port = free_port(), free_port()
     echo = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(echo_port)])
+    sink = subprocess.Popen([sys.executable, "-c", COLLECTOR, str(sink_port)]) if traced else None
+    tracing_env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}",
+                   "OTEL_TRACES_SAMPLER": "always_on"}  # fmt: skip
     try:
         await wait_for_port(echo_port)
         echo_url = f"ws://127.0.0.1:{echo_port}"
-        async with daemon_process() as (exai_url, pid):
-            servers = (("bare", echo_url, False), ("exai", exai_url, True))
+        async with contextlib.AsyncExitStack() as stack:
+            exai_url, pid = await stack.enter_async_context(daemon_process())
+            servers = [("bare", echo_url, False), ("exai", exai_url, True)]
+            if traced:
+                traced_url, _ = await stack.enter_async_context(daemon_process(**tracing_env))
+                servers.append(("exai_traced", traced_url, True))
             runs: dict[str, dict[str, list[dict[str, float]]]] = {
                 name: {"sequential": [], "concurrent": []} for name, _, _ in servers
             }
@@ -150,10 +193,19 @@ async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
                 for name, modes in runs.items()
             }
             results["idle_kib_per_conn"] = await _idle_memory(exai_url, pid, idle_conns)
-            return results
+        if traced:  # the traced daemon has exited, and exported what it had queued
+            results["collector_posts"] = _collector_posts(sink_port)
+        return results
     finally:
-        echo.terminate()
-        echo.wait(timeout=10)
+        for proc in (echo, sink):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=10)
+
+
+def _collector_posts(port: int) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as answer:
+        return int(answer.read())
 
 
 def report(r: dict[str, Any]) -> str:
@@ -180,10 +232,29 @@ def report(r: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def tracing_report(r: dict[str, Any]) -> str:
+    """Tracing off against tracing on (every call sampled and exported), same rounds."""
+    off, on = r["exai"], r["exai_traced"]
+    rows = ["| measure | tracing off | tracing on, 100% sampled | on / off |", "|---|---|---|---|"]
+    for mode in ("sequential", "concurrent"):
+        label = "1 conn" if mode == "sequential" else "50 conns"
+        for key, unit, name in (("p50_us", " µs", "p50 round trip"),
+                                ("p99_us", " µs", "p99 round trip"),
+                                ("calls_per_s", "", "calls/s")):  # fmt: skip
+            ratio = on[mode][key] / off[mode][key]
+            rows.append(f"| {name}, {label} | {off[mode][key]:.0f}{unit} | "
+                        f"{on[mode][key]:.0f}{unit} | {ratio:.2f}x |")  # fmt: skip
+    rows.append(f"| span batches the collector took | | {r['collector_posts']} | |")
+    return "\n".join(rows)
+
+
 def main() -> dict[str, Any]:
     results = asyncio.run(run())
     print("## Protocol overhead\n")
     print(report(results))
+    if "exai_traced" in results:
+        print("\n### Tracing (exai echo tool)\n")
+        print(tracing_report(results))
     return results
 
 

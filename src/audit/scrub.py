@@ -154,3 +154,9 @@ def log_scrubber(settings: Any = None) -> Any:
     """The scrubbing step for :func:`exai.logs.configure_logging`: log lines are
     masked as audit events are, with ``settings``' secrets when given."""
     return Scrubber(secrets_from_settings(settings) if settings is not None else ()).scrub
+
+
+def text_scrubber(settings: Any = None) -> Any:
+    """The masking of one string, for :func:`exai.tracing.setup.configure`: spans'
+    strings are masked as audit events and log lines are."""
+    return Scrubber(secrets_from_settings(settings) if settings is not None else ()).scrub_text

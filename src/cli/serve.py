@@ -63,9 +63,10 @@ def pid_file(settings: Settings, port: int | None = None) -> Path:
 
 def _serve(args: argparse.Namespace) -> int:
     settings = load_or_exit(ws_host=args.host, ws_port=args.port)
-    from exai.audit.scrub import log_scrubber
+    from exai.audit.scrub import log_scrubber, text_scrubber
     from exai.cli.preflight import check_settings
     from exai.logs import configure_logging
+    from exai.tracing import setup as tracing_setup
 
     try:
         undecided = check_settings(settings)
@@ -77,10 +78,13 @@ def _serve(args: argparse.Namespace) -> int:
         return _detach(settings)
     configure_logging(settings.log_format, settings.log_level,
                       scrubber=log_scrubber(settings))  # fmt: skip
+    tracing_setup.configure(settings, scrub=text_scrubber(settings))
     try:
         return asyncio.run(_run(settings, undecided))
     except KeyboardInterrupt:  # Ctrl-C during start-up: what started was stopped
         return _INTERRUPTED
+    finally:
+        tracing_setup.shutdown()  # what is queued goes out, bounded by the exporter's timeout
 
 
 async def _run(settings: Settings, undecided: list[tuple[str, str]]) -> int:

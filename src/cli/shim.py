@@ -40,10 +40,17 @@ def _shim(args: argparse.Namespace) -> int:
         return 2
     configure_logging(settings.log_format, settings.log_level, stream=sys.stderr,
                       scrubber=log_scrubber(settings))  # fmt: skip
+    from exai.audit.scrub import text_scrubber
     from exai.shim import ShimOptions, run_shim
+    from exai.tracing import setup as tracing_setup
 
+    # With an endpoint set the shim's own span joins the trace; without one the
+    # client's trace context is still passed on to the daemon.
+    tracing_setup.configure(settings, scrub=text_scrubber(settings))
     options = ShimOptions.from_settings(settings, args.url, args.token, args.autostart)
     try:
         return run_shim(settings, options)
     except KeyboardInterrupt:
         return 130
+    finally:
+        tracing_setup.shutdown()

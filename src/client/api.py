@@ -66,16 +66,22 @@ class ExaiClient(Connection):
         stats: CallStats | None = None,
         wait_s: float | None = None,
         roots: list[str] | None = None,
+        trace: dict[str, str] | None = None,
     ) -> CallToolResult:
         """Call a tool and wait for its one ``call_tool_res``.
 
         ``timeout_s`` is the deadline asked of the daemon; ``wait_s`` bounds how
         long this client waits (default: that deadline plus a margin). ``roots``
         are the calling IDE's workspace roots, passed on for the file policy.
+        ``trace``: the caller's W3C ``traceparent`` (and ``tracestate``), which
+        the daemon's spans of this call take as their parent.
         """
         rid = request_id or self.new_request_id()
+        trace = trace or {}
         frame = CallToolFrame(request_id=rid, name=name, arguments=arguments or {},
-                              timeout_s=timeout_s, stream=stream, roots=roots)  # fmt: skip
+                              timeout_s=timeout_s, stream=stream, roots=roots,
+                              traceparent=trace.get("traceparent"),
+                              tracestate=trace.get("tracestate"))  # fmt: skip
         await self._wait_connected()
         fut: asyncio.Future[CallToolResult] = asyncio.get_running_loop().create_future()
         pending = PendingCall(frame, fut, on_progress, on_chunk, stats or CallStats())

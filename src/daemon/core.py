@@ -35,6 +35,8 @@ from exai.protocol import CallToolFrame, ToolInfo
 from exai.settings import Settings
 from exai.tools.base import Services
 from exai.tools.registry import ToolRegistry
+from exai.tracing import setup as tracing_setup
+from exai.tracing import state as tracing_state
 
 __all__ = ["Core", "authenticator"]
 
@@ -168,8 +170,8 @@ class Core:
     ) -> tuple[Session, bool]:
         return await self.sessions.open_shared(principal, session_id)
 
-    def submit(self, session: Any, frame: CallToolFrame, raw: str | None = None) -> None:
-        self.dispatcher.submit(session, frame, raw)
+    def submit(self, session: Any, frame: CallToolFrame, raw: str | None = None) -> Any:
+        return self.dispatcher.submit(session, frame, raw)
 
     def cancel(self, session: Any, request_id: str) -> bool:
         return self.dispatcher.cancel(session, request_id)
@@ -231,6 +233,9 @@ class Core:
             out["audit"] = audit_stats()
         if self.cluster is not None:
             out["cluster"] = dict(self.cluster.stats)
+        trace_stats = tracing_setup.export_stats()
+        if tracing_state.tracer is not None and trace_stats is not None:
+            out["tracing"] = trace_stats.as_dict()
         if self.bridge is not None:
             out["mcp_servers"] = self.bridge.status()["servers"]
         return out
@@ -267,6 +272,14 @@ class Core:
             for key in ("resumed", "lookups", "results_written", "sync_failures"):
                 m.gauge(f"exai_cluster_{key}", f"Shared-state {key.replace('_', ' ')} since start",
                         lambda key=key: cluster.stats[key])  # fmt: skip
+        trace_stats = tracing_setup.export_stats()
+        if trace_stats is not None:
+            m.gauge("exai_trace_spans_exported", "Spans the trace exporter delivered",
+                    lambda: trace_stats.spans_exported)  # fmt: skip
+            m.gauge("exai_trace_spans_failed", "Spans lost because the collector failed",
+                    lambda: trace_stats.spans_failed)  # fmt: skip
+            m.gauge("exai_trace_export_failures", "Span batches the collector did not take",
+                    lambda: trace_stats.batches_failed)  # fmt: skip
         audit_stats = getattr(self.services.audit, "stats", None)
         if callable(audit_stats):
             m.gauge("exai_audit_backlog", "Audit events not yet shipped",

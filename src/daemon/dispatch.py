@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 
+from exai import tracing
+from exai.daemon import traced
 from exai.daemon.call import Call
 from exai.daemon.replay import KEEP_REQUEST_MAX_CHARS, call_fingerprint
 from exai.daemon.run import error_result, replayed, run_call
@@ -32,6 +34,7 @@ from exai.limits import CapacityLimiter, TokenBucket
 from exai.protocol import CallToolAck, CallToolFrame, ProgressFrame, describe_validation_error
 from exai.tools.base import Services
 from exai.tools.registry import ToolRegistry
+from exai.tracing import state as tracing_state
 
 if TYPE_CHECKING:
     from exai.daemon.session import Session
@@ -65,7 +68,7 @@ class Dispatcher:
     def submit(
         self, session: Session, frame: CallToolFrame, raw: str | None = None, *,
         events: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> asyncio.Task[None] | None:  # fmt: skip
         """Admit a call and start its task, or answer it at once; never waits.
 
         Called for each ``call_tool`` as it arrives (see :mod:`exai.ws.transport`).
@@ -75,7 +78,8 @@ class Dispatcher:
         replay cache. Anything else under a used id is refused. ``raw`` is the
         frame's text, when there is one: kept instead of a fingerprint if it is
         small. ``events``: the caller (an in-process face) takes structured model
-        events rather than text chunks.
+        events rather than text chunks. Returns the task of an admitted call (None:
+        answered at once), which a face may watch to end its own span.
         """
         rid = frame.request_id
         try:
@@ -83,16 +87,20 @@ class Dispatcher:
             if running is not None:  # a retry of a call still running: attach to it
                 self._check_retry(session, frame, running.fingerprint())
                 session.post(CallToolAck(request_id=rid, timeout_s=running.timeout_s))
-                return
+                return None
             finished = session.replay(rid)
             if finished is not None:
                 self._check_retry(session, frame, finished.fingerprint)
                 session.post(replayed(finished.result))
-                return
-            tool, arguments = self._admit(session, frame)
+                return None
+            if tracing_state.tracer is None:
+                tool, arguments = self._admit(session, frame)
+            else:
+                with traced.admission_span():
+                    tool, arguments = self._admit(session, frame)
         except ExaiError as exc:
             self._refuse(session, frame, exc)
-            return
+            return None
 
         s = self.settings
         timeout_s = min(frame.timeout_s or s.default_timeout_s, s.max_timeout_s)
@@ -106,6 +114,7 @@ class Dispatcher:
         call.task = asyncio.get_running_loop().create_task(
             run_call(self, session, call, tool, arguments, frame), name=f"call:{session.id}:{rid}"
         )
+        return call.task
 
     def _check_retry(self, session: Session, frame: CallToolFrame, earlier: str) -> None:
         """Refuse a call under a used request_id unless it is that call, still allowed."""
@@ -120,7 +129,11 @@ class Dispatcher:
                                  request_id=frame.request_id, tool=frame.name,
                                  principal=session.principal.name, duration_ms=0.0,
                                  status="error", error_code=exc.code.value)  # fmt: skip
-        session.post(error_result(frame.request_id, frame.name, exc, 0.0))
+        trace_id = None
+        if tracing_state.tracer is not None:  # the face's span: the refused call's trace
+            tracing.fail_current(exc)
+            trace_id = tracing.trace_id()
+        session.post(error_result(frame.request_id, frame.name, exc, 0.0, trace_id))
 
     def _authorize(self, session: Session, name: str) -> Any:
         """The tool ``name``, if it exists and the session's principal may call it now.

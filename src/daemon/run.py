@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from exai.accounting.ledger import charge_fields
 from exai.audit import args_digest
+from exai.daemon import traced
 from exai.daemon.call import Call, ModelEvent
 from exai.errors import CancelledError, ExaiError, InternalError, TimeoutError_
 from exai.logs import bind_call, get_logger
@@ -42,6 +43,7 @@ from exai.protocol import (
 )
 from exai.tools.artifacts import may_spill, spill_if_large
 from exai.tools.base import NullAudit, ToolContext, ToolResult
+from exai.tracing import state as tracing_state
 
 if TYPE_CHECKING:
     from exai.daemon.dispatch import Dispatcher
@@ -67,6 +69,8 @@ async def run_call(
     context: ToolContext | None = None
     result: ToolResult | None = None
     error: ExaiError | None = None
+    # Tracing off: one attribute read, nothing else (see exai.daemon.traced).
+    span = traced.call_span(session, call, tool.name) if tracing_state.tracer else None
     try:
         if call.cancel_reason is not None:  # stopped before this task first ran
             raise asyncio.CancelledError
@@ -87,8 +91,14 @@ async def run_call(
             call.timer.cancel()
     now = time.monotonic()
     latency_ms = (now - call.started) * 1000
-    data, error = _outcome(call, tool.name, result, error, latency_ms)
-    _account(d, session, call, tool.name, result, error, context, latency_ms)
+    if span is None:
+        data, error = _outcome(call, tool.name, result, error, latency_ms)
+        _account(d, session, call, tool.name, result, error, context, latency_ms)
+    else:
+        data, error = _outcome(call, tool.name, result, error, latency_ms, span.trace_id)
+        with span.step("audit"):
+            _account(d, session, call, tool.name, result, error, context, latency_ms)
+        span.end(result, error)
     await _deliver(d, session, call, data, error, now)
 
 
@@ -126,19 +136,25 @@ async def _acquire_and_execute(
 
 
 def _outcome(
-    call: Call, tool: str, result: ToolResult | None, error: ExaiError | None, latency_ms: float
+    call: Call,
+    tool: str,
+    result: ToolResult | None,
+    error: ExaiError | None,
+    latency_ms: float,
+    trace_id: str | None = None,
 ) -> tuple[bytes, ExaiError | None]:
     """The encoded result frame, and the error it reports (None: success)."""
     if error is None and result is not None:
         try:
-            return _ok_result(call.request_id, tool, result, latency_ms), None
+            return _ok_result(call.request_id, tool, result, latency_ms, trace_id), None
         except (TypeError, ValueError) as exc:  # not a result the protocol can carry
             log.exception("tool returned an unsendable result")
             error = InternalError(f"{tool} returned an invalid result: {exc}")
     assert error is not None
     log.info("call failed", code=error.code.value, message=error.message,
              latency_ms=round(latency_ms, 2))  # fmt: skip
-    return dump_frame_bytes(error_result(call.request_id, tool, error, latency_ms)), error
+    return dump_frame_bytes(error_result(call.request_id, tool, error, latency_ms,
+                                         trace_id)), error  # fmt: skip
 
 
 def _account(
@@ -183,7 +199,11 @@ async def _deliver(
 async def _queue_for(d: Dispatcher, limiter: Any) -> None:
     """Wait in ``limiter``'s bounded queue, recording how long it took."""
     waited = time.monotonic()
-    await limiter.acquire()
+    if tracing_state.tracer is None:
+        await limiter.acquire()
+    else:
+        with traced.queue_span(limiter):
+            await limiter.acquire()
     d.metrics.queue_wait.observe(time.monotonic() - waited)
 
 
@@ -281,8 +301,13 @@ def _digest(arguments: dict[str, Any]) -> dict[str, Any]:
     return {"args_digest": digest, "args_bytes": size}
 
 
-def _ok_result(rid: str, tool: str, result: ToolResult, latency_ms: float) -> bytes:
+def _ok_result(
+    rid: str, tool: str, result: ToolResult, latency_ms: float, trace_id: str | None = None
+) -> bytes:
     # The daemon's own values win over a tool's.
+    if trace_id is not None:
+        return encode_result(rid, result.texts, result.metadata, tool=tool,
+                             latency_ms=round(latency_ms, 3), trace_id=trace_id)  # fmt: skip
     return encode_result(
         rid, result.texts, result.metadata, tool=tool, latency_ms=round(latency_ms, 3)
     )
@@ -295,11 +320,14 @@ def replayed(result: bytes) -> CallToolResult:
     return frame.model_copy(update={"metadata": meta})
 
 
-def error_result(rid: str, tool: str, exc: ExaiError, latency_ms: float) -> CallToolResult:
+def error_result(
+    rid: str, tool: str, exc: ExaiError, latency_ms: float, trace_id: str | None = None
+) -> CallToolResult:
     info: ErrorInfo = exc.info()
+    extra = {"trace_id": trace_id} if trace_id is not None else {}
     return CallToolResult(
         request_id=rid,
         outputs=[],
         error=info,
-        metadata=ResultMetadata(tool=tool, latency_ms=round(latency_ms, 3)),
+        metadata=ResultMetadata(tool=tool, latency_ms=round(latency_ms, 3), **extra),
     )

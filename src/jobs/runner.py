@@ -34,6 +34,7 @@ from typing import Any
 
 import httpx
 
+from exai import tracing
 from exai.auth import Principal
 from exai.errors import ConversationNotFoundError
 from exai.jobs.base import Claimed, Job, JobStore
@@ -130,23 +131,34 @@ class JobRunner:
         if continues and job.thread_id and not arguments.get("continuation_id"):
             arguments["continuation_id"] = job.thread_id
         client = self.core.connect(principal, session_id=f"job-{run.id}")
-        call = asyncio.ensure_future(client.call(job.tool, arguments,
-                                                 request_id=f"attempt-{run.attempt}",
-                                                 timeout_s=job.timeout_s))  # fmt: skip
-        keeper = asyncio.create_task(self._keep_lease(run.id, call))
-        try:
-            result = await call
-        except asyncio.CancelledError:
-            if not call.cancelled():
-                raise
-            log.warning(
-                "job run stopped: lease lost or daemon stopping", run_id=run.id, job_id=job.id
-            )
-            return
-        finally:
-            keeper.cancel()
-            client.close()
-        await self._finish(claimed, result)
+        # Each run is a trace of its own (no caller is waiting on it); the job's
+        # attributes tie its runs together.
+        with tracing.span(
+            f"job {job.tool}", kind=tracing.SERVER, parent=tracing.ROOT,
+            attributes={"exai.face": "jobs", "exai.job.id": job.id, "exai.job.name": job.name,
+                        "exai.job.run_id": run.id, "exai.job.attempt": run.attempt,
+                        "exai.principal": job.owner, "gen_ai.tool.name": job.tool,
+                        "gen_ai.conversation.id": job.thread_id},
+        ):  # fmt: skip
+            call = asyncio.ensure_future(client.call(job.tool, arguments,
+                                                     request_id=f"attempt-{run.attempt}",
+                                                     timeout_s=job.timeout_s))  # fmt: skip
+            keeper = asyncio.create_task(self._keep_lease(run.id, call))
+            try:
+                result = await call
+            except asyncio.CancelledError:
+                if not call.cancelled():
+                    raise
+                log.warning(
+                    "job run stopped: lease lost or daemon stopping", run_id=run.id, job_id=job.id
+                )
+                return
+            finally:
+                keeper.cancel()
+                client.close()
+            if result.error is not None:
+                tracing.fail_current(result.error)
+            await self._finish(claimed, result)
 
     async def _keep_lease(self, run_id: str, call: asyncio.Future[Any]) -> None:
         lease = self.settings.jobs_lease_s

@@ -29,6 +29,7 @@ from exai.protocol.codec import (
 from exai.protocol.frames import (
     PROTOCOL_VERSION,
     SESSION_ID_PATTERN,
+    TRACEPARENT_PATTERN,
     CallToolAck,
     CallToolFrame,
     CallToolResult,
@@ -58,6 +59,7 @@ from exai.protocol.frames import (
 __all__ = [
     "PROTOCOL_VERSION",
     "SESSION_ID_PATTERN",
+    "TRACEPARENT_PATTERN",
     "CallToolAck",
     "CallToolFrame",
     "CallToolResult",

@@ -16,6 +16,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "REQUEST_ID_MAX",
     "SESSION_ID_PATTERN",
+    "TRACEPARENT_PATTERN",
     "CallToolAck",
     "CallToolFrame",
     "CallToolResult",
@@ -44,6 +45,9 @@ __all__ = [
 
 PROTOCOL_VERSION = 1
 SESSION_ID_PATTERN = r"^[A-Za-z0-9_-]{3,64}$"
+# W3C Trace Context: version-traceid-parentid-flags, lower-case hex; a later
+# version may add fields after the flags.
+TRACEPARENT_PATTERN = r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-[^\s]*)?$"
 REQUEST_ID_MAX = 128
 
 
@@ -123,6 +127,10 @@ class CallToolFrame(_Frame):
     # The calling IDE's workspace roots (absolute paths), as MCP clients declare
     # them; the daemon decides how far they count (see exai.files.policy.effective_roots).
     roots: list[Annotated[str, Field(max_length=4096)]] | None = Field(default=None, max_length=64)
+    # W3C trace context of the caller's span: the daemon's spans of this call become
+    # its children when tracing is on (docs/observability.md).
+    traceparent: str | None = Field(default=None, pattern=TRACEPARENT_PATTERN, max_length=256)
+    tracestate: str | None = Field(default=None, max_length=512)
 
 
 class CancelFrame(_Frame):

@@ -28,6 +28,7 @@ from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from exai import tracing
 from exai.errors import (
     ExaiError,
     OverCapacityError,
@@ -37,6 +38,7 @@ from exai.errors import (
 )
 from exai.limits import CapacityLimiter
 from exai.logs import get_logger
+from exai.providers import traced
 from exai.providers.base import ChatRequest, ChatResponse, Delta, Provider
 from exai.providers.catalogue import Catalogue, ModelInfo
 from exai.providers.params import Fitted, fit_request
@@ -141,6 +143,7 @@ class ModelCalls:
                     raise
                 first_error = first_error or exc
                 attempts.append(_attempt(info, exc))
+                tracing.event("fallback", {"exai.model": info.name, "error.type": exc.code.value})
                 continue
             if first_error is not None:
                 response.fallback_from = model_info.name
@@ -171,6 +174,8 @@ class ModelCalls:
                         raise
                     first_error = first_error or exc
                     attempts.append(_attempt(info, exc))
+                    tracing.event("fallback", {"exai.model": info.name,
+                                               "error.type": exc.code.value})  # fmt: skip
                     continue
                 fallback_from = model_info.name if first_error is not None else None
                 delta: Delta | None = first
@@ -202,33 +207,42 @@ class ModelCalls:
         self, info: ModelInfo, request: ChatRequest, fitted: Fitted
     ) -> ChatResponse:
         provider = self._providers[info.provider]
-        async with self.limiters[info.provider].slot():
-            started = time.monotonic()
-            try:
-                response = await provider.complete(fitted.request)
-            except BaseException as exc:
-                self._record(info, request, started, error=exc)
-                raise
-        self._answered(info, request, fitted, response)
-        self._record(info, request, started, response=response)
+        with traced.request_span(info, fitted.request, stream=False) as span:
+            async with self.limiters[info.provider].slot():
+                started = time.monotonic()
+                try:
+                    response = await provider.complete(fitted.request)
+                except BaseException as exc:
+                    self._record(info, request, started, error=exc)
+                    raise
+            self._answered(info, request, fitted, response)
+            cost = self._record(info, request, started, response=response)
+            traced.finish_request_span(span, response, cost)
         return response
 
     async def _stream_with(
         self, info: ModelInfo, request: ChatRequest, fitted: Fitted
     ) -> AsyncGenerator[Delta, None]:
         provider = self._providers[info.provider]
-        async with self.limiters[info.provider].slot():
-            started = time.monotonic()
-            try:
-                async with _closing(provider.stream(fitted.request)) as deltas:
-                    async for delta in deltas:
-                        if delta.response is not None:
-                            self._answered(info, request, fitted, delta.response)
-                            self._record(info, request, started, response=delta.response)
-                        yield delta
-            except BaseException as exc:
-                self._record(info, request, started, error=exc)
-                raise
+        with traced.request_span(info, fitted.request, stream=True) as span:
+            async with self.limiters[info.provider].slot():
+                started = time.monotonic()
+                first = True
+                try:
+                    async with _closing(provider.stream(fitted.request)) as deltas:
+                        async for delta in deltas:
+                            if first:
+                                first = False
+                                traced.first_chunk(span, started)
+                            if delta.response is not None:
+                                self._answered(info, request, fitted, delta.response)
+                                cost = self._record(info, request, started,
+                                                    response=delta.response)  # fmt: skip
+                                traced.finish_request_span(span, delta.response, cost)
+                            yield delta
+                except BaseException as exc:
+                    self._record(info, request, started, error=exc)
+                    raise
 
     def _answered(
         self, info: ModelInfo, request: ChatRequest, fitted: Fitted, response: ChatResponse
@@ -254,8 +268,9 @@ class ModelCalls:
         *,
         response: ChatResponse | None = None,
         error: BaseException | None = None,
-    ) -> None:
-        """The ``provider_request`` audit event, and the provider's last error."""
+    ) -> Any:
+        """The ``provider_request`` audit event, and the provider's last error; returns
+        the request's cost (None: unknown)."""
         if isinstance(error, (GeneratorExit, asyncio.CancelledError)):
             status, code, retries = "cancelled", "CANCELLED", 0
         elif error is not None:
@@ -285,6 +300,7 @@ class ModelCalls:
             status=status,
             error_code=code,
         )
+        return cost
 
     def _send_event(self, **fields: Any) -> None:
         if self._emit is None:

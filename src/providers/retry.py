@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_exponential_jitter
 
+from exai import tracing
 from exai.errors import ExaiError, ProviderError, RateLimitedError
 
 if TYPE_CHECKING:
@@ -81,8 +82,14 @@ class RetryPolicy:
         if asked is not None:
             # Exactly what was asked, plus a little so that many callers told the
             # same thing do not return in the same instant.
-            return float(asked) + random.uniform(0.0, min(1.0, 0.1 * float(asked)))
-        backoff = wait_exponential_jitter(
-            multiplier=self.initial_backoff_s, max=self.max_backoff_s, jitter=self.initial_backoff_s
-        )
-        return float(backoff(state))
+            wait = float(asked) + random.uniform(0.0, min(1.0, 0.1 * float(asked)))
+        else:
+            backoff = wait_exponential_jitter(multiplier=self.initial_backoff_s,
+                                              max=self.max_backoff_s,
+                                              jitter=self.initial_backoff_s)  # fmt: skip
+            wait = float(backoff(state))
+        # A retry is an event on the provider request's span, when tracing is on.
+        code = getattr(getattr(exc, "code", None), "value", type(exc).__name__)
+        tracing.event("retry", {"exai.attempt": state.attempt_number, "error.type": code,
+                                "exai.retry.wait_s": round(wait, 3)})  # fmt: skip
+        return wait

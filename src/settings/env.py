@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import SecretStr, ValidationError
+from pydantic import AliasChoices, SecretStr, ValidationError
 
 from exai.settings.model import Settings, env_name
 
@@ -62,6 +62,11 @@ def default_text(name: str) -> str | None:
     return "" if default is None else str(default)
 
 
+_ALIASED = {str(alias): name for name, info in Settings.model_fields.items()
+            if isinstance(info.validation_alias, AliasChoices)
+            for alias in info.validation_alias.choices}  # fmt: skip
+
+
 class SettingsError(Exception):
     """Start-up refused: a setting is invalid.
 
@@ -85,6 +90,9 @@ def _problem(err: Any) -> str:
     """One line for one validation error: the variable, what is expected, what was given
     (unless the setting is a secret)."""
     field = str(err["loc"][0]) if err["loc"] else "?"
+    # A setting read under its vendor's name (OTEL_*, KIMI_API_KEY) is reported under
+    # that name; it is still the field's value, secret or not.
+    field = _ALIASED.get(field, field)
     known = field in Settings.model_fields
     name = env_name(field) if known else field
     secret = known and Settings.model_fields[field].annotation in (SecretStr, SecretStr | None)

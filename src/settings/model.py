@@ -26,11 +26,13 @@ from exai.settings.memory import MemorySettings
 from exai.settings.providers import ProvidersSettings
 from exai.settings.shim import ShimSettings
 from exai.settings.tools import ToolsSettings
+from exai.settings.tracing import TracingSettings
 
 __all__ = ["Settings", "env_name"]
 
 
 class Settings(
+    TracingSettings,
     JobsSettings,
     MemorySettings,
     ShimSettings,

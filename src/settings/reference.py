@@ -45,7 +45,10 @@ vendors use. List settings are comma-separated. An empty value means the default
 """
 
 
-def _cell(text: str) -> str:
+def _cell(text: str, *, prose: bool = True) -> str:
+    """Text for a table cell; in prose, angle brackets would be read as HTML."""
+    if prose:
+        text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("|", "\\|").replace("\n", " ")
 
 
@@ -70,4 +73,4 @@ def _row(name: str) -> str:
         variable += " (or " + ", ".join(f"`{alias}`" for alias in aliases) + ")"
     default = default_text(name)
     shown = "(depends on the machine)" if default is None else f"`{default}`" if default else ""
-    return f"| {variable} | {_cell(shown)} | {_cell(info.description or '')} |"
+    return f"| {variable} | {_cell(shown, prose=False)} | {_cell(info.description or '')} |"

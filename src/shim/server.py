@@ -26,7 +26,7 @@ from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-from exai import __version__
+from exai import __version__, tracing
 from exai.client import ClientError, ExaiClient, HelloRefused, RequestFailed
 from exai.logs import get_logger
 from exai.protocol import ErrorCode, ErrorInfo, ProgressFrame, StreamChunk, ToolInfo
@@ -38,6 +38,7 @@ from exai.shim.translate import (
     tool_to_mcp,
     tools_fingerprint,
 )
+from exai.tracing import state as tracing_state
 
 __all__ = ["Shim"]
 
@@ -48,6 +49,8 @@ _HINT = "start it with `exai serve`, or set EXAI_SHIM_AUTOSTART=true"
 
 class Shim:
     """Forwards MCP ``tools/list`` and ``tools/call`` to the daemon behind ``client``."""
+
+    face = "mcp-stdio"  # exai.face on this face's spans
 
     def __init__(
         self,
@@ -124,6 +127,41 @@ class Shim:
         params: types.CallToolRequestParams,
         roots: list[str],
     ) -> types.CallToolResult:
+        """The call, under this face's span when tracing is on: its parent is the
+        trace context the client put in ``_meta`` (MCP's convention), else the
+        transport's (:meth:`trace_parent`)."""
+        meta = _meta(ctx.params)
+        if tracing_state.tracer is None:
+            # Not traced here: the caller's context still goes on to the daemon.
+            return await self._forward(client, ctx, params, roots, _trace_of(meta))
+        with tracing.span(
+            f"tools/call {params.name}",
+            kind=tracing.SERVER,
+            parent=tracing.extract_from(meta) or self.trace_parent(ctx),
+            attributes={"exai.face": self.face, "mcp.method.name": "tools/call",
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": params.name,
+                        "mcp.protocol.version": ctx.protocol_version,
+                        "jsonrpc.request.id": None if ctx.request_id is None
+                        else str(ctx.request_id)},
+        ) as span:  # fmt: skip
+            result = await self._forward(client, ctx, params, roots, tracing.carrier())
+            if result.is_error and span is not None and span.is_recording():
+                # MCP's convention; the exai code was set where the error was known.
+                span.set_attribute("error.type", "tool_error")
+            return result
+
+    def trace_parent(self, ctx: ServerRequestContext[Any]) -> Any:
+        """The transport's trace context, when ``_meta`` carries none (stdio has none)."""
+        return None
+
+    async def _forward(
+        self,
+        client: Any,
+        ctx: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        roots: list[str],
+        trace: dict[str, str],
+    ) -> types.CallToolResult:
         progress = _progress_token(ctx.params) is not None
         try:
             await client.wait_connected(self.connect_wait_s)
@@ -140,6 +178,7 @@ class Shim:
                 on_progress=relay,
                 on_chunk=relay,
                 roots=roots or None,
+                trace=trace or None,
             )
         except asyncio.CancelledError:
             # notifications/cancelled (or the client went away): stop the daemon's task too.
@@ -153,6 +192,8 @@ class Shim:
             return error_to_mcp(ErrorInfo(code=ErrorCode.INVALID_REQUEST, message=message))
         except ClientError as exc:
             return error_to_mcp(_client_error(client, exc))
+        if res.error is not None:
+            tracing.fail_current(res.error)
         return result_to_mcp(res)
 
     def client_for(self, ctx: ServerRequestContext[Any]) -> Any:
@@ -240,9 +281,21 @@ class _ProgressRelay:
             log.debug("progress not delivered", error=repr(exc))
 
 
-def _progress_token(params: Mapping[str, Any] | None) -> Any:
+def _meta(params: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     meta = (params or {}).get("_meta")
-    return meta.get("progressToken") if isinstance(meta, Mapping) else None
+    return meta if isinstance(meta, Mapping) else None
+
+
+def _progress_token(params: Mapping[str, Any] | None) -> Any:
+    meta = _meta(params)
+    return meta.get("progressToken") if meta is not None else None
+
+
+def _trace_of(meta: Mapping[str, Any] | None) -> dict[str, str]:
+    """The W3C trace context a client put in ``_meta``, to pass on; a malformed one
+    is dropped here (W3C: ignored), since the daemon would refuse it."""
+    context = tracing.extract_from(meta)
+    return tracing.carrier(context) if context is not None else {}
 
 
 def _unreachable(client: Any, exc: BaseException) -> str:

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
+from exai import tracing
 from exai.errors import (
     ExaiError,
     InternalError,
@@ -147,7 +148,8 @@ class ConsensusTool(Tool):
         metadata: dict[str, Any] = {"continuation_id": arguments.continuation_id}
         metadata["opinions"] = [o.describe() for o in opinions]
         try:
-            turn = await run_turn(quiet, _synthesis_request(arguments, opinions, model))
+            with tracing.span("synthesis", attributes={"exai.opinions": len(answered)}):
+                turn = await run_turn(quiet, _synthesis_request(arguments, opinions, model))
         except ExaiError as exc:
             metadata.update(usage.metadata(), synthesis={"model": model, "error": _error(exc)})
             metadata.update(spend.as_metadata())
@@ -235,11 +237,13 @@ async def _ask(
         store_turn=False,
     )
     try:
-        async with asyncio.timeout(timeout_s):
-            turn = await run_turn(context, request)
-    except TimeoutError:
-        error = TimeoutError_(f"{asked.model} did not answer within {timeout_s:g}s")
-        return Opinion(asked, error=error, latency_ms=_since(started))
+        # One span per model's opinion, under the call's (see exai.tracing).
+        with tracing.span(f"opinion {asked.model}", attributes={"exai.stance": asked.stance}):
+            try:
+                async with asyncio.timeout(timeout_s):
+                    turn = await run_turn(context, request)
+            except TimeoutError:
+                raise TimeoutError_(f"{asked.model} did not answer within {timeout_s:g}s") from None
     except ExaiError as exc:
         return Opinion(asked, error=exc, latency_ms=_since(started))
     response = turn.response

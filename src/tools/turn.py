@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
+from exai import tracing
 from exai.accounting.ledger import Charge
 from exai.errors import ExaiError, InternalError, ValidationError_
 from exai.files import acheck_paths
@@ -105,6 +106,18 @@ class TurnResult:
 
 
 async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
+    """One turn, under its own span when tracing is on (see :mod:`exai.tracing`)."""
+    started = {"gen_ai.conversation.id": turn.continuation_id, "exai.files": len(turn.files)}
+    with tracing.span("turn", attributes=started) as span:
+        result = await _run_turn(context, turn, span)
+        if span is not None:
+            ended = {"gen_ai.conversation.id": result.continuation_id,
+                     "exai.replayed": result.model is None}  # fmt: skip
+            tracing.set_attributes(span, ended)
+        return result
+
+
+async def _run_turn(context: ToolContext, turn: TurnRequest, span: Any) -> TurnResult:
     services = context.services
     store, providers = services.store, services.providers
     if providers is None or store is None:
@@ -112,7 +125,8 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
     owner = context.principal.name
     roots = context.roots
     if turn.files:
-        await acheck_paths(list(turn.files), roots)
+        with tracing.span("check_files"):
+            await acheck_paths(list(turn.files), roots)
     if turn.store_turn:
         done = await store.find_turn(owner, context.request_id, session_id=context.session_id,
                                      fingerprint=context.fingerprint)  # fmt: skip
@@ -120,7 +134,9 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
             return _replayed(providers, *done)
     found = FilesFound()
     if turn.files:
-        found = await read_attachments(list(turn.files), roots, context.settings.max_upload_bytes)
+        with tracing.span("read_files", attributes={"exai.files": len(turn.files)}):
+            found = await read_attachments(list(turn.files), roots,
+                                           context.settings.max_upload_bytes)  # fmt: skip
     thread_id = turn.continuation_id
     system_prompt = turn.system_prompt
     if thread_id is not None:
@@ -145,23 +161,32 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
         tool=context.tool,
     )
     info = _resolve(providers, turn.model, needs, images=found.has_images)
+    if span is not None:
+        span.update_name(f"turn {info.name}")
+        span.set_attributes({"gen_ai.request.model": info.name, "exai.provider": info.provider})
     attachments = await attach(
         found, info, providers.providers.get(info.provider), store, owner,
         context.settings.max_upload_bytes,
     )  # fmt: skip
     new_input = attachments.new_input(turn.prompt)
-    assembled = await assemble_messages(
-        system_prompt=system_prompt,
-        new_input=new_input,
-        limits=ContextLimits(info.context_window, info.max_output_tokens, family=info.provider),
-        store=store,
-        thread_id=thread_id,
-        owner=owner,
-        files=found.text_paths,
-        roots=roots,
-        low_water=context.settings.history_low_water,
-        memory_block=memory["text"] if memory else None,
-    )
+    with tracing.span("assemble_history") as assembling:
+        assembled = await assemble_messages(
+            system_prompt=system_prompt,
+            new_input=new_input,
+            limits=ContextLimits(info.context_window, info.max_output_tokens, family=info.provider),
+            store=store,
+            thread_id=thread_id,
+            owner=owner,
+            files=found.text_paths,
+            roots=roots,
+            low_water=context.settings.history_low_water,
+            memory_block=memory["text"] if memory else None,
+        )
+        tracing.set_attributes(assembling, {
+            "exai.messages": len(assembled.messages),
+            "exai.turns_dropped": assembled.turns_dropped,
+            "exai.files_included": len(assembled.files_included),
+        })  # fmt: skip
     request = ChatRequest(
         model=info.model_id,
         messages=assembled.messages,
@@ -175,7 +200,8 @@ async def run_turn(context: ToolContext, turn: TurnRequest) -> TurnResult:
     text = response.text
     if turn.store_turn:
         new_thread = thread_id is None
-        thread_id, text = await store_turn(context, turn, thread_id, response, new_input, found)
+        with tracing.span("store_turn", attributes={"exai.new_thread": new_thread}):
+            thread_id, text = await store_turn(context, turn, thread_id, response, new_input, found)
         if new_thread and memory:
             await store.put_state(thread_id, _MEMORY_BLOCK_KEY, memory)
             context.services.memory.injected(owner, thread_id, memory["ids"], memory["tokens"])

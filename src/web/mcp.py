@@ -22,10 +22,12 @@ from typing import Any
 from mcp.server import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from exai import tracing
 from exai.files.roots import is_loopback
 from exai.port import Caller, Port
 from exai.shim.roots import NoRoots, SessionRoots
 from exai.shim.server import Shim
+from exai.web.asgi import headers_of
 from exai.web.guard import principal_of
 
 __all__ = ["MAX_BODY_BYTES", "HttpMcp", "session_managers"]
@@ -38,6 +40,13 @@ class HttpMcp(Shim):
         roots = SessionRoots() if is_loopback(core.settings.ws_host) else NoRoots()
         super().__init__(None, roots=roots)
         self.core = core
+
+    face = "mcp-http"
+
+    def trace_parent(self, ctx: ServerRequestContext[Any]) -> Any:
+        """The HTTP request's ``traceparent`` header, when ``_meta`` carries none."""
+        request = ctx.request
+        return None if request is None else tracing.extract_from(headers_of(request.scope))
 
     def client_for(self, ctx: ServerRequestContext[Any]) -> Caller:
         request = ctx.request

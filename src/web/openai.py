@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from exai import tracing
 from exai.port import Caller, Port
 from exai.protocol import CallToolResult, ErrorInfo
 from exai.web.asgi import (
@@ -118,10 +119,19 @@ class _ChatCompletions:
             return
         client = self.core.connect(principal_of(scope))
         try:
-            if call.stream:
-                await self._streamed(call, client, receive, send)
-            else:
-                await self._whole(call, client, receive, send)
+            with tracing.span(
+                "POST /v1/chat/completions", kind=tracing.SERVER,
+                parent=tracing.extract_from(headers),
+                attributes={"exai.face": "openai", "http.request.method": "POST",
+                            "url.path": "/v1/chat/completions", "gen_ai.operation.name": "chat",
+                            "gen_ai.request.model": call.model,
+                            "gen_ai.request.stream": call.stream,
+                            "exai.principal": client.principal.name},
+            ):  # fmt: skip
+                if call.stream:
+                    await self._streamed(call, client, receive, send)
+                else:
+                    await self._whole(call, client, receive, send)
         finally:
             client.close()
 
@@ -132,6 +142,7 @@ class _ChatCompletions:
         if result is None:
             return
         if result.error is not None:
+            tracing.fail_current(result.error)
             await _send_error(send, result.error)
             return
         text = await self._whole_text(result, client)
@@ -175,6 +186,8 @@ class _ChatCompletions:
                     started = await _start_stream(send, call, writer)
                 await _send_event(send, writer.text(text.result()))
             result = task.result()
+            if result.error is not None:
+                tracing.fail_current(result.error)
             rest = [texts.get_nowait() for _ in range(texts.qsize())]
             if result.error is not None and not started and not rest:
                 await _send_error(send, result.error)

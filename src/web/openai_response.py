@@ -57,7 +57,7 @@ def exai_fields(call: CompletionCall, result: CallToolResult) -> dict[str, Any]:
     fields["provider"] = meta.provider
     extra = meta.model_extra or {}
     fields["cost"] = meta.cost  # OpenAI has no field for it; null when unpriced
-    for key in ("fallback_from", "turns_dropped"):
+    for key in ("fallback_from", "turns_dropped", "trace_id"):
         if extra.get(key):
             fields[key] = extra[key]
     if call.ignored:

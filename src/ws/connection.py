@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from websockets.exceptions import ConnectionClosed
 
-from exai import __version__
+from exai import __version__, tracing
 from exai.errors import UnauthorizedError
 from exai.logs import get_logger
 from exai.protocol import (
@@ -41,6 +41,7 @@ from exai.protocol import (
     dump_frame,
     parse_client_frame,
 )
+from exai.tracing import state as tracing_state
 from exai.ws.transport import ExaiConnection, FrameSender, Message
 
 if TYPE_CHECKING:
@@ -207,7 +208,10 @@ class _Frames:
                 raise FrameError(f"frame exceeds max_frame_bytes ({limit} bytes)")
             frame = parse_client_frame(raw)
             if isinstance(frame, CallToolFrame):
-                self.submit(self.session, frame, raw)
+                if tracing_state.tracer is None:
+                    self.submit(self.session, frame, raw)
+                else:
+                    self._traced(frame, raw)
             else:
                 self._other(frame)
         except FrameError as exc:
@@ -220,6 +224,26 @@ class _Frames:
             self.log.exception("frame handling failed")
             err = FrameError(f"internal error: {type(exc).__name__}", code=ErrorCode.INTERNAL_ERROR)
             self.session.post(err.to_frame())
+
+    def _traced(self, frame: CallToolFrame, raw: str) -> None:
+        """Submit a call under this face's span, which the frame's ``traceparent``
+        parents and which ends when the call's task does (its result sent)."""
+        session = self.session
+        span = tracing.start(
+            f"call_tool {frame.name}",
+            kind=tracing.SERVER,
+            parent=tracing.extract(frame.traceparent, frame.tracestate),
+            attributes={"exai.face": "websocket", "network.protocol.name": "websocket",
+                        "gen_ai.tool.name": frame.name, "exai.session.id": session.id,
+                        "exai.request.id": frame.request_id,
+                        "exai.principal": session.principal.name},
+        )  # fmt: skip
+        with tracing.activate(span):
+            task = self.submit(session, frame, raw)
+        if task is None or span is None:
+            tracing.finish(span)
+        else:
+            task.add_done_callback(lambda _task: span.end())
 
     def _other(self, frame: Any) -> None:
         core, session = self.core, self.session

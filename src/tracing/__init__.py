@@ -1,0 +1,275 @@
+"""Traces: each call as OpenTelemetry spans, from the face that took it to the vendor.
+
+One module owns tracing. The edge (``exai serve``, ``exai shim``) calls
+:func:`exai.tracing.setup.configure` once; until it does, or when no OTLP
+endpoint is configured, :data:`state.tracer` is ``None`` and every place that
+could start a span checks only that (one attribute read on the hot path, no
+OpenTelemetry call at all). When it is on, spans go to the SDK's batch
+processor, which exports them from its own thread: a call never waits for the
+collector, and a dead collector loses spans, never calls.
+
+What the rest of exai uses:
+
+- :data:`state` (``state.tracer``, ``state.content``): whether tracing is on,
+  and whether prompt and completion text may be put on spans
+  (``EXAI_TRACE_CONTENT``; off unless an operator turns it on);
+- :func:`span`: a context manager for the spans where the work happens (a model
+  turn, a provider request, a store write); it yields ``None`` when tracing is
+  off, and records an error on the span as exai reports it (status ``ERROR``,
+  ``error.type`` the exai error code);
+- :func:`start` / :func:`finish`: the same for spans that begin in one place
+  and end in another (a WebSocket call ends when its task does);
+- :func:`extract`: the context a W3C ``traceparent`` and ``tracestate`` carry,
+  from HTTP headers, MCP's ``_meta`` or the WebSocket ``call_tool`` frame;
+  :func:`carrier` the same pair for the current span, to pass on;
+- :func:`trace_id`: the current trace's id, which every result's metadata carries.
+
+The OpenTelemetry global tracer provider is never set: the provider lives here,
+so a test installs an in-memory exporter for itself (:func:`install`) and
+removes it after, and nothing leaks between tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from exai.errors import ExaiError
+
+__all__ = [
+    "CLIENT",
+    "INTERNAL",
+    "ROOT",
+    "SERVER",
+    "Link",
+    "Span",
+    "activate",
+    "carrier",
+    "event",
+    "extract",
+    "extract_from",
+    "fail",
+    "fail_current",
+    "finish",
+    "install",
+    "reset",
+    "set_attributes",
+    "span",
+    "start",
+    "state",
+    "trace_id",
+    "trace_id_of",
+]
+
+CLIENT, INTERNAL, SERVER = SpanKind.CLIENT, SpanKind.INTERNAL, SpanKind.SERVER
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+# A parent for spans that start a trace of their own whatever is current.
+ROOT = otel_context.Context()
+_SCOPE = "exai"
+
+
+@dataclass(slots=True)
+class _State:
+    tracer: Tracer | None = None  # None: tracing is off
+    content: bool = False  # prompt and completion text may go on spans
+    provider: Any = None  # the SDK's TracerProvider, for flush and shutdown
+
+
+state = _State()
+
+
+def install(provider: Any, *, content: bool = False) -> None:
+    """Make ``provider`` (an SDK ``TracerProvider``) the one exai's spans go to."""
+    from exai import __version__
+
+    state.tracer = provider.get_tracer(_SCOPE, __version__)
+    state.provider = provider
+    state.content = content
+
+
+def reset() -> Any:
+    """Turn tracing off; returns the provider that was installed (not shut down)."""
+    provider = state.provider
+    state.tracer, state.provider, state.content = None, None, False
+    return provider
+
+
+# --- context ------------------------------------------------------------------
+
+
+def extract(traceparent: Any, tracestate: Any = None) -> otel_context.Context | None:
+    """The remote parent a ``traceparent`` names, or None if there is none or it is
+    malformed (W3C: a receiver ignores a traceparent it cannot parse)."""
+    if not isinstance(traceparent, str) or not traceparent:
+        return None
+    carrier_in = {"traceparent": traceparent}
+    if isinstance(tracestate, str) and tracestate:
+        carrier_in["tracestate"] = tracestate
+    ctx = _PROPAGATOR.extract(carrier_in)
+    if not trace.get_current_span(ctx).get_span_context().is_valid:
+        return None
+    return ctx
+
+
+def extract_from(headers: Mapping[str, Any] | None) -> otel_context.Context | None:
+    """:func:`extract` from a mapping with ``traceparent``/``tracestate`` keys
+    (lower-cased HTTP headers, MCP's ``_meta``)."""
+    if not headers:
+        return None
+    return extract(headers.get("traceparent"), headers.get("tracestate"))
+
+
+def carrier(context: otel_context.Context | None = None) -> dict[str, str]:
+    """``traceparent`` (and ``tracestate``) of the current span, or of ``context``'s,
+    to send on; empty when there is no valid span. A ``tracestate`` over 512
+    characters is left out (W3C allows a hop to drop it)."""
+    out: dict[str, str] = {}
+    if trace.get_current_span(context).get_span_context().is_valid:
+        _PROPAGATOR.inject(out, context=context)
+    if len(out.get("tracestate", "")) > 512:
+        del out["tracestate"]
+    return out
+
+
+def trace_id_of(sp: Span) -> str | None:
+    ctx = sp.get_span_context()
+    return trace.format_trace_id(ctx.trace_id) if ctx.is_valid else None
+
+
+def trace_id() -> str | None:
+    """The current trace's id (32 hex digits), or None when there is none."""
+    return trace_id_of(trace.get_current_span())
+
+
+# --- spans --------------------------------------------------------------------
+
+
+def start(
+    name: str,
+    *,
+    kind: SpanKind = SpanKind.INTERNAL,
+    attributes: Mapping[str, Any] | None = None,
+    parent: otel_context.Context | None = None,
+    links: list[Link] | None = None,
+) -> Span | None:
+    """Start a span that some other code will :func:`finish`; None when tracing is off.
+    Without ``parent`` it is a child of the current span."""
+    tracer = state.tracer
+    if tracer is None:
+        return None
+    return tracer.start_span(name, context=parent, kind=kind, attributes=_clean(attributes),
+                             links=links)  # fmt: skip
+
+
+@contextlib.contextmanager
+def activate(sp: Span | None) -> Iterator[None]:
+    """Make ``sp`` the current span inside the block (tasks created there inherit it)."""
+    if sp is None:
+        yield
+        return
+    token = otel_context.attach(trace.set_span_in_context(sp))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def finish(sp: Span | None, error: BaseException | None = None) -> None:
+    if sp is None:
+        return
+    if error is not None:
+        fail(sp, error)
+    sp.end()
+
+
+def fail(sp: Span | None, error: BaseException | Any) -> None:
+    """Mark ``sp`` failed as exai reports it: ``error.type`` and ``exai.error.code``
+    are the exai error code; a bug (not an ExaiError) is also recorded as an exception."""
+    if sp is None or not sp.is_recording():
+        return
+    code = getattr(error, "code", None)
+    code = getattr(code, "value", code)
+    if isinstance(error, ExaiError) or isinstance(code, str):
+        message = getattr(error, "message", str(error))
+        sp.set_attributes({"error.type": str(code), "exai.error.code": str(code)})
+        sp.set_status(Status(StatusCode.ERROR, str(message)[:500]))
+        return
+    sp.set_attribute("error.type", type(error).__qualname__)
+    if isinstance(error, BaseException):
+        sp.record_exception(error)
+    sp.set_status(Status(StatusCode.ERROR, str(error)[:500]))
+
+
+def event(name: str, attributes: Mapping[str, Any] | None = None) -> None:
+    """An event on the current span (a retry, a fallback); nothing when tracing is off."""
+    if state.tracer is not None:
+        sp = trace.get_current_span()
+        if sp.is_recording():
+            sp.add_event(name, _clean(attributes) or {})
+
+
+def fail_current(error: BaseException | Any) -> None:
+    """:func:`fail` on the current span."""
+    if state.tracer is not None:
+        fail(trace.get_current_span(), error)
+
+
+@contextlib.contextmanager
+def span(
+    name: str,
+    *,
+    kind: SpanKind = SpanKind.INTERNAL,
+    attributes: Mapping[str, Any] | None = None,
+    parent: otel_context.Context | None = None,
+) -> Iterator[Span | None]:
+    """A span around a block, current inside it; yields None when tracing is off.
+
+    An exception leaving the block marks the span failed (:func:`fail`); a
+    cancellation is recorded as ``CANCELLED``.
+    """
+    tracer = state.tracer
+    if tracer is None:
+        yield None
+        return
+    with tracer.start_as_current_span(
+        name, context=parent, kind=kind, attributes=_clean(attributes),
+        record_exception=False, set_status_on_exception=False,
+    ) as sp:  # fmt: skip
+        try:
+            yield sp
+        except BaseException as exc:
+            if isinstance(exc, (GeneratorExit, KeyboardInterrupt, SystemExit)):
+                raise
+            fail(sp, _Cancelled() if _is_cancel(exc) else exc)
+            raise
+
+
+def set_attributes(sp: Span | None, attributes: Mapping[str, Any]) -> None:
+    """Set attributes, leaving out None values (OpenTelemetry refuses them)."""
+    if sp is not None:
+        sp.set_attributes(_clean(attributes) or {})
+
+
+class _Cancelled:
+    code = "CANCELLED"
+    message = "cancelled"
+
+
+def _is_cancel(exc: BaseException) -> bool:
+    import asyncio
+
+    return isinstance(exc, asyncio.CancelledError)
+
+
+def _clean(attributes: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if not attributes:
+        return None
+    return {k: v for k, v in attributes.items() if v is not None}

@@ -1,0 +1,138 @@
+"""What stands between exai's spans and the collector: scrubbing and counting.
+
+:class:`GuardedExporter` wraps the SDK's OTLP exporter. It runs on the batch
+processor's thread, never on a call's path, and for every span it sends
+
+- masks credentials in every string the span carries (attributes, event
+  attributes, the status message), with the scrubber the edge hands in: the
+  audit trail's, so a trace masks what an audit event masks;
+- counts what happened: spans exported, spans and batches that failed (a dead
+  collector shows up here and in ``/metrics``, and loses spans, never calls).
+
+Prompt and completion text are kept off spans where they are made (see
+``exai.tracing.state.content``), not filtered here.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import Status
+
+from exai.logs import get_logger
+
+__all__ = ["ExportStats", "GuardedExporter"]
+
+log = get_logger("exai.tracing")
+
+ScrubText = Callable[[str], str]
+
+
+class ExportStats:
+    """Counts kept by the exporter's thread and read by /metrics (ints: no lock needed to read)."""
+
+    def __init__(self) -> None:
+        self.spans_exported = 0
+        self.spans_failed = 0
+        self.batches_failed = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"spans_exported": self.spans_exported, "spans_failed": self.spans_failed,
+                "batches_failed": self.batches_failed}  # fmt: skip
+
+
+class GuardedExporter(SpanExporter):
+    def __init__(self, inner: SpanExporter, scrub: ScrubText | None = None) -> None:
+        self.inner = inner
+        # Most strings on spans repeat (tool names, principals, session ids): each is
+        # masked once. Only the processor's one thread calls this.
+        self.scrub = functools.lru_cache(maxsize=4096)(scrub) if scrub is not None else None
+        self.stats = ExportStats()
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        batch = [self._scrubbed(s) for s in spans] if self.scrub is not None else list(spans)
+        try:
+            result = self.inner.export(batch)
+        except Exception as exc:  # an exporter bug must not kill the processor's thread
+            log.warning("trace export raised", error=repr(exc))
+            result = SpanExportResult.FAILURE
+        with self._lock:
+            if result is SpanExportResult.SUCCESS:
+                self.stats.spans_exported += len(batch)
+            else:
+                self.stats.spans_failed += len(batch)
+                self.stats.batches_failed += 1
+                failed = self.stats.batches_failed
+        if result is not SpanExportResult.SUCCESS and _worth_logging(failed):
+            log.warning("traces could not be exported; calls are not affected",
+                        spans=len(batch), batches_failed=failed)  # fmt: skip
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+    # --- scrubbing ----------------------------------------------------------------
+
+    def _scrubbed(self, sp: ReadableSpan) -> ReadableSpan:
+        """``sp`` with its strings masked; ``sp`` itself when nothing needed masking,
+        which is almost always (so most spans are not copied)."""
+        attributes = self._attrs(sp.attributes)
+        events = [(e, self._attrs(e.attributes)) for e in sp.events]
+        status = sp.status
+        description = status.description if status is not None else None
+        masked = self._text(description) if description else description
+        if attributes is None and masked == description and all(a is None for _, a in events):
+            return sp
+        if masked != description:
+            status = Status(status.status_code, masked)
+        return ReadableSpan(
+            name=sp.name,
+            context=sp.context,
+            parent=sp.parent,
+            resource=sp.resource,
+            attributes=attributes if attributes is not None else sp.attributes,
+            events=[
+                Event(e.name, a if a is not None else e.attributes, e.timestamp) for e, a in events
+            ],
+            links=sp.links,
+            kind=sp.kind,
+            status=status,
+            start_time=sp.start_time,
+            end_time=sp.end_time,
+            instrumentation_scope=sp.instrumentation_scope,
+        )
+
+    def _attrs(self, attributes: Any) -> dict[str, Any] | None:
+        """The attributes with their strings masked, or None if none changed."""
+        out: dict[str, Any] | None = None
+        for key, value in (attributes or {}).items():
+            if isinstance(value, str):
+                masked: Any = self._text(value)
+            elif isinstance(value, tuple | list) and any(isinstance(v, str) for v in value):
+                masked = tuple(self._text(v) if isinstance(v, str) else v for v in value)
+                masked = value if tuple(value) == masked else masked
+            else:
+                continue
+            if masked != value:
+                if out is None:
+                    out = dict(attributes)
+                out[key] = masked
+        return out
+
+    def _text(self, text: str) -> str:
+        assert self.scrub is not None
+        return self.scrub(text)
+
+
+def _worth_logging(failures: int) -> bool:
+    """The first failure, then every hundredth: a dead collector must not flood the log."""
+    return failures == 1 or failures % 100 == 0
