@@ -36,6 +36,13 @@ __all__ = ["register"]
 _INTERRUPTED, _PIPE_CLOSED = 130, 141
 _CANCEL_WAIT_S = 5.0
 
+_DESCRIPTION = (
+    "Call one tool and print its answer on stdout; the continuation_id, how to continue "
+    "and other notes go to stderr. With --stream the answer is printed as it is written. "
+    "Files in the working directory can be read (it is offered as a root, as the shim "
+    "offers an IDE's project). Ctrl-C cancels the call on the daemon. Exit codes: 0 done, "
+    "1 a tool error, 2 a usage or connection problem, 130 interrupted."
+)
 _VALUES_HELP = (
     'tool arguments; VALUE is read as JSON (3, true, ["/abs/a.py"], {...}) unless the '
     "tool's schema wants text there, and as text when it is not JSON: prompt=42 is the "
@@ -44,8 +51,7 @@ _VALUES_HELP = (
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("call", help="call a tool on a running daemon",
-                       description=__doc__.split("\n\n")[1] if __doc__ else None)  # fmt: skip
+    p = sub.add_parser("call", help="call a tool on a running daemon", description=_DESCRIPTION)
     p.add_argument("tool", help="tool name (`exai tools` lists them)")
     p.add_argument("args", nargs="*", metavar="key=value", help=_VALUES_HELP)
     p.add_argument("--json", dest="json_args", help="arguments as one JSON object")

@@ -34,7 +34,12 @@ COMMANDS = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="exai", description="Kimi and GLM tool daemon")
+    parser = argparse.ArgumentParser(
+        prog="exai",
+        description="Kimi and GLM tool daemon",
+        epilog="Settings come from the environment, then ./.env, then ~/.config/exai/env; "
+        "`exai config` checks and shows them. `exai COMMAND --help` describes a command.",
+    )
     parser.add_argument("--version", action="version", version=f"exai {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
