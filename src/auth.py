@@ -5,7 +5,9 @@ every configured token, so the time taken does not reveal which prefix matched.
 A JWT needs ``sub``, ``exp`` and may carry ``nbf``, ``scopes`` (a list of tool
 names, or ``"*"``; scopes restrict which tools the principal may call) and
 ``exai_budget`` (``{amount, currency, period}``: what the principal may spend
-per UTC day or month, see :mod:`exai.settings.values`).
+per UTC day or month, see :mod:`exai.settings.values`) and ``exai_memory``
+(true or false: whether the model faces bring the principal's memories, over
+``EXAI_FACES_MEMORY``).
 
 A principal is an *operator* when a JWT gives it the scope ``exai:admin``
 (:data:`ADMIN_SCOPE`) or ``EXAI_ADMIN_PRINCIPALS`` names it (:func:`is_admin`):
@@ -53,6 +55,7 @@ class Principal:
     method: str = "token"
     budget: Budget | None = None  # from the token; None: EXAI_BUDGETS decides
     expires_at: float | None = None  # a JWT's exp; what is made from it must not outlive it
+    memory: bool | None = None  # memory on the model faces, from the token; None: settings
 
     def may_call(self, tool: str) -> bool:
         return self.scopes is None or "*" in self.scopes or tool in self.scopes
@@ -142,8 +145,11 @@ def _principal_from_claims(claims: dict[str, Any]) -> Principal:
             budget = parse_budget(claims["exai_budget"], "exai_budget")
         except ValueError as exc:
             raise UnauthorizedError(f"invalid token: {exc}") from None
+    memory = claims.get("exai_memory")
+    if memory is not None and not isinstance(memory, bool):
+        raise UnauthorizedError("invalid token: exai_memory must be true or false")
     exp = claims.get("exp")
-    return Principal(sub, scopes=scope_set, method="jwt", budget=budget,
+    return Principal(sub, scopes=scope_set, method="jwt", budget=budget, memory=memory,
                      expires_at=float(exp) if exp is not None else None)  # fmt: skip
 
 
@@ -153,6 +159,7 @@ def issue_token(
     scopes: Iterable[str] | None = None,
     ttl_s: float = 3600.0,
     budget: Budget | None = None,
+    memory: bool | None = None,
 ) -> str:
     now = int(time.time())
     claims: dict[str, object] = {"sub": sub, "iat": now, "nbf": now, "exp": now + int(ttl_s)}
@@ -161,4 +168,6 @@ def issue_token(
     if budget is not None:
         claims["exai_budget"] = {"amount": str(budget.amount), "currency": budget.currency,
                                  "period": budget.period}  # fmt: skip
+    if memory is not None:
+        claims["exai_memory"] = memory
     return jwt.encode(claims, secret, algorithm="HS256")

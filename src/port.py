@@ -112,6 +112,13 @@ class Reads(Protocol):
         """The whole text of a stored artifact of the principal's thread, or None."""
         ...
 
+    def count_tokens(
+        self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> int:
+        """exai's estimate (never under) of the prompt tokens of ``messages`` and
+        ``tools`` for the model ``model`` names (a name, an alias or ``auto``)."""
+        ...
+
     # --- a principal's own (the console) -------------------------------------------
 
     async def threads(

@@ -14,6 +14,10 @@ in the machine's load affects them alike:
 - streamed: stateless with ``stream: true``, to the last chunk, against the
   emulator streamed directly.
 
+Every answer is checked against the emulator's own (the same reply to the same
+question on every path); a failed call or another answer counts as an error of its
+path.
+
 The emulator and the daemon run in processes of their own, so the measuring
 client shares its core with neither. Run: ``python -m scripts.bench.openai_endpoint``.
 """
@@ -38,18 +42,22 @@ MODEL = "kimi-k2.6"
 MESSAGES = [{"role": "user", "content": "How long is a piece of string? " * 4}]
 
 
-async def _timed(request: Callable[[], Awaitable[Any]]) -> float:
-    start = time.perf_counter()
-    await request()
-    return time.perf_counter() - start
+def _reply_to(answer: str) -> str:
+    """The emulator's reply without its count of the messages it saw (a thread adds its
+    system prompt to them)."""
+    return answer.split(" (saw ")[0]
 
 
-async def _streamed(client: AsyncOpenAI, **extra: Any) -> None:
+async def _answer(client: AsyncOpenAI, **extra: Any) -> str:
+    completion = await client.chat.completions.create(model=MODEL, messages=MESSAGES, **extra)
+    return completion.choices[0].message.content or ""
+
+
+async def _streamed(client: AsyncOpenAI, **extra: Any) -> str:
     stream = await client.chat.completions.create(
         model=MODEL, messages=MESSAGES, stream=True, **extra
     )
-    async for _ in stream:
-        pass
+    return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
 
 
 async def run(n: int = 600, rounds: int = 10, warmup: int = 50) -> dict[str, Any]:
@@ -65,25 +73,31 @@ async def run(n: int = 600, rounds: int = 10, warmup: int = 50) -> dict[str, Any
             direct = AsyncOpenAI(base_url=provider_url, api_key="sk-bench", max_retries=0)
             daemon = AsyncOpenAI(base_url=f"http://127.0.0.1:{http_port}/v1", api_key="bench",
                                  max_retries=0)  # fmt: skip
-            create_direct = direct.chat.completions.create
-            create_daemon = daemon.chat.completions.create
-            paths: dict[str, Callable[[], Awaitable[Any]]] = {
-                "direct": lambda: create_direct(model=MODEL, messages=MESSAGES),
-                "stateless": lambda: create_daemon(model=MODEL, messages=MESSAGES),
-                "new_thread": lambda: create_daemon(
-                    model=MODEL, messages=MESSAGES, metadata={"exai_thread": "new"}
-                ),
+            paths: dict[str, Callable[[], Awaitable[str]]] = {
+                "direct": lambda: _answer(direct),
+                "stateless": lambda: _answer(daemon),
+                "new_thread": lambda: _answer(daemon, metadata={"exai_thread": "new"}),
                 "direct_streamed": lambda: _streamed(direct),
                 "streamed": lambda: _streamed(daemon),
             }
             samples: dict[str, list[float]] = {name: [] for name in paths}
+            errors = dict.fromkeys(paths, 0)  # a failed call, or an answer not the emulator's
             try:
+                expected = await paths["direct"]()
                 for request in paths.values():
                     for _ in range(warmup):
                         await request()
                 for _ in range(rounds):
                     for name, request in paths.items():
-                        samples[name] += [await _timed(request) for _ in range(n // rounds)]
+                        for _ in range(n // rounds):
+                            start = time.perf_counter()
+                            try:
+                                answer = await request()
+                            except Exception:
+                                errors[name] += 1
+                                continue
+                            samples[name].append(time.perf_counter() - start)
+                            errors[name] += _reply_to(answer) != _reply_to(expected)
             finally:
                 await direct.close()
                 await daemon.close()
@@ -91,6 +105,9 @@ async def run(n: int = 600, rounds: int = 10, warmup: int = 50) -> dict[str, Any
         emulator.terminate()
         emulator.wait(timeout=10)
     results: dict[str, Any] = {name: summarize(s) for name, s in samples.items()}
+    for name in results:
+        results[name]["errors"] = errors[name]
+    results["answer"] = expected
     for name, base in (("stateless", "direct"), ("new_thread", "direct"),
                        ("streamed", "direct_streamed")):  # fmt: skip
         results[name]["added_p50_ms"] = results[name]["p50_ms"] - results[base]["p50_ms"]

@@ -33,6 +33,7 @@ BENCHMARKS = [
     "audit_outbox",  # emit cost, outbox ingest and shipping rates
     "shim",  # MCP through the shim against a direct WebSocket call
     "openai_endpoint",  # /v1/chat/completions through the daemon against the provider directly
+    "model_faces",  # the three model faces against LiteLLM's, and 64 concurrent agent loops
     "toolsets",  # tools/list payload per profile
     "vendor_files",  # chat with a PDF: uploaded, or its text from the upload cache
     "usage_report",  # exai usage over 100,000 cost rows against a COUNT(*) of the table

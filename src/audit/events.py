@@ -33,6 +33,9 @@ EventKind = Literal[
     "connection_closed",
     "call_started",
     "call_finished",
+    # A model face's request (which face, the model asked for, the client's id for
+    # its user or session) beside the call_* events of the call that answers it.
+    "model_request",
     "provider_request",
     "conversation_turn",
     "auth_failed",

@@ -2,11 +2,13 @@
 
 Lists and lookups that describe what the core holds, answered from the
 services without a tool call: the model catalogue as ``/v1/models`` lists it,
-the whole text of an artifact a result was cut to, and what the console shows
-a person of their own threads, jobs, memories and spend. Ownership is checked
-here as the store checks it for tools: a principal reads only its own, and an
-id of someone else's is answered exactly like an id that does not exist. The
-operator's queries live in :mod:`exai.daemon.operator_reads` and are mixed in.
+the whole text of an artifact a result was cut to, a prompt's tokens as the
+model it would go to counts them (``/v1/messages/count_tokens``), and what the
+console shows a person of their own threads, jobs, memories and spend. Ownership
+is checked here as the store checks it for tools: a principal reads only its
+own, and an id of someone else's is answered exactly like an id that does not
+exist. The operator's queries live in :mod:`exai.daemon.operator_reads` and are
+mixed in.
 
 Anything that changes state (continuing a thread, scheduling, forgetting) is a
 tool call through the dispatcher, never a read.
@@ -15,6 +17,7 @@ tool call through the dispatcher, never a read.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +25,7 @@ from exai.accounting.budgets import period_window
 from exai.daemon.operator_reads import OperatorReads, usage_lines
 from exai.errors import ConversationNotFoundError, ExaiError, ValidationError_
 from exai.providers.pricing import from_nanos
+from exai.store.tokens import estimator_for
 from exai.store.transcript import export_lines
 
 if TYPE_CHECKING:
@@ -57,6 +61,22 @@ class CoreReads(OperatorReads):
         except ExaiError:
             return None
         return str(whole.content)
+
+    def count_tokens(
+        self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> int:
+        family = "generic"
+        providers = self._core.services.providers
+        if providers is not None:
+            try:
+                family = providers.resolve(model).model_id
+            except ExaiError:
+                pass  # an unknown model: the generic estimate, which fits every family
+        estimator = estimator_for(family)
+        counted = estimator.messages(messages)
+        if tools:
+            counted += estimator.text(json.dumps(tools, ensure_ascii=False))
+        return counted
 
     # --- threads --------------------------------------------------------------------
 

@@ -88,6 +88,16 @@ def fit_request(info: ModelInfo, request: ChatRequest, support: ParamSupport) ->
             f"{_listed(support.response_formats)}, not {kind!r}",
         )
     _fit_tools(info, request, fitted, support, vendor)
+    if out.tools and out.parallel_tool_calls is False and not support.parallel_tool_calls:
+        # The vendors let the model call several tools at once and have no switch for it;
+        # true asks for what they do anyway, false cannot be passed on.
+        fitted.notes.append(
+            note(
+                "parallel_tool_calls",
+                f"{vendor}'s API has no parallel_tool_calls switch; the model may still call "
+                "several tools at once",
+            )
+        )
     return fitted
 
 

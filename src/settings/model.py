@@ -5,7 +5,7 @@ Each section of ``.env.example`` is a model of its own (``settings/daemon.py``,
 exai reads ``settings.ws_port`` or ``settings.jobs_tick_s`` from one object and
 one environment. pydantic orders inherited fields from the last base to the
 first, so the sections are listed here in reverse: ``.env.example`` (generated in
-field order) keeps the daemon's section first and the jobs' last.
+field order) keeps the daemon's section first and the model faces' last.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from exai.redact import MASK, mask_url_credentials
 from exai.settings.audit import AuditSettings
 from exai.settings.conversations import ConversationsSettings
 from exai.settings.daemon import DaemonSettings
+from exai.settings.faces import FacesSettings
 from exai.settings.fields import env_files
 from exai.settings.jobs import JobsSettings
 from exai.settings.memory import MemorySettings
@@ -32,6 +33,7 @@ __all__ = ["Settings", "env_name"]
 
 
 class Settings(
+    FacesSettings,
     TracingSettings,
     JobsSettings,
     MemorySettings,

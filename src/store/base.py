@@ -364,6 +364,24 @@ class ConversationStore(ABC):
         """Keep ``upload``; when its key already holds one (a concurrent call
         uploaded the same file), the one kept first is returned and kept."""
 
+    # --- the Responses API's stored responses (see exai.store.responses) ----
+
+    @abstractmethod
+    async def put_response(
+        self,
+        response_id: str,
+        owner: str,
+        messages: Sequence[Mapping[str, Any]],
+        parent_id: str | None = None,
+    ) -> None:
+        """Keep a response: the messages it added to the conversation after
+        ``parent_id``'s. The same id again keeps the first."""
+
+    @abstractmethod
+    async def response_messages(self, response_id: str, owner: str) -> list[dict[str, Any]]:
+        """The whole conversation up to ``response_id``; ``ConversationNotFoundError``
+        unless it is the owner's, unexpired, with every earlier response there."""
+
     @abstractmethod
     async def aclose(self) -> None: ...
 

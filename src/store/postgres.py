@@ -28,6 +28,7 @@ from exai.errors import ValidationError_
 from exai.store.base import StoreLimits
 from exai.store.executor import Dialect
 from exai.store.migrations import apply_migrations
+from exai.store.responses import POSTGRES_MIGRATION as POSTGRES_RESPONSES
 from exai.store.sql import Body, SqlStore, T
 
 __all__ = [
@@ -222,6 +223,7 @@ MIGRATIONS: list[tuple[int, str]] = [
             WHERE thread_id IS NOT NULL;
         """,
     ),
+    (7, POSTGRES_RESPONSES),  # the Responses API's stored responses (exai.store.responses)
 ]
 
 # Workflow steps holding their thread's lock at once, per daemon; more wait.

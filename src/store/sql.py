@@ -5,7 +5,8 @@
 threads and forks (:mod:`exai.store.threads`), turns and their request keys
 (:mod:`exai.store.turns`), state, artifacts and vendor uploads
 (:mod:`exai.store.artifacts`), cost rows (:mod:`exai.store.costs`), the search
-of a principal's threads (:mod:`exai.store.search`), all on
+of a principal's threads (:mod:`exai.store.search`), the Responses API's stored
+responses (:mod:`exai.store.responses`), all on
 :class:`~exai.store.sql_base.SqlBase`. A backend only supplies connections
 through ``_read`` and ``_write`` and a :class:`~exai.store.executor.Dialect`.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 from exai.store.artifacts import ArtifactRows
 from exai.store.base import ConversationStore
 from exai.store.costs import CostAccounts
+from exai.store.responses import ResponseRows
 from exai.store.search import ThreadSearch
 from exai.store.sql_base import Body, T
 from exai.store.threads import ThreadRows
@@ -23,6 +25,15 @@ from exai.store.turns import TurnRows
 __all__ = ["Body", "SqlStore", "T"]
 
 
-class SqlStore(ThreadRows, TurnRows, ArtifactRows, CostAccounts, ThreadSearch, ConversationStore):
+class SqlStore(
+    ThreadRows, TurnRows, ArtifactRows, CostAccounts, ThreadSearch, ResponseRows, ConversationStore
+):
     """Everything a conversation store does, over any :class:`~exai.store.executor.Executor`,
     and the per-call cost rows kept beside the conversations (:class:`CostAccounts`)."""
+
+    async def prune(self, now: float | None = None) -> int:
+        """Remove expired and deleted threads, and the responses past the TTL; how many
+        threads went."""
+        threads = await super().prune(now)
+        await self.prune_responses(now)
+        return threads

@@ -32,6 +32,7 @@ import aiosqlite
 from exai.store.base import StoreLimits
 from exai.store.executor import Dialect, ThreadConnection, drive
 from exai.store.migrations import apply_sqlite_migrations
+from exai.store.responses import SQLITE_MIGRATION as SQLITE_RESPONSES
 from exai.store.sql import Body, SqlStore, T
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -196,6 +197,7 @@ MIGRATIONS: list[tuple[int, str]] = [
             WHERE thread_id IS NOT NULL;
         """,
     ),
+    (7, SQLITE_RESPONSES),  # the Responses API's stored responses (exai.store.responses)
 ]
 
 _BUSY_TIMEOUT_S = 10.0

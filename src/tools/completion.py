@@ -23,6 +23,12 @@ Streaming: to a WebSocket client, the text as ``stream_chunk`` frames; to an
 in-process face that asked for events (``ToolContext.event_cb``), every provider
 delta (text, reasoning, tool-call pieces, usage) as it comes.
 
+Around the caller's messages it may add (see :mod:`exai.tools.completion_context`)
+this request's ``instructions``, a stored response's conversation
+(``previous_response_id``: the Responses API's state, owner-checked), and the
+principal's memories (``memory``); with ``store_as`` it keeps the new messages and
+the answer as a stored response. Nothing else is read or written.
+
 Unlisted: a model choosing tools has no use for a raw message array, and every
 MCP client would pay for its schema in each ``tools/list``. The faces, and any
 script, call it by name; a principal whose scopes leave it out cannot use the
@@ -37,15 +43,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from exai.errors import InternalError
-from exai.providers import ChatRequest, ModelNeeds
+from exai.providers import ChatRequest, ChatResponse, ModelNeeds
 from exai.providers.catalogue import ModelInfo
 from exai.store.tokens import estimator_for
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
+from exai.tools.completion_context import keep_response, stored_messages, with_memory
 from exai.tools.turn import ThinkingMode, ask_model, response_cost
 
 __all__ = ["TOOLS", "CompletionInput", "CompletionTool", "Message", "ToolSpec"]
 
 _STRICT = ConfigDict(extra="forbid")
+RESPONSE_ID = r"^resp_[A-Za-z0-9]{8,64}$"
 
 
 class FunctionCall(BaseModel):
@@ -145,6 +153,22 @@ class CompletionInput(ToolInput):
     top_p: float | None = Field(default=None, ge=0, le=1)
     seed: int | None = None
     response_format: ResponseFormat | None = None
+    instructions: str | None = Field(
+        default=None, description="A system prompt for this request only: sent first, not kept."
+    )
+    memory: bool = Field(
+        default=False,
+        description="Bring the caller's memories relevant to its last message (a marked block "
+        "before that message).",
+    )
+    previous_response_id: str | None = Field(
+        default=None, pattern=RESPONSE_ID, description="Continue a response kept with store_as."
+    )
+    store_as: str | None = Field(
+        default=None,
+        pattern=RESPONSE_ID,
+        description="Keep this request's messages and the answer as a response under this id.",
+    )
 
     @field_validator("tools")
     @classmethod
@@ -178,7 +202,8 @@ class CompletionTool(Tool):
     name = "completion"
     description = (
         "One answer from a Kimi or GLM model to a whole message array (OpenAI chat format, "
-        "the caller's function tools included); stateless: nothing is stored."
+        "the caller's function tools included); stateless unless it continues or keeps a "
+        "stored response."
     )
     Input = CompletionInput
     profile = "lean"
@@ -191,7 +216,15 @@ class CompletionTool(Tool):
             raise InternalError("the daemon was started without providers")
         if arguments.stream:  # the argument and the protocol's "stream" flag mean the same
             context.stream_requested = True
-        messages = [m.model_dump(exclude_unset=True) for m in arguments.messages]
+        new = [m.model_dump(exclude_unset=True) for m in arguments.messages]
+        previous = arguments.previous_response_id
+        messages = [*(await stored_messages(context, previous) if previous else []), *new]
+        if arguments.instructions:
+            messages = [{"role": "system", "content": arguments.instructions}, *messages]
+        memory_ids: list[str] = []
+        notes: list[dict[str, str]] = []
+        if arguments.memory:
+            messages, memory_ids, notes = await with_memory(context, messages)
         tools = [t.model_dump(exclude_none=True) for t in arguments.tools or []]
         needs = ModelNeeds(
             thinking=arguments.thinking_mode == "on",
@@ -228,6 +261,8 @@ class CompletionTool(Tool):
         )
         request = request_for(info)
         response = await ask_model(context, request, info)
+        if arguments.store_as:
+            await keep_response(context, arguments.store_as, previous, new, _answer(response))
         cost = response_cost(providers, response)
         metadata: dict[str, Any] = {
             "model": response.model,
@@ -238,13 +273,25 @@ class CompletionTool(Tool):
         }
         if response.tool_calls:
             metadata["tool_calls"] = response.tool_calls
-        if response.notes:
-            metadata["notes"] = response.notes
+        if response.notes or notes:
+            metadata["notes"] = [*notes, *response.notes]
+        if memory_ids:
+            metadata["memory_ids"] = memory_ids
         if response.fallback_from:
             metadata["fallback_from"] = response.fallback_from
         if response.reasoning:
             metadata["reasoning"] = response.reasoning
         return ToolResult(response.text, metadata=metadata)
+
+
+def _answer(response: ChatResponse) -> dict[str, Any]:
+    """The model's answer as the message a stored conversation keeps."""
+    message: dict[str, Any] = {"role": "assistant", "content": response.text}
+    if response.tool_calls:
+        message["tool_calls"] = response.tool_calls
+    if response.reasoning:
+        message["reasoning_content"] = response.reasoning
+    return message
 
 
 def _dumped(value: Any) -> Any:

@@ -27,12 +27,15 @@ from starlette.routing import Route
 from exai import __version__
 from exai.logs import get_logger
 from exai.port import Port
+from exai.web.anthropic import routes as anthropic_routes
+from exai.web.anthropic_errors import error_body as anthropic_error_body
 from exai.web.console import Console
 from exai.web.guard import Guard
 from exai.web.mcp import MAX_BODY_BYTES, session_managers
 from exai.web.mcp_calls import McpEndpoint
 from exai.web.openai import routes as openai_routes
 from exai.web.openai_errors import error_body as openai_error_body
+from exai.web.responses import routes as responses_routes
 
 __all__ = ["WebFace"]
 
@@ -73,15 +76,19 @@ class WebFace:
             Route("/health", self._health),
             Route("/mcp", _AsgiEndpoint(McpEndpoint(self.mcp, self.mcp_json, MAX_BODY_BYTES)),
                   methods=["GET", "POST", "DELETE"]),
-            *openai_routes(self.core),
             *self.console.routes(),
+            *anthropic_routes(self.core),
+            *responses_routes(self.core),
+            *openai_routes(self.core),  # last: it answers every other /v1 path with a 404
         ])  # fmt: skip
         # The console's own pages post forms from the address people reach it at.
         origins = [*s.allowed_origins, *([_origin(s.public_url)] if s.public_url else [])]
         return Guard(app, self.core.auth, host=s.ws_host, port=self.port,
                      allowed_origins=origins,
                      throttle=self.core.admission,
-                     error_bodies={"/v1": openai_error_body},
+                     error_bodies={"/v1": openai_error_body,
+                                   "/v1/messages": anthropic_error_body},
+                     api_key_paths=("/v1/messages",),
                      cookie_realms=(self.console.realm(),))  # fmt: skip
 
     @property
@@ -122,7 +129,7 @@ class WebFace:
                 self._task.result()
             await asyncio.sleep(0.01)
         log.info("http listening", host=s.ws_host, port=self.port,
-                 faces=["/mcp", "/v1", "/console"])  # fmt: skip
+                 faces=["/mcp", "/v1", "/v1/messages", "/v1/responses", "/console"])  # fmt: skip
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -14,6 +14,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from exai.web.model_call import RequestRefused
+
 __all__ = [
     "BodyTooLarge",
     "Receive",
@@ -21,6 +23,7 @@ __all__ = [
     "disconnected",
     "headers_of",
     "read_body",
+    "read_json",
     "send_json",
     "unless_client_leaves",
 ]
@@ -60,6 +63,27 @@ async def read_body(receive: Receive, headers: dict[str, str], limit: int) -> by
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+async def read_json(receive: Receive, headers: dict[str, str], limit: int) -> Any:
+    """The request body as JSON; None if the client disconnected while sending it.
+
+    A body over ``limit`` bytes or not JSON is refused (:class:`RequestRefused`).
+    """
+    try:
+        body = await read_body(receive, headers, limit)
+    except BodyTooLarge:
+        raise RequestRefused(
+            f"the request body is over {limit:,} bytes (EXAI_MAX_FRAME_BYTES)",
+            code="request_too_large",
+            status=413,
+        ) from None
+    if body is None:
+        return None
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise RequestRefused(f"the request body is not valid JSON: {exc}") from None
 
 
 async def send_json(

@@ -30,8 +30,11 @@ Failed sign-ins count against the same allowance as failed bearer tokens
 
 Each face answers in its own dialect: a refusal's body is exai's
 ``{"error": {"code", "message"}}`` unless the path falls under a prefix given
-an ``error_bodies`` shaper (``/v1`` answers as OpenAI does, so its clients
-raise their usual exceptions).
+an ``error_bodies`` shaper, the longest such prefix winning (``/v1`` answers as
+OpenAI does and ``/v1/messages`` as Anthropic does, so their clients raise their
+usual exceptions). Under the ``api_key_paths`` prefixes (``/v1/messages``) the
+token may also come as ``x-api-key``, the header Anthropic's clients send; a
+request that carries both headers is checked on ``Authorization``.
 """
 
 from __future__ import annotations
@@ -144,6 +147,7 @@ class Guard:
         open_paths: frozenset[str] = frozenset({"/health"}),
         throttle: Any = None,
         error_bodies: Mapping[str, ErrorBody] | None = None,
+        api_key_paths: tuple[str, ...] = (),
         cookie_realms: tuple[CookieRealm, ...] = (),
     ) -> None:
         self.app = app
@@ -153,7 +157,9 @@ class Guard:
         self.allowed_origins = {o.rstrip("/") for o in allowed_origins}
         self.open_paths = open_paths
         self.throttle = throttle
-        self.error_bodies = dict(error_bodies or {})
+        # Longest prefix first, so the most specific face's shape wins.
+        self.error_bodies = sorted((error_bodies or {}).items(), key=lambda kv: -len(kv[0]))
+        self.api_key_paths = api_key_paths
         self.cookie_realms = cookie_realms
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -177,11 +183,18 @@ class Guard:
                 scope.setdefault("state", {})[_STATE_KEY] = principal
         elif scope["path"] not in self.open_paths:
             peer = (scope.get("client") or ("?",))[0]
+            header = headers.get("authorization")
+            if (
+                header is None
+                and "x-api-key" in headers
+                and _under(scope["path"], self.api_key_paths)
+            ):
+                header = f"Bearer {headers['x-api-key']}"
             try:
-                principal = self._authenticate(headers.get("authorization"), str(peer))
+                principal = self._authenticate(header, str(peer))
             except UnauthorizedError as exc:
                 challenge = 'Bearer realm="exai", error="invalid_token"'
-                if "authorization" not in headers:
+                if header is None:
                     challenge = 'Bearer realm="exai"'
                 body = self._body(scope["path"], exc.info())
                 await send_json(send, 401, body, {"www-authenticate": challenge})
@@ -204,8 +217,8 @@ class Guard:
         await send_json(send, 401, self._body(scope["path"], info))
 
     def _body(self, path: str, info: ErrorInfo) -> dict[str, Any]:
-        for prefix, shape in self.error_bodies.items():
-            if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
+        for prefix, shape in self.error_bodies:
+            if _under(path, (prefix,)):
                 return shape(info)
         return {"error": {"code": info.code.value, "message": info.message}}
 
@@ -230,6 +243,10 @@ class Guard:
         if self.loopback and _is_own_loopback_origin(origin, self.port):
             return None
         return f"requests from the web origin {origin!r} are not allowed (EXAI_ALLOWED_ORIGINS)"
+
+
+def _under(path: str, prefixes: tuple[str, ...]) -> bool:
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in prefixes)
 
 
 def _is_own_loopback_origin(origin: str, port: int) -> bool:

@@ -18,9 +18,6 @@ that goes away, streaming or not, cancels its call.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
 import secrets
 import time
 from typing import Any
@@ -29,29 +26,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from exai import tracing
 from exai.port import Caller, Port
-from exai.protocol import CallToolResult, ErrorInfo
-from exai.web.asgi import (
-    BodyTooLarge,
-    Receive,
-    Send,
-    disconnected,
-    headers_of,
-    read_body,
-    send_json,
-    unless_client_leaves,
-)
+from exai.protocol import CallToolResult
+from exai.web.asgi import Receive, Send, headers_of, read_json, send_json
 from exai.web.guard import principal_of
-from exai.web.openai_errors import OpenAIRequestError, error_body, error_response
+from exai.web.model_call import RequestRefused
+from exai.web.model_stream import face_span, result_text, run_streamed, run_whole
+from exai.web.openai_errors import error_response, refusal_response
 from exai.web.openai_request import NEW_THREAD, THREAD_HEADER, CompletionCall, parse_request
-from exai.web.openai_response import (
-    ChunkWriter,
-    completion_body,
-    model_list,
-    result_text,
-    sse,
-)
+from exai.web.openai_response import ChunkWriter, completion_body, model_list
 
 __all__ = ["routes"]
 
@@ -83,20 +66,21 @@ class _Models:
         for model in self._listing()["data"]:
             if model["id"].lower() == name.lower():
                 return JSONResponse(model)
-        error = OpenAIRequestError(f"the model {name!r} does not exist on this exai daemon",
-                                   param="model", code="model_not_found", status=404)  # fmt: skip
-        status, body, headers = error.response()
+        error = RequestRefused(f"the model {name!r} does not exist on this exai daemon",
+                               param="model", code="model_not_found", status=404)  # fmt: skip
+        status, body, headers = refusal_response(error)
         return JSONResponse(body, status_code=status, headers=headers)
 
 
 async def _unknown_path(request: Request) -> Response:
-    error = OpenAIRequestError(
-        "exai serves GET /v1/models and POST /v1/chat/completions, not "
+    error = RequestRefused(
+        "exai serves GET /v1/models, POST /v1/chat/completions, POST /v1/responses, "
+        "POST /v1/messages and POST /v1/messages/count_tokens, not "
         f"{request.method} {request.url.path}",
         code="unknown_url",
         status=404,
     )
-    status, body, headers = error.response()
+    status, body, headers = refusal_response(error)
     return JSONResponse(body, status_code=status, headers=headers)
 
 
@@ -110,24 +94,16 @@ class _ChatCompletions:
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         headers = headers_of(scope)
         try:
-            body = await _read_json(receive, headers, self.core.settings.max_frame_bytes)
+            body = await read_json(receive, headers, self.core.settings.max_frame_bytes)
             if body is None:
                 return  # the client left before it finished sending
             call = parse_request(body, headers)
-        except OpenAIRequestError as exc:
-            await send_json(send, *exc.response())
+        except RequestRefused as exc:
+            await send_json(send, *refusal_response(exc))
             return
         client = self.core.connect(principal_of(scope))
         try:
-            with tracing.span(
-                "POST /v1/chat/completions", kind=tracing.SERVER,
-                parent=tracing.extract_from(headers),
-                attributes={"exai.face": "openai", "http.request.method": "POST",
-                            "url.path": "/v1/chat/completions", "gen_ai.operation.name": "chat",
-                            "gen_ai.request.model": call.model,
-                            "gen_ai.request.stream": call.stream,
-                            "exai.principal": client.principal.name},
-            ):  # fmt: skip
+            with face_span(call, client, headers, "/v1/chat/completions"):
                 if call.stream:
                     await self._streamed(call, client, receive, send)
                 else:
@@ -138,12 +114,11 @@ class _ChatCompletions:
     async def _whole(
         self, call: CompletionCall, client: Caller, receive: Receive, send: Send
     ) -> None:
-        result = await unless_client_leaves(client.call(call.tool, call.arguments), receive)
+        result = await run_whole(self.core, client, call, receive)
         if result is None:
             return
         if result.error is not None:
-            tracing.fail_current(result.error)
-            await _send_error(send, result.error)
+            await send_json(send, *error_response(result.error))
             return
         text = await self._whole_text(result, client)
         body = completion_body(call, result, text, completion_id=_completion_id(),
@@ -165,86 +140,12 @@ class _ChatCompletions:
     async def _streamed(
         self, call: CompletionCall, client: Caller, receive: Receive, send: Send
     ) -> None:
-        texts: asyncio.Queue[str] = asyncio.Queue()
-        task = asyncio.ensure_future(client.call(
-            call.tool, call.arguments, stream=True, on_chunk=lambda c: texts.put_nowait(c.text)
-        ))  # fmt: skip
-        gone = asyncio.ensure_future(disconnected(receive))
         writer = ChunkWriter(call, completion_id=_completion_id(), created=int(time.time()))
-        started = False
-        try:
-            while True:
-                text = asyncio.ensure_future(texts.get())
-                await asyncio.wait({text, task, gone}, return_when=asyncio.FIRST_COMPLETED)
-                if gone.done() and not text.done():
-                    text.cancel()
-                    return
-                if not text.done():
-                    text.cancel()
-                    break
-                if not started:
-                    started = await _start_stream(send, call, writer)
-                await _send_event(send, writer.text(text.result()))
-            result = task.result()
-            if result.error is not None:
-                tracing.fail_current(result.error)
-            rest = [texts.get_nowait() for _ in range(texts.qsize())]
-            if result.error is not None and not started and not rest:
-                await _send_error(send, result.error)
-                return
-            if not started:
-                started = await _start_stream(send, call, writer)
-            for piece in rest:
-                await _send_event(send, writer.text(piece))
-            if result.error is not None:  # after text was sent, the status cannot change
-                await _send_event(send, error_body(result.error))
-            else:
-                for chunk in writer.last(result):
-                    await _send_event(send, chunk)
-                await _send_event(send, "[DONE]")
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        finally:
-            gone.cancel()
-            if not task.done():  # the client left: Caller.call cancels the call
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-
-
-async def _start_stream(send: Send, call: CompletionCall, writer: ChunkWriter) -> bool:
-    headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
-               (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]  # fmt: skip
-    if call.thread is not None and call.thread != NEW_THREAD:
-        headers.append((THREAD_HEADER.encode(), call.thread.encode()))
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await _send_event(send, writer.first())
-    return True
-
-
-async def _send_event(send: Send, data: dict[str, Any] | str) -> None:
-    await send({"type": "http.response.body", "body": sse(data), "more_body": True})
-
-
-async def _read_json(receive: Receive, headers: dict[str, str], limit: int) -> Any:
-    """The request body as JSON; None if the client disconnected while sending it."""
-    try:
-        body = await read_body(receive, headers, limit)
-    except BodyTooLarge:
-        raise OpenAIRequestError(
-            f"the request body is over {limit:,} bytes (EXAI_MAX_FRAME_BYTES)",
-            code="request_too_large",
-            status=413,
-        ) from None
-    if body is None:
-        return None
-    try:
-        return json.loads(body)
-    except ValueError as exc:
-        raise OpenAIRequestError(f"the request body is not valid JSON: {exc}") from None
-
-
-async def _send_error(send: Send, info: ErrorInfo) -> None:
-    await send_json(send, *error_response(info))
+        headers = []
+        if call.thread is not None and call.thread != NEW_THREAD:
+            headers.append((THREAD_HEADER.encode(), call.thread.encode()))
+        await run_streamed(self.core, client, call, receive, send, writer, error_response,
+                           ping_s=self.core.settings.faces_ping_s, headers=headers)  # fmt: skip
 
 
 def _completion_id() -> str:

@@ -22,13 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from exai.protocol import ErrorCode, ErrorInfo
+from exai.web.model_call import RequestRefused
 
 __all__ = [
     "ERRORS",
     "ErrorShape",
-    "OpenAIRequestError",
     "error_body",
     "error_response",
+    "refusal_response",
 ]
 
 
@@ -80,22 +81,11 @@ _PARAM_OF_ARGUMENT = {
 }
 
 
-class OpenAIRequestError(Exception):
-    """A request the endpoint refuses before any call: 400 unless ``status`` says."""
-
-    def __init__(
-        self, message: str, *, param: str | None = None, code: str | None = None, status: int = 400
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.param = param
-        self.code = code
-        self.status = status
-
-    def response(self) -> tuple[int, dict[str, Any], dict[str, str]]:
-        error = {"message": self.message, "type": "invalid_request_error",
-                 "param": self.param, "code": self.code}  # fmt: skip
-        return self.status, {"error": error}, {"x-should-retry": "false"}
+def refusal_response(refused: RequestRefused) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """``(status, body, headers)`` for a request refused before any call."""
+    error = {"message": refused.message, "type": "invalid_request_error",
+             "param": refused.param, "code": refused.code}  # fmt: skip
+    return refused.status, {"error": error}, {"x-should-retry": "false"}
 
 
 def _shape(info: ErrorInfo) -> ErrorShape:
@@ -108,6 +98,9 @@ def _param(info: ErrorInfo) -> str | None:
     """The request field at fault, from a validation error's first field."""
     if _shape(info) is _UNKNOWN_MODEL:
         return "model"
+    named = (info.details or {}).get("param")
+    if isinstance(named, str):  # the provider layer names the parameter it could not serve
+        return named
     fields = (info.details or {}).get("fields") or []
     if not fields or not isinstance(fields[0], dict):
         return _shape(info).param

@@ -3,20 +3,22 @@
 A request runs in one of two modes, chosen by whether it names an exai thread
 (the ``X-Exai-Thread`` header or ``metadata.exai_thread``):
 
+- **Stateless**: the request becomes a ``completion`` call, and the messages go
+  to the model as given (a ``developer`` message as ``system``, which Kimi and
+  GLM know), with the caller's function tools (``tools``, or the legacy
+  ``functions``), ``tool_choice``, ``parallel_tool_calls`` and sampling
+  parameters. The model's calls of those tools come back in OpenAI's shape.
 - **Thread**: ``"new"`` starts a conversation, a ``continuation_id`` continues
   one. The request becomes a ``chat`` call: its last message, which must be the
   user's, is the prompt, and exai adds the history from its store exactly as it
-  does for any ``chat`` call; the rest of the request's messages are not sent.
-  On a new thread, the request's system messages become the thread's own
-  system prompt, kept for its life.
-- **Stateless**: the request becomes a ``completion`` call, and the messages go
-  to the model as given (a ``developer`` message as ``system``, which Kimi and
-  GLM know).
+  does for any ``chat`` call; the rest of the request's messages are not sent
+  (the answer says how many). On a new thread, the request's system messages
+  become the thread's own system prompt, kept for its life. ``chat`` takes no
+  client tools and no sampling parameters but ``temperature``, so those are
+  refused in this mode.
 
-What exai cannot honour is refused (400) when ignoring it would change what the
-caller gets back (``n`` > 1, client tools, JSON response formats, logprobs,
-audio). Sampling settings exai does not pass on (``top_p``, ``stop``, ``seed``...)
-are ignored, and named in the response's ``exai.ignored``.
+Every field is applied, adapted with a note, or refused naming it
+(:mod:`exai.web.model_call`); a field this module does not know is refused.
 """
 
 from __future__ import annotations
@@ -27,7 +29,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from exai.tools.chat import UUID_PATTERN
-from exai.web.openai_errors import OpenAIRequestError
+from exai.web.model_call import (
+    ModelCall,
+    Note,
+    RequestRefused,
+    check_known,
+    want_bool,
+    want_dict,
+    want_list,
+    want_number,
+    want_str,
+)
+from exai.web.openai_legacy import LEGACY_FIELDS, legacy_messages, legacy_tools
 
 __all__ = [
     "NEW_THREAD",
@@ -42,74 +55,182 @@ THREAD_METADATA_KEY = "exai_thread"
 NEW_THREAD = "new"
 
 _UUID = re.compile(UUID_PATTERN)
-# Fields this module reads; any other field a request sets is reported as ignored.
-_READ = frozenset({
-    "model", "messages", "stream", "stream_options", "temperature", "max_tokens",
-    "max_completion_tokens", "metadata", "n", "tools", "functions", "tool_choice",
-    "function_call", "response_format", "logprobs", "audio", "modalities",
-})  # fmt: skip
-_NO_TOOLS = (
-    "exai's OpenAI-compatible endpoint does not pass client tools (function calling) to "
-    "the model; send the request without {param}"
+# Every field a request may set. Sampling and tool fields apply without a thread only.
+_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "stream",
+        "stream_options",
+        "temperature",
+        "max_tokens",
+        "max_completion_tokens",
+        "metadata",
+        "n",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "stop",
+        "top_p",
+        "seed",
+        "response_format",
+        "user",
+        "safety_identifier",
+        "logprobs",
+        "modalities",
+        "store",
+        "reasoning_effort",
+        "thinking",
+        *LEGACY_FIELDS,
+    }
 )
+_STATELESS_ONLY = (
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "stop",
+    "top_p",
+    "seed",
+    "response_format",
+    "max_tokens",
+    "max_completion_tokens",
+    "reasoning_effort",
+    "thinking",
+    *LEGACY_FIELDS,
+)
+_EFFORT_OFF = frozenset({"none", "minimal"})
+_EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh"})
 
 
-@dataclass(frozen=True, slots=True)
-class CompletionCall:
+@dataclass(frozen=True)
+class CompletionCall(ModelCall):
     """The tool call that answers one request, and how to answer."""
 
-    tool: str  # "chat" with a thread, "completion" without
-    arguments: dict[str, Any]
-    model: str  # as the request named it
-    stream: bool = False
     include_usage: bool = False
     thread: str | None = None  # NEW_THREAD, a continuation_id, or None
-    ignored: tuple[str, ...] = ()  # request fields exai did not use
     messages_ignored: int = 0  # thread mode: messages exai's history stands in for
+    legacy: bool = False  # asked with ``functions``: answer with ``function_call``
 
 
 def parse_request(body: Any, headers: Mapping[str, str]) -> CompletionCall:
     """The call for ``body`` (the parsed JSON) and ``headers`` (lower-case names).
 
-    Raises :class:`~exai.web.openai_errors.OpenAIRequestError` for a request
-    that cannot be served.
+    Raises :class:`~exai.web.model_call.RequestRefused` for a request that cannot
+    be served.
     """
     if not isinstance(body, dict):
-        raise OpenAIRequestError("the request body must be a JSON object")
+        raise RequestRefused("the request body must be a JSON object")
+    check_known(body, _FIELDS)
     model = body.get("model") or "auto"
     if not isinstance(model, str):
-        raise OpenAIRequestError("model must be a string", param="model")
-    messages = _messages(body.get("messages"))
+        raise RequestRefused("model must be a string", param="model")
     _refuse_what_cannot_be_honoured(body)
-    stream = _flag(body, "stream")
-    options = body.get("stream_options") or {}
-    if not isinstance(options, dict):
-        raise OpenAIRequestError("stream_options must be an object", param="stream_options")
-    include_usage = stream and options.get("include_usage") is True
-    temperature = body.get("temperature")
-    if temperature is not None and (
-        isinstance(temperature, bool) or not isinstance(temperature, int | float)
-    ):
-        raise OpenAIRequestError("temperature must be a number", param="temperature")
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    ignored = sorted(key for key, value in body.items() if key not in _READ and value is not None)
+    stream = body.get("stream") is not None and want_bool(body["stream"], "stream")
+    include_usage = _include_usage(body.get("stream_options"), stream)
+    client_ref = _client_ref(body)
     thread = _thread(body, headers)
-
     arguments: dict[str, Any] = {"model": model}
-    if temperature is not None:
-        arguments["temperature"] = temperature
+    if body.get("temperature") is not None:
+        arguments["temperature"] = want_number(body["temperature"], "temperature")
+    raw = _messages(body.get("messages"))
+    common: dict[str, Any] = {
+        "face": "openai",
+        "model": model,
+        "stream": stream,
+        "client_ref": client_ref,
+        "include_usage": include_usage,
+    }
     if thread is None:
-        if max_tokens is not None:
-            arguments["max_tokens"] = max_tokens
-        arguments["messages"] = messages
-        return CompletionCall("completion", arguments, model, stream, include_usage, None,
-                              tuple(ignored))  # fmt: skip
+        notes, legacy = _stateless(body, raw, arguments)
+        return CompletionCall(arguments=arguments, notes=tuple(notes), legacy=legacy, **common)
+    return _thread_call(body, raw, arguments, thread, common)
 
-    if max_tokens is not None:  # chat's replies are as long as the model makes them
-        ignored.append("max_completion_tokens" if "max_completion_tokens" in body else "max_tokens")
+
+def _stateless(
+    body: dict[str, Any], raw: list[dict[str, Any]], arguments: dict[str, Any]
+) -> tuple[list[Note], bool]:
+    notes: list[Note] = []
+    legacy = any(body.get(key) is not None for key in LEGACY_FIELDS)
+    if legacy and any(body.get(key) is not None for key in ("tools", "tool_choice")):
+        raise RequestRefused(
+            "send either tools and tool_choice or the legacy functions and function_call, not both",
+            param="functions",
+        )
+    arguments["messages"] = legacy_messages(raw)
+    if legacy:
+        tools, choice = legacy_tools(body.get("functions"), body.get("function_call"))
+        arguments["tools"] = tools
+        if choice is not None:
+            arguments["tool_choice"] = choice
+        arguments["parallel_tool_calls"] = False  # function_call carries one call
+    else:
+        if body.get("tools") is not None:
+            arguments["tools"] = want_list(body["tools"], "tools")
+        if body.get("tool_choice") is not None:
+            arguments["tool_choice"] = body["tool_choice"]
+    if body.get("parallel_tool_calls") is not None:
+        arguments["parallel_tool_calls"] = want_bool(
+            body["parallel_tool_calls"], "parallel_tool_calls"
+        )
+    for key in ("stop", "seed", "response_format"):
+        if body.get(key) is not None:
+            arguments[key] = body[key]
+    if body.get("top_p") is not None:
+        arguments["top_p"] = want_number(body["top_p"], "top_p")
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None:
+        arguments["max_tokens"] = max_tokens
+    notes += _thinking(body, arguments)
+    return notes, legacy
+
+
+def _thinking(body: dict[str, Any], arguments: dict[str, Any]) -> list[Note]:
+    """``thinking`` (Moonshot's and Z.ai's own switch) or ``reasoning_effort``."""
+    thinking, effort = body.get("thinking"), body.get("reasoning_effort")
+    if thinking is not None and effort is not None:
+        raise RequestRefused("send thinking or reasoning_effort, not both", param="thinking")
+    if thinking is not None:
+        kind = want_dict(thinking, "thinking").get("type")
+        check_known(thinking, ("type",), "thinking.")
+        if kind not in ("enabled", "disabled"):
+            raise RequestRefused('thinking.type is "enabled" or "disabled"', param="thinking.type")
+        arguments["thinking_mode"] = "on" if kind == "enabled" else "off"
+        return []
+    if effort is None:
+        return []
+    if effort not in _EFFORTS:
+        raise RequestRefused(
+            f"reasoning_effort is one of {sorted(_EFFORTS)}", param="reasoning_effort"
+        )
+    arguments["thinking_mode"] = "off" if effort in _EFFORT_OFF else "on"
+    if effort in _EFFORT_OFF:
+        return []
+    return [
+        Note(
+            "reasoning_effort",
+            f"Kimi and GLM think or do not; {effort!r} turned thinking on at the model's own depth",
+        )
+    ]
+
+
+def _thread_call(
+    body: dict[str, Any],
+    messages: list[dict[str, Any]],
+    arguments: dict[str, Any],
+    thread: str,
+    common: dict[str, Any],
+) -> CompletionCall:
+    for key in _STATELESS_ONLY:
+        if body.get(key) is not None:
+            raise RequestRefused(
+                f"with an exai thread the request is a chat call, which takes no {key}; "
+                "send it without a thread (stateless) to use it",
+                param=key,
+                code="unsupported_parameter",
+            )
     last = messages[-1]
     if last["role"] != "user":
-        raise OpenAIRequestError(
+        raise RequestRefused(
             "with an exai thread, the last message must be the new user message; exai "
             "keeps the rest of the conversation",
             param="messages",
@@ -123,17 +244,22 @@ def parse_request(body: Any, headers: Mapping[str, str]) -> CompletionCall:
             used += len(system)
     else:
         arguments["continuation_id"] = thread
-    return CompletionCall("chat", arguments, model, stream, include_usage, thread,
-                          tuple(sorted(ignored)), len(messages) - used)  # fmt: skip
+    return CompletionCall(
+        arguments=arguments,
+        tool="chat",
+        thread=thread,
+        messages_ignored=len(messages) - used,
+        **common,
+    )
 
 
 def _messages(raw: Any) -> list[dict[str, Any]]:
     if not isinstance(raw, list) or not raw:
-        raise OpenAIRequestError("messages must be a non-empty array", param="messages")
+        raise RequestRefused("messages must be a non-empty array", param="messages")
     out = []
     for index, message in enumerate(raw):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise OpenAIRequestError(
+            raise RequestRefused(
                 "each message must be an object with a role", param=f"messages[{index}]"
             )
         if message["role"] == "developer":
@@ -144,46 +270,54 @@ def _messages(raw: Any) -> list[dict[str, Any]]:
 
 def _refuse_what_cannot_be_honoured(body: dict[str, Any]) -> None:
     if body.get("n") not in (None, 1):
-        raise OpenAIRequestError("exai returns one choice; n must be 1", param="n")
-    for param in ("tools", "functions"):
-        if body.get(param):
-            raise OpenAIRequestError(_NO_TOOLS.format(param=param), param=param,
-                                     code="unsupported_parameter")  # fmt: skip
-    for param in ("tool_choice", "function_call"):
-        if body.get(param) not in (None, "none", "auto"):
-            raise OpenAIRequestError(_NO_TOOLS.format(param=param), param=param,
-                                     code="unsupported_parameter")  # fmt: skip
-    response_format = body.get("response_format")
-    if isinstance(response_format, dict) and response_format.get("type", "text") != "text":
-        raise OpenAIRequestError(
-            "exai does not constrain replies to JSON; ask for JSON in the prompt instead",
-            param="response_format",
+        raise RequestRefused("exai returns one choice; n must be 1", param="n")
+    if body.get("logprobs"):
+        raise RequestRefused(
+            "exai does not return logprobs", param="logprobs", code="unsupported_parameter"
+        )
+    modalities = body.get("modalities")
+    if modalities is not None and modalities != ["text"]:
+        raise RequestRefused(
+            'exai replies in text only: modalities can only be ["text"]',
+            param="modalities",
             code="unsupported_parameter",
         )
-    if body.get("logprobs"):
-        raise OpenAIRequestError("exai does not return logprobs", param="logprobs",
-                                 code="unsupported_parameter")  # fmt: skip
-    modalities = body.get("modalities") or []
-    if body.get("audio") is not None or (isinstance(modalities, list) and "audio" in modalities):
-        raise OpenAIRequestError("exai replies in text only", param="audio",
-                                 code="unsupported_parameter")  # fmt: skip
+    if body.get("store"):
+        raise RequestRefused(
+            "exai does not keep chat completions for OpenAI's stored-completions API; "
+            "name an exai thread (X-Exai-Thread) to have exai keep the conversation",
+            param="store",
+            code="unsupported_parameter",
+        )
 
 
-def _flag(body: dict[str, Any], key: str) -> bool:
-    value = body.get(key)
-    if value is not None and not isinstance(value, bool):
-        raise OpenAIRequestError(f"{key} must be true or false", param=key)
-    return bool(value)
+def _include_usage(options: Any, stream: bool) -> bool:
+    if options is None:
+        return False
+    want_dict(options, "stream_options")
+    check_known(options, ("include_usage",), "stream_options.")
+    if not stream:
+        raise RequestRefused("stream_options goes with stream: true", param="stream_options")
+    return options.get("include_usage") is True
+
+
+def _client_ref(body: dict[str, Any]) -> str | None:
+    """The caller's id for its end user, for the audit trail."""
+    for key in ("safety_identifier", "user"):
+        if body.get(key) is not None:
+            return want_str(body[key], key)[:256]
+    return None
 
 
 def _thread(body: dict[str, Any], headers: Mapping[str, str]) -> str | None:
     metadata = body.get("metadata")
-    if metadata is not None and not isinstance(metadata, dict):
-        raise OpenAIRequestError("metadata must be an object", param="metadata")
+    if metadata is not None:
+        want_dict(metadata, "metadata")
+        check_known(metadata, (THREAD_METADATA_KEY,), "metadata.")
     from_body = (metadata or {}).get(THREAD_METADATA_KEY)
     from_header = headers.get(THREAD_HEADER)
     if from_body is not None and from_header is not None and from_body != from_header:
-        raise OpenAIRequestError(
+        raise RequestRefused(
             f"the X-Exai-Thread header and metadata.{THREAD_METADATA_KEY} name different threads",
             param=f"metadata.{THREAD_METADATA_KEY}",
         )
@@ -192,12 +326,12 @@ def _thread(body: dict[str, Any], headers: Mapping[str, str]) -> str | None:
         return None
     param = "X-Exai-Thread" if from_header is not None else f"metadata.{THREAD_METADATA_KEY}"
     if not isinstance(value, str):
-        raise OpenAIRequestError("an exai thread is named by a string", param=param)
+        raise RequestRefused("an exai thread is named by a string", param=param)
     value = value.strip()
     if value.lower() == NEW_THREAD:
         return NEW_THREAD
     if not _UUID.match(value):
-        raise OpenAIRequestError(
+        raise RequestRefused(
             f'an exai thread is "new" or the continuation_id of one, not {value[:64]!r}',
             param=param,
         )
@@ -213,10 +347,10 @@ def _text(message: dict[str, Any], index: int) -> str:
     ):
         content = "\n".join(p["text"] for p in content)
     if not isinstance(content, str):
-        raise OpenAIRequestError(
+        raise RequestRefused(
             "with an exai thread, messages carry text only (send images without a thread)",
             param=f"messages[{index}].content",
         )
     if not content.strip():
-        raise OpenAIRequestError("the message is empty", param=f"messages[{index}].content")
+        raise RequestRefused("the message is empty", param=f"messages[{index}].content")
     return content

@@ -1,20 +1,29 @@
 """exai results in OpenAI's shapes: completions, stream chunks, the model list.
 
 Pure functions over a :class:`~exai.protocol.CallToolResult`, so every field a
-client reads is tested without a daemon. Beside OpenAI's own fields, each
-completion (and the last chunk of a stream) carries ``exai``: the thread's
-``continuation_id``, the model that answered, the audit trail's ``request_id``
-and what the request asked for that exai did not use. The ``openai`` SDK keeps
-unknown fields, so ``completion.exai`` (or ``completion.model_extra["exai"]``)
-reads it.
+client reads is tested without a daemon. A model that calls the caller's tools
+answers with ``message.tool_calls`` (``id``, ``type: "function"``,
+``function.name``, ``function.arguments`` as a JSON string) and
+``finish_reason: "tool_calls"``; streamed, with ``delta.tool_calls`` pieces whose
+first carries the call's ``index``, ``id`` and name and the rest its arguments.
+A request made with the legacy ``functions`` gets ``message.function_call`` and
+``finish_reason: "function_call"`` instead.
+
+Beside OpenAI's own fields, each completion (and the last chunk of a stream)
+carries ``exai``: the thread's ``continuation_id``, the model that answered, the
+audit trail's ``request_id``, the cost and ``notes``, what exai adapted to serve
+the request. The ``openai`` SDK keeps unknown fields, so ``completion.exai`` (or
+``completion.model_extra["exai"]``) reads it.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from exai.protocol import CallToolResult
+from exai.protocol import CallToolResult, ErrorInfo
+from exai.web.model_call import ModelCall
+from exai.web.model_stream import sse
+from exai.web.openai_errors import error_body
 from exai.web.openai_request import CompletionCall
 
 __all__ = [
@@ -22,14 +31,9 @@ __all__ = [
     "completion_body",
     "exai_fields",
     "model_list",
-    "result_text",
-    "sse",
+    "notes_of",
     "usage_body",
 ]
-
-
-def result_text(result: CallToolResult) -> str:
-    return "\n\n".join(output.text for output in result.outputs)
 
 
 def usage_body(usage: dict[str, Any] | None) -> dict[str, Any]:
@@ -47,6 +51,13 @@ def usage_body(usage: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def notes_of(call: ModelCall, result: CallToolResult) -> list[dict[str, str]]:
+    """What the face and the tool adapted to serve the request, face first."""
+    extra = result.metadata.model_extra or {}
+    tool_notes = [n for n in extra.get("notes") or [] if isinstance(n, dict)]
+    return [note.as_dict() for note in call.notes] + tool_notes
+
+
 def exai_fields(call: CompletionCall, result: CallToolResult) -> dict[str, Any]:
     meta = result.metadata
     fields: dict[str, Any] = {"request_id": result.request_id, "tool": meta.tool}
@@ -60,11 +71,31 @@ def exai_fields(call: CompletionCall, result: CallToolResult) -> dict[str, Any]:
     for key in ("fallback_from", "turns_dropped", "trace_id"):
         if extra.get(key):
             fields[key] = extra[key]
-    if call.ignored:
-        fields["ignored"] = list(call.ignored)
+    notes = notes_of(call, result)
+    calls = _tool_calls(result)
+    if call.legacy and len(calls) > 1:
+        notes.append(
+            {
+                "param": "functions",
+                "message": f"the model called {len(calls)} "
+                "functions at once; function_call carries the first only",
+            }
+        )
+    if notes:
+        fields["notes"] = notes
     if call.messages_ignored:
         fields["messages_ignored"] = call.messages_ignored
     return fields
+
+
+def _finish_reason(call: CompletionCall, result: CallToolResult) -> str:
+    reason = (result.metadata.model_extra or {}).get("finish_reason") or "stop"
+    return "function_call" if call.legacy and reason == "tool_calls" else str(reason)
+
+
+def _tool_calls(result: CallToolResult) -> list[dict[str, Any]]:
+    calls = (result.metadata.model_extra or {}).get("tool_calls") or []
+    return [c for c in calls if isinstance(c, dict)]
 
 
 def completion_body(
@@ -72,7 +103,16 @@ def completion_body(
 ) -> dict[str, Any]:
     """A ``chat.completion`` object for a successful result whose answer is ``text``."""
     extra = result.metadata.model_extra or {}
-    message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+    calls = _tool_calls(result)
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": text if text or not calls else None,
+        "refusal": None,
+    }
+    if calls and call.legacy:
+        message["function_call"] = calls[0]["function"]
+    elif calls:
+        message["tool_calls"] = calls
     if isinstance(extra.get("reasoning"), str):
         # Where Moonshot and other OpenAI-compatible servers put a model's reasoning.
         message["reasoning_content"] = extra["reasoning"]
@@ -81,16 +121,23 @@ def completion_body(
         "object": "chat.completion",
         "created": created,
         "model": result.metadata.model or call.model,
-        "choices": [{"index": 0, "message": message, "logprobs": None,
-                     "finish_reason": extra.get("finish_reason") or "stop"}],
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": _finish_reason(call, result),
+            }
+        ],
         "usage": usage_body(result.metadata.usage),
         "system_fingerprint": None,
         "exai": exai_fields(call, result),
-    }  # fmt: skip
+    }
 
 
 class ChunkWriter:
-    """The ``chat.completion.chunk`` objects of one stream, in order.
+    """The ``chat.completion.chunk`` events of one stream, in order (a
+    :class:`~exai.web.model_stream.StreamEncoder`).
 
     The model that answers is known only when the call ends (``model: "auto"``
     and fallback choose it), so chunks before the last name the requested one.
@@ -100,8 +147,13 @@ class ChunkWriter:
 
     def __init__(self, call: CompletionCall, *, completion_id: str, created: int) -> None:
         self.call = call
-        self.head = {"id": completion_id, "object": "chat.completion.chunk", "created": created,
-                     "model": call.model, "system_fingerprint": None}  # fmt: skip
+        self.head = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": call.model,
+            "system_fingerprint": None,
+        }
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
@@ -113,30 +165,78 @@ class ChunkWriter:
     def first(self) -> dict[str, Any]:
         return self._chunk({"role": "assistant", "content": ""})
 
-    def text(self, text: str) -> dict[str, Any]:
-        return self._chunk({"content": text})
+    def chunk(self, delta: Any) -> dict[str, Any] | None:
+        """The chunk for one model event, or None for one that has none (usage)."""
+        kind = getattr(delta, "kind", None)
+        if kind == "text" and delta.text:
+            return self._chunk({"content": delta.text})
+        if kind == "reasoning" and delta.text:
+            return self._chunk({"reasoning_content": delta.text})
+        if kind == "tool_call":
+            function = (delta.tool_call or {}).get("function") or {}
+            if self.call.legacy:
+                return self._chunk(
+                    {"function_call": {"name": function.get("name"), "arguments": ""}}
+                )
+            return self._chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": delta.index,
+                            "id": (delta.tool_call or {}).get("id"),
+                            "type": "function",
+                            "function": {"name": function.get("name"), "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        if kind == "tool_arguments" and delta.text:
+            if self.call.legacy:
+                return self._chunk({"function_call": {"arguments": delta.text}})
+            return self._chunk(
+                {"tool_calls": [{"index": delta.index, "function": {"arguments": delta.text}}]}
+            )
+        return None
 
     def last(self, result: CallToolResult) -> list[dict[str, Any]]:
         """The chunk that ends the choice, and the usage chunk if it was asked for."""
-        extra = result.metadata.model_extra or {}
         self.head["model"] = result.metadata.model or self.call.model
-        end = self._chunk({}, extra.get("finish_reason") or "stop")
+        end = self._chunk({}, _finish_reason(self.call, result))
         end["exai"] = exai_fields(self.call, result)
         chunks = [end]
         if self.call.include_usage:
             chunks.append({**self.head, "choices": [], "usage": usage_body(result.metadata.usage)})
         return chunks
 
+    # --- as a StreamEncoder ---------------------------------------------------
 
-def sse(data: dict[str, Any] | str) -> bytes:
-    """One server-sent event; a string (``[DONE]``) goes as it is."""
-    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    return f"data: {payload}\n\n".encode()
+    def opening(self) -> bytes:
+        return sse(self.first())
+
+    def delta(self, delta: Any) -> bytes:
+        chunk = self.chunk(delta)
+        return b"" if chunk is None else sse(chunk)
+
+    def closing(self, result: CallToolResult) -> bytes:
+        return b"".join(sse(chunk) for chunk in self.last(result)) + sse("[DONE]")
+
+    def failure(self, info: ErrorInfo) -> bytes:
+        return sse(error_body(info))
+
+    def ping(self) -> bytes:
+        return b": ping\n\n"  # an SSE comment, which every client skips
 
 
 # What a model entry tells about its model, from the registry's description.
-_DESCRIBED = ("provider", "context_window", "max_output_tokens", "thinking", "web_search",
-              "images", "aliases")  # fmt: skip
+_DESCRIBED = (
+    "provider",
+    "context_window",
+    "max_output_tokens",
+    "thinking",
+    "web_search",
+    "images",
+    "aliases",
+)
 
 
 def model_list(models: list[dict[str, Any]], auto_model: str | None) -> dict[str, Any]:
@@ -156,8 +256,10 @@ def model_list(models: list[dict[str, Any]], auto_model: str | None) -> dict[str
             continue
         fields: dict[str, Any] = {key: model[key] for key in _DESCRIBED if key in model}
         data.append(_model(model["name"], model["provider"], fields))
-        aliases += [_model(alias, model["provider"], {"alias_of": model["name"]})
-                    for alias in model.get("aliases", [])]  # fmt: skip
+        aliases += [
+            _model(alias, model["provider"], {"alias_of": model["name"]})
+            for alias in model.get("aliases", [])
+        ]
     return {"object": "list", "data": data + aliases}
 
 

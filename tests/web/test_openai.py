@@ -326,12 +326,12 @@ async def test_the_rate_limit_is_a_rate_limit_error_with_retry_after(tmp_path, e
 @pytest.mark.parametrize(
     ("extra", "param"),
     [
-        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
+        ({"logit_bias": {"1": 1}}, "logit_bias"),
         ({"n": 2}, "n"),
         ({"temperature": 7}, "temperature"),
         ({"metadata": {"exai_thread": "yesterday's"}}, "metadata.exai_thread"),
     ],
-    ids=["tools", "n", "temperature", "thread"],
+    ids=["logit_bias", "n", "temperature", "thread"],
 )
 async def test_requests_exai_cannot_serve_are_bad_requests(daemon, sdk, emulator, extra, param):
     with pytest.raises(openai.BadRequestError) as caught:

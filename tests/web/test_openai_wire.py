@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from exai.protocol import CallToolResult, ErrorCode, ErrorInfo, ResultMetadata, TextOutput
-from exai.web.openai_errors import ERRORS, OpenAIRequestError, error_response
+from exai.web.model_call import RequestRefused
+from exai.web.model_stream import Event
+from exai.web.openai_errors import ERRORS, error_response, refusal_response
 from exai.web.openai_request import parse_request
 from exai.web.openai_response import ChunkWriter, completion_body, model_list
 
@@ -23,8 +25,8 @@ def _call(body: dict, **headers: str):
     return parse_request({"model": "k2", **body}, headers)
 
 
-def _refused(body: dict, **headers: str) -> OpenAIRequestError:
-    with pytest.raises(OpenAIRequestError) as caught:
+def _refused(body: dict, **headers: str) -> RequestRefused:
+    with pytest.raises(RequestRefused) as caught:
         _call(body, **headers)
     return caught.value
 
@@ -32,19 +34,50 @@ def _refused(body: dict, **headers: str) -> OpenAIRequestError:
 # --- requests -------------------------------------------------------------------
 
 
-def test_without_a_thread_the_messages_are_passed_whole():
+def test_without_a_thread_the_messages_and_every_parameter_are_passed():
     messages = [{"role": "developer", "content": "be brief"}, USER]
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
     call = _call({"messages": messages, "temperature": 0.2, "max_tokens": 9, "top_p": 0.5,
-                  "seed": 1, "user": None})  # fmt: skip
+                  "seed": 1, "user": None, "stop": ["\n"], "tools": tools,
+                  "tool_choice": "required", "parallel_tool_calls": False,
+                  "response_format": {"type": "json_object"}})  # fmt: skip
     assert call.tool == "completion" and call.thread is None
     system = {"role": "system", "content": "be brief"}
     assert call.arguments == {"model": "k2", "temperature": 0.2, "max_tokens": 9,
-                              "messages": [system, USER]}  # fmt: skip
-    assert call.ignored == ("seed", "top_p")  # a null field is not a setting
+                              "messages": [system, USER], "top_p": 0.5, "seed": 1,
+                              "stop": ["\n"], "tools": tools, "tool_choice": "required",
+                              "parallel_tool_calls": False,
+                              "response_format": {"type": "json_object"}}  # fmt: skip
+    assert call.notes == ()
+
+
+def test_legacy_functions_become_tools_and_their_history_tool_messages():
+    messages = [USER, {"role": "assistant", "content": None,
+                       "function_call": {"name": "f", "arguments": "{}"}},
+                {"role": "function", "name": "f", "content": "42"}]  # fmt: skip
+    call = _call({"messages": messages, "functions": [{"name": "f", "parameters": {}}],
+                  "function_call": {"name": "f"}})  # fmt: skip
+    assert call.legacy
+    assert call.arguments["tools"] == [{"type": "function",
+                                        "function": {"name": "f", "parameters": {}}}]  # fmt: skip
+    assert call.arguments["tool_choice"] == {"type": "function", "function": {"name": "f"}}
+    assert call.arguments["parallel_tool_calls"] is False
+    sent = call.arguments["messages"]
+    assert sent[1]["tool_calls"][0]["id"] == "call_fn_1" and "function_call" not in sent[1]
+    assert sent[2] == {"role": "tool", "tool_call_id": "call_fn_1", "content": "42"}
+
+
+def test_user_and_reasoning_fields_are_applied():
+    call = _call({"messages": [USER], "user": "u-7", "reasoning_effort": "minimal"})
+    assert call.client_ref == "u-7" and call.arguments["thinking_mode"] == "off"
+    on = _call({"messages": [USER], "reasoning_effort": "high"})
+    assert on.arguments["thinking_mode"] == "on" and on.notes[0].param == "reasoning_effort"
+    switch = _call({"messages": [USER], "thinking": {"type": "disabled"}})
+    assert switch.arguments["thinking_mode"] == "off" and switch.notes == ()
 
 
 def test_a_new_thread_takes_the_last_user_message_and_the_system_prompt():
-    call = _call({"metadata": {"exai_thread": "new"}, "max_tokens": 5, "messages": [
+    call = _call({"metadata": {"exai_thread": "new"}, "messages": [
         {"role": "system", "content": "Be a pirate."},
         {"role": "user", "content": "old"}, {"role": "assistant", "content": "older"},
         {"role": "user", "content": [{"type": "text", "text": "new"},
@@ -52,7 +85,7 @@ def test_a_new_thread_takes_the_last_user_message_and_the_system_prompt():
     ]})  # fmt: skip
     assert call.tool == "chat" and call.thread == "new"
     assert call.arguments == {"model": "k2", "prompt": "new\nline", "system_prompt": "Be a pirate."}
-    assert call.messages_ignored == 2 and call.ignored == ("max_tokens",)
+    assert call.messages_ignored == 2
 
 
 def test_a_thread_is_continued_from_the_header_or_the_metadata():
@@ -70,10 +103,24 @@ def test_a_thread_is_continued_from_the_header_or_the_metadata():
         ({"messages": []}, {}, "messages"),
         ({"messages": ["hi"]}, {}, "messages[0]"),
         ({"messages": [USER], "n": 3}, {}, "n"),
-        ({"messages": [USER], "tools": [{"type": "function"}]}, {}, "tools"),
-        ({"messages": [USER], "tool_choice": "required"}, {}, "tool_choice"),
-        ({"messages": [USER], "response_format": {"type": "json_object"}}, {},
-         "response_format"),
+        ({"messages": [USER], "logprobs": True}, {}, "logprobs"),
+        ({"messages": [USER], "presence_penalty": 1}, {}, "presence_penalty"),
+        ({"messages": [USER], "some_new_field": 1}, {}, "some_new_field"),
+        ({"messages": [USER], "store": True}, {}, "store"),
+        ({"messages": [USER], "modalities": ["text", "audio"]}, {}, "modalities"),
+        ({"messages": [USER], "stream_options": {"include_usage": True}}, {}, "stream_options"),
+        ({"messages": [USER], "stream": True, "stream_options": {"x": 1}}, {},
+         "stream_options.x"),
+        ({"messages": [USER], "metadata": {"team": "a"}}, {}, "metadata.team"),
+        ({"messages": [USER], "reasoning_effort": "extreme"}, {}, "reasoning_effort"),
+        ({"messages": [USER], "tools": [], "functions": []}, {}, "functions"),
+        ({"messages": [USER], "function_call": {"name": "f", "x": 1}, "functions": []}, {},
+         "function_call"),
+        ({"messages": [USER, {"role": "function", "content": "x"}]}, {}, "messages[1]"),
+        ({"messages": [USER], "metadata": {"exai_thread": "new"}, "max_tokens": 5}, {},
+         "max_tokens"),
+        ({"messages": [USER], "metadata": {"exai_thread": "new"}, "tools": []}, {}, "tools"),
+        ({"messages": [USER], "metadata": {"exai_thread": "new"}, "stop": "x"}, {}, "stop"),
         ({"messages": [USER], "stream": "yes"}, {}, "stream"),
         ({"messages": [USER], "temperature": "hot"}, {}, "temperature"),
         ({"messages": [USER], "metadata": {"exai_thread": "42"}}, {}, "metadata.exai_thread"),
@@ -90,14 +137,14 @@ def test_a_thread_is_continued_from_the_header_or_the_metadata():
 )  # fmt: skip
 def test_requests_that_cannot_be_served_name_the_field_at_fault(body, headers, param):
     error = _refused(body, **headers)
-    status, payload, _ = error.response()
+    status, payload, _ = refusal_response(error)
     assert status == 400 and payload["error"]["param"] == param and payload["error"]["message"]
 
 
 def test_usage_is_included_only_in_a_stream_that_asks():
     options = {"stream_options": {"include_usage": True}, "messages": [USER]}
     assert _call({**options, "stream": True}).include_usage is True
-    assert _call(options).include_usage is False
+    assert _call({"messages": [USER], "stream": True}).include_usage is False
 
 
 # --- errors ---------------------------------------------------------------------
@@ -161,7 +208,7 @@ def _result(**metadata) -> CallToolResult:
 
 
 def test_a_completion_carries_the_answer_usage_and_exai_fields():
-    call = _call({"messages": [USER], "metadata": {"exai_thread": "new"}, "top_p": 1})
+    call = _call({"messages": [USER], "metadata": {"exai_thread": "new"}})
     usage = {"prompt_tokens": 3, "completion_tokens": 4, "reasoning_tokens": 2,
              "cached_prompt_tokens": 1}  # fmt: skip
     body = completion_body(call, _result(usage=usage, reasoning="hmm"), "answer",
@@ -174,13 +221,13 @@ def test_a_completion_carries_the_answer_usage_and_exai_fields():
                              "completion_tokens_details": {"reasoning_tokens": 2}}  # fmt: skip
     assert body["exai"] == {"request_id": "r1", "tool": "chat", "continuation_id": CID,
                             "thread_started": True, "model": "kimi-k2.6",
-                            "provider": "kimi", "ignored": ["top_p"], "cost": None}  # fmt: skip
+                            "provider": "kimi", "cost": None}  # fmt: skip
 
 
 def test_a_stream_with_usage_ends_with_a_usage_chunk_without_choices():
     call = _call({"messages": [USER], "stream": True, "stream_options": {"include_usage": True}})
     writer = ChunkWriter(call, completion_id="chatcmpl-1", created=7)
-    first, text = writer.first(), writer.text("ans")
+    first, text = writer.first(), writer.chunk(Event("text", "ans"))
     end, usage = writer.last(_result(usage={"prompt_tokens": 1, "completion_tokens": 1}))
     assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert text["choices"][0]["delta"] == {"content": "ans"} and text["usage"] is None
@@ -199,3 +246,37 @@ def test_the_model_list_has_auto_then_configured_models_then_aliases():
     assert [m["id"] for m in listing["data"]] == ["auto", "k2-big", "k2"]
     assert listing["data"][0]["exai"] == {"auto": True, "routes_to": "k2-big"}
     assert listing["data"][2]["exai"] == {"alias_of": "k2-big"}
+
+
+def test_tool_calls_come_back_in_openais_shape_whole_and_streamed():
+    calls = [{"id": "functions.f:0", "type": "function",
+              "function": {"name": "f", "arguments": '{"a": 1}'}}]  # fmt: skip
+    result = _result(finish_reason="tool_calls", tool_calls=calls,
+                     notes=[{"param": "thinking", "message": "off"}])  # fmt: skip
+    call = _call({"messages": [USER], "stream": True,
+                  "tools": [{"type": "function", "function": {"name": "f"}}]})  # fmt: skip
+    body = completion_body(call, result, "", completion_id="c", created=1)
+    choice = body["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["tool_calls"] == calls
+    assert choice["message"]["content"] is None
+    assert body["exai"]["notes"] == [{"param": "thinking", "message": "off"}]
+    writer = ChunkWriter(call, completion_id="c", created=1)
+    head = writer.chunk(Event("tool_call", index=0, tool_call={**calls[0], "function": {
+        "name": "f", "arguments": ""}}))  # fmt: skip
+    piece = writer.chunk(Event("tool_arguments", '{"a"', 0))
+    assert head["choices"][0]["delta"]["tool_calls"] == [
+        {"index": 0, "id": "functions.f:0", "type": "function",
+         "function": {"name": "f", "arguments": ""}}]  # fmt: skip
+    assert piece["choices"][0]["delta"]["tool_calls"] == [
+        {"index": 0, "function": {"arguments": '{"a"'}}]  # fmt: skip
+    assert writer.last(result)[0]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_a_legacy_request_is_answered_with_function_call():
+    calls = [{"id": "x", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    call = _call({"messages": [USER], "functions": [{"name": "f"}]})
+    body = completion_body(call, _result(finish_reason="tool_calls", tool_calls=calls), "",
+                           completion_id="c", created=1)  # fmt: skip
+    message = body["choices"][0]["message"]
+    assert message["function_call"] == {"name": "f", "arguments": "{}"}
+    assert "tool_calls" not in message and body["choices"][0]["finish_reason"] == "function_call"

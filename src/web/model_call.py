@@ -1,0 +1,137 @@
+"""What every model face makes of a request: one ``completion`` call, and its notes.
+
+The three model faces (OpenAI chat completions, the Anthropic Messages API, the
+OpenAI Responses API) each translate their API's request into the arguments of
+the one stateless tool under them, ``completion`` (:mod:`exai.tools.completion`),
+and the answer back. Every field of a request is one of three things, and never a
+fourth:
+
+- **applied**: it becomes an argument of the call (``tools``, ``stop``...);
+- **adapted**: exai serves it in a documented way that differs from the API's
+  own (Claude Code's ``output_config.effort``, which Kimi and GLM have no knob
+  for), and says so in the answer's ``exai.notes``;
+- **refused**: a :class:`RequestRefused` naming the field, before any call.
+
+A field a face does not know is refused too: nothing is accepted and ignored.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ModelCall",
+    "Note",
+    "RequestRefused",
+    "check_known",
+    "memory_on",
+    "want_bool",
+    "want_dict",
+    "want_list",
+    "want_number",
+    "want_str",
+]
+
+
+TOOL = "completion"
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something exai adapted to serve the request, reported in the answer."""
+
+    param: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"param": self.param, "message": self.message}
+
+
+class RequestRefused(Exception):
+    """A request a model face refuses before any call: 400 unless ``status`` says.
+
+    ``param`` names the field at fault in the API's own terms (``tools[3]``,
+    ``messages[2].content[0]``); ``code`` is a short machine-readable reason.
+    """
+
+    def __init__(
+        self, message: str, *, param: str | None = None, code: str | None = None, status: int = 400
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """The ``completion`` call that answers one request, and what the face needs to answer.
+
+    ``face`` and ``model`` (as the request named it) go into the audit trail with
+    ``client_ref``, the caller's own id for its end user or session when the API
+    has one (``metadata.user_id``, ``user``, ``safety_identifier``...).
+    """
+
+    face: str
+    arguments: dict[str, Any]
+    model: str
+    stream: bool = False
+    notes: tuple[Note, ...] = ()
+    client_ref: str | None = None
+    tool: str = TOOL
+
+
+def memory_on(principal: Any, faces_memory: Iterable[str]) -> bool:
+    """Whether a principal's model-face requests bring its memories: its token's
+    ``exai_memory`` claim, else EXAI_FACES_MEMORY (names, or ``*``)."""
+    if getattr(principal, "memory", None) is not None:
+        return bool(principal.memory)
+    listed = set(faces_memory)
+    return "*" in listed or principal.name in listed
+
+
+def check_known(body: Mapping[str, Any], known: Iterable[str], where: str = "") -> None:
+    """Refuse the first field of ``body`` not in ``known`` (a null value counts as unset)."""
+    allowed = set(known)
+    for key, value in body.items():
+        if key not in allowed and value is not None:
+            raise RequestRefused(
+                f"exai does not serve the field {where}{key}; leave it out (served: "
+                f"{', '.join(sorted(allowed))})",
+                param=f"{where}{key}",
+                code="unsupported_parameter",
+            )
+
+
+def want_dict(value: Any, param: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise RequestRefused(f"{param} must be an object", param=param)
+    return value
+
+
+def want_list(value: Any, param: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise RequestRefused(f"{param} must be an array", param=param)
+    return value
+
+
+def want_str(value: Any, param: str) -> str:
+    if not isinstance(value, str):
+        raise RequestRefused(f"{param} must be a string", param=param)
+    return value
+
+
+def want_bool(value: Any, param: str) -> bool:
+    if not isinstance(value, bool):
+        raise RequestRefused(f"{param} must be true or false", param=param)
+    return value
+
+
+def want_number(value: Any, param: str) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RequestRefused(f"{param} must be a number", param=param)
+    return value
