@@ -23,9 +23,12 @@ period, then connections close with 1001 and the core closes its services.
 
 from __future__ import annotations
 
+import errno
+import os
 import time
 from collections.abc import Callable
 
+from exai.bridge import BridgeConfigError
 from exai.daemon.core import Core
 from exai.jobs.runner import JobRunner
 from exai.logs import get_logger
@@ -35,9 +38,22 @@ from exai.tools.registry import ToolRegistry
 from exai.web import WebFace
 from exai.ws import WebSocketFace
 
-__all__ = ["App"]
+__all__ = ["App", "StartupError"]
 
 log = get_logger("exai.daemon")
+
+
+class StartupError(Exception):
+    """The daemon could not start; the message is one line naming the cause and the
+    setting or port it comes from."""
+
+
+def _listen_error(setting: str, host: str, port: int | None, exc: OSError) -> StartupError:
+    reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+    hint = ""
+    if exc.errno == errno.EADDRINUSE:
+        hint = f"; another exai (or another program) is listening there, or set {setting}"
+    return StartupError(f"cannot listen on {host}:{port} ({setting}): {reason}{hint}")
 
 
 class App:
@@ -59,14 +75,25 @@ class App:
         self._stopped = False
 
     async def start(self) -> None:
-        """Start the core, then each face; on any failure, stop what started and re-raise."""
+        """Start the core, then each face; on any failure, stop what started and re-raise
+        (a port that cannot be listened on, or the bridge's file, as :class:`StartupError`)."""
+        s = self.settings
         try:
-            await self.core.start()
-            await self.ws.start()
+            try:
+                await self.core.start()
+            except BridgeConfigError as exc:
+                raise StartupError(f"EXAI_MCP_SERVERS_FILE: {exc}") from exc
+            try:
+                await self.ws.start()
+            except OSError as exc:
+                raise _listen_error("EXAI_WS_PORT", s.ws_host, s.ws_port, exc) from exc
             self.core.face_stats.append(self.ws.stats)
-            if self.settings.http_port is not None:
+            if s.http_port is not None:
                 self.web = WebFace(self.core)
-                await self.web.start()
+                try:
+                    await self.web.start()
+                except OSError as exc:
+                    raise _listen_error("EXAI_HTTP_PORT", s.ws_host, s.http_port, exc) from exc
                 if self.core.public_url is None:
                     self.core.public_url = self.web.own_url
             jobs = self.core.services.jobs

@@ -42,7 +42,7 @@ from typing import Any, Literal
 import jwt
 
 from exai.errors import UnauthorizedError
-from exai.settings.values import Budget, parse_budget
+from exai.settings.values import Budget, parse_budget, parse_token_list
 
 __all__ = [
     "ADMIN_SCOPE",
@@ -54,6 +54,7 @@ __all__ = [
     "credential_id",
     "is_admin",
     "issue_token",
+    "parse_token_list",
 ]
 
 ANONYMOUS = "anonymous"
@@ -124,20 +125,6 @@ def budget_to_claim(budget: Budget) -> dict[str, str]:
 def budget_from_claim(value: Any) -> Budget:
     """The budget of an ``exai_budget`` claim; ``ValueError`` if it is not one."""
     return parse_budget(value, "exai_budget")
-
-
-def parse_token_list(spec: str) -> dict[str, str]:
-    """``"alice=tok1,bob=tok2"`` -> ``{"tok1": "alice", "tok2": "bob"}``."""
-    out: dict[str, str] = {}
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        name, sep, token = part.partition("=")
-        if not sep or not name.strip() or not token.strip():
-            raise ValueError("EXAI_WS_TOKENS entries must look like principal=token")
-        out[token.strip()] = name.strip()
-    return out
 
 
 class Authenticator:

@@ -86,7 +86,7 @@ _PLATFORM = ("SYSTEMROOT", "COMSPEC", "PATHEXT", "WINDIR") if sys.platform == "w
 # What exai's own daemon reads besides its settings: its home and data directory,
 # the interpreter's import path, and what its HTTP and Postgres clients honour.
 _DAEMON_RUNTIME = (
-    "HOME", "USER", "LOGNAME", "XDG_DATA_HOME", "PYTHONPATH",
+    "HOME", "USER", "LOGNAME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "PYTHONPATH",
     "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
     "http_proxy", "https_proxy", "all_proxy", "no_proxy",
     "SSL_CERT_FILE", "SSL_CERT_DIR",

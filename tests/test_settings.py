@@ -98,11 +98,49 @@ def test_env_example_copied_to_dotenv_gives_the_defaults(monkeypatch):
     assert load_settings(_env_file=str(example)) == load_settings(_env_file=None)
 
 
-def test_readme_names_every_setting():
+def test_settings_reference_is_generated_from_the_settings():
+    """docs/settings.md documents every setting; regenerate it with `exai config --reference`."""
     from pathlib import Path
 
-    from exai.settings import Settings, env_name
+    from exai.settings import Settings, env_name, settings_reference
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    missing = [env_name(n) for n in Settings.model_fields if f"`{env_name(n)}`" not in readme]
-    assert missing == []
+    text = (Path(__file__).parent.parent / "docs" / "settings.md").read_text()
+    assert text == settings_reference()
+    assert all(f"| `{env_name(name)}`" in text for name in Settings.model_fields)
+
+
+def test_the_user_settings_file_is_read_below_dotenv_and_the_environment(tmp_path, monkeypatch):
+    """~/.config/exai/env is read wherever exai runs; ./.env wins over it, the
+    environment over both."""
+    from exai.settings import user_env_file
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    for name in ("EXAI_WS_PORT", "EXAI_LOG_LEVEL", "EXAI_WS_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    user = user_env_file()
+    assert user == tmp_path / "config" / "exai" / "env"
+    user.parent.mkdir(parents=True)
+    user.write_text("EXAI_WS_PORT=1111\nEXAI_LOG_LEVEL=debug\nEXAI_WS_TOKEN=from-the-user-file\n")
+    local = tmp_path / ".env"
+    local.write_text("EXAI_WS_PORT=2222\n")
+    monkeypatch.setenv("EXAI_LOG_LEVEL", "error")
+    s = load_settings(_env_file=(user, local))
+    assert (s.ws_port, s.log_level) == (2222, "error")
+    assert s.ws_token.get_secret_value() == "from-the-user-file"
+
+
+def test_a_bad_token_list_is_one_line_naming_the_setting_not_the_token(monkeypatch):
+    monkeypatch.setenv("EXAI_WS_TOKENS", "alice=ok-token,bob:leaky-token-value")
+    with pytest.raises(SettingsError) as info:
+        load_settings(_env_file=None)
+    [line] = info.value.problems
+    assert line.startswith("EXAI_WS_TOKENS: entry 2 of 2 is not principal=token")
+    assert "leaky-token-value" not in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_short_jwt_secret_gets_exais_own_message(monkeypatch):
+    monkeypatch.setenv("EXAI_JWT_SECRET", "0123456789")
+    with pytest.raises(SettingsError) as info:
+        load_settings(_env_file=None)
+    assert str(info.value).startswith("EXAI_JWT_SECRET: 10 bytes is too short for HS256")
+    assert "0123456789" not in str(info.value)

@@ -8,8 +8,15 @@ Three actions share one parser:
   deltas and exits 1 when a regression is beyond the thresholds;
 - ``exai baseline upload RESULT.json`` stores a run's summary in Supabase.
 
-Exit codes: 0 done, 1 a regression / an aborted run / a failed upload, 2 a usage,
-workload or connection problem (nothing measured).
+Exit codes: 0 done, 1 a regression / an aborted run / a failed upload / a run the
+daemon's rate limiter cut into (its figures measure the limiter), 2 a usage, workload
+or connection problem (nothing measured).
+
+A daemon with default settings admits ``EXAI_RATE_LIMIT_PER_MIN`` (1200) calls a
+minute per principal after a burst of ``EXAI_RATE_LIMIT_BURST`` (200); the default
+workload makes thousands in a few seconds. ``--url`` runs say so before they start,
+and end with exit 1 and the setting to change when calls came back
+``RATE_LIMITED``. ``--with-emulator`` runs a daemon without the limit.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from typing import Any
 __all__ = ["configure_parser", "main"]
 
 _DEFAULT_WORKLOAD = "default_workload.toml"
+_DEFAULT_BURST = 200  # EXAI_RATE_LIMIT_BURST's default
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
@@ -150,6 +158,13 @@ async def _run_async(args: argparse.Namespace, workloads: Any, source: str, out_
         if isinstance(target, int):
             return target
         url, token = target
+        calls = sum(w.iterations or 0 for w in workloads.workload)
+        if calls > _DEFAULT_BURST:
+            print(f"exai baseline: this workload makes {calls} calls; a daemon with default "
+                  "settings admits 1200 a minute per principal after a burst of 200 "
+                  "(EXAI_RATE_LIMIT_PER_MIN, EXAI_RATE_LIMIT_BURST): measure one started with "
+                  "EXAI_RATE_LIMIT_PER_MIN=0, or its rate limiter is what you measure",
+                  file=sys.stderr)  # fmt: skip
         return await _measure(args, workloads, source, out_dir, url, token, [])
     async with sandbox_daemon(args.emulator_latency_ms) as sandbox:
         for note in sandbox.notes:
@@ -181,6 +196,13 @@ async def _measure(args: argparse.Namespace, workloads: Any, source: str, out_di
     print(written["markdown"].read_text(encoding="utf-8"))
     print(f"results in {out_dir}: " + ", ".join(p.name for p in written.values()))
     code = EXIT_OK
+    limited = sum(s.errors_by_code.get("RATE_LIMITED", 0) for s in result.summary.values())
+    if limited:
+        total = sum(s.calls for s in result.summary.values())
+        code = _fail(f"{limited} of {total} calls ({limited / max(total, 1):.0%}) were refused "
+                     "by the daemon's rate limiter (RATE_LIMITED), so these figures measure the "
+                     "limiter: restart the daemon with EXAI_RATE_LIMIT_PER_MIN=0 (no limit) "
+                     "for a baseline", EXIT_FAILED)  # fmt: skip
     if result.run.get("aborted"):
         code = _fail(f"run aborted: {result.run['aborted']}", EXIT_FAILED)
     if args.upload:

@@ -1,8 +1,12 @@
-"""``exai conversations``: list, show, export, import, fork and prune stored threads.
+"""``exai conversations``: list, show, export, import, fork, rm and prune stored threads.
 
 The commands act on the store ``EXAI_STORE_URL`` names, as the operator: they see
 every principal's threads. Export writes JSONL (see :mod:`exai.store.transcript`),
-which ``import`` reads back, along with the plain transcripts other tools write.
+which ``import`` reads back, along with the plain transcripts other tools write;
+a thread already in the store (by id, deleted or not) is skipped and said so, so
+an export can be imported again into the store it came from. ``rm`` deletes
+threads (their owners no longer see them) and ``prune`` erases what was deleted
+or expired.
 """
 
 from __future__ import annotations
@@ -49,7 +53,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     p.set_defaults(func=_command(_export))
 
-    p = sub.add_parser("import", help="threads from an export, or a plain JSONL transcript")
+    p = sub.add_parser("import", help="threads from an export, or a plain JSONL transcript "
+                       "(threads already in the store are skipped)")  # fmt: skip
     p.add_argument("file", type=Path, help="JSONL file, or - for standard input")
     p.add_argument(
         "--owner",
@@ -63,6 +68,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--at", type=number(0, 2**53, integer=True), metavar="SEQ",
                    help="last message to copy (default: all)")  # fmt: skip
     p.set_defaults(func=_command(_fork))
+
+    p = sub.add_parser("rm", help="delete threads (prune erases them)")
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p.set_defaults(func=_command(_rm))
 
     p = sub.add_parser("prune", help="erase deleted and expired threads")
     p.set_defaults(func=_command(_prune))
@@ -173,10 +182,38 @@ async def _import(store: ConversationStore, args: argparse.Namespace, out: TextI
     else:
         lines = args.file.read_text(encoding="utf-8").splitlines()
     threads = parse_transcript(lines, owner=args.owner, now=time.time())
+    present = await _ids_in_store(store)
+    imported = skipped = 0
     for thread, messages in threads:
+        if thread.id in present:
+            print(f"skipped {thread.id} (already in the store)", file=out)
+            skipped += 1
+            continue
         restored = await store.import_thread(thread, messages)
+        imported += 1
         print(f"imported {restored.id} ({len(messages)} messages, owner {restored.owner})",
               file=out)  # fmt: skip
+    print(f"imported {imported}, skipped {skipped}", file=sys.stderr)
+    return 0
+
+
+async def _ids_in_store(store: ConversationStore) -> set[str]:
+    """Every thread id the store holds, deleted and expired ones included (an import
+    under one of them would collide)."""
+    ids: set[str] = set()
+    offset = 0
+    while page := await store.list_threads(ANY_OWNER, include_deleted=True, limit=500,
+                                           offset=offset):  # fmt: skip
+        ids.update(thread.id for thread in page)
+        offset += len(page)
+    return ids
+
+
+async def _rm(store: ConversationStore, args: argparse.Namespace, out: TextIO) -> int:
+    for thread_id in args.ids:
+        await store.delete(thread_id, ANY_OWNER)
+        print(f"deleted {thread_id}", file=out)
+    print("deleted threads are erased by `exai conversations prune`", file=sys.stderr)
     return 0
 
 

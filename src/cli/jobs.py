@@ -22,7 +22,7 @@ from typing import Any
 
 from exai.auth import ANONYMOUS, Principal
 from exai.cli.numbers import number
-from exai.errors import ExaiError
+from exai.errors import ExaiError, ValidationError_
 from exai.jobs import JobService, JobSpec, open_job_store
 from exai.jobs.base import ANY_OWNER
 from exai.jobs.schedule import split_when
@@ -108,22 +108,59 @@ def _when(ts: float | None) -> str:
         return f"unreadable time ({ts!r:.40})"
 
 
+_TIME_SUFFIXES = ("_at", "_for", "_until", "not_before")
+
+
+def _iso_times(value: Any) -> Any:
+    """``show``'s JSON with its times (``*_at``, ``scheduled_for``, ...) as ISO 8601 UTC,
+    as ``list`` prints them."""
+    if isinstance(value, dict):
+        return {k: (_when(v) if k.endswith(_TIME_SUFFIXES) and isinstance(v, int | float)
+                    and not isinstance(v, bool) else _iso_times(v))
+                for k, v in value.items()}  # fmt: skip
+    if isinstance(value, list):
+        return [_iso_times(v) for v in value]
+    return value
+
+
 async def _add(service: JobService, args: argparse.Namespace) -> int:
-    arguments = json.loads(args.args)
+    try:
+        arguments = json.loads(args.args)
+    except ValueError as exc:
+        example = """--args '{"prompt": "..."}'"""
+        raise ValueError(
+            f"--args is not valid JSON ({exc}); give the tool's arguments as one JSON "
+            f"object, e.g. {example}"
+        ) from None
     if not isinstance(arguments, dict):
-        raise ValueError("--args must be a JSON object")
+        raise ValueError("--args must be a JSON object of the tool's arguments")
     notify = ({"kind": "webhook", "url": args.webhook} if args.webhook else
               {"kind": "ntfy", "url": args.ntfy} if args.ntfy else None)  # fmt: skip
     kind, spec = split_when(args.when)
     owner = Principal(args.owner, None if args.scopes is None else frozenset(args.scopes))
-    job, created = await service.create(owner, JobSpec(
+    assert service.registry is not None
+    if service.registry.get(args.tool) is None:
+        known = ", ".join(sorted(info.name for info in service.registry.infos()))
+        raise ValueError(f"unknown tool {args.tool!r}; the tools are: {known}")
+    try:
+        job, created = await _create(service, owner, args, arguments, kind, spec, notify)
+    except ValidationError_ as exc:
+        if "fields" in (exc.details or {}):  # the arguments did not fit the tool's schema
+            raise ValueError(f"--args: {exc} (`exai tools {args.tool}` lists them)") from None
+        raise
+    print(f"{'created' if created else 'exists'} {job.id}, next run {_when(job.next_run_at)}")
+    return 0
+
+
+async def _create(service: JobService, owner: Principal, args: argparse.Namespace,
+                  arguments: dict[str, Any], kind: str, spec: str,
+                  notify: dict[str, Any] | None) -> tuple[Any, bool]:  # fmt: skip
+    return await service.create(owner, JobSpec(
         tool=args.tool, arguments=arguments, schedule_kind=kind, schedule=spec,
         timezone=args.tz, name=args.name, thread_id=args.thread, max_retries=args.max_retries,
         backoff_s=args.backoff, timeout_s=args.timeout, missed=args.missed, notify=notify,
         idempotency_key=args.key,
     ))  # fmt: skip
-    print(f"{'created' if created else 'exists'} {job.id}, next run {_when(job.next_run_at)}")
-    return 0
 
 
 async def _list(service: JobService, args: argparse.Namespace) -> int:
@@ -153,7 +190,7 @@ def _line(job: Any, *, as_json: bool) -> str:
 
 async def _show(service: JobService, args: argparse.Namespace) -> int:
     out = await service.show(args.id, ANY_OWNER)
-    print(json.dumps(out, indent=2, default=str))
+    print(json.dumps(_iso_times(out), indent=2, default=str))
     if out["undeliverable"]:
         print(f"warning: {out['undeliverable']} notification(s) could not be delivered",
               file=sys.stderr)  # fmt: skip

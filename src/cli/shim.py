@@ -35,7 +35,8 @@ def _shim(args: argparse.Namespace) -> int:
     try:
         settings = load_settings()
     except SettingsError as exc:
-        print(f"exai: {exc}", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"exai: {problem}", file=sys.stderr)
         return 2
     configure_logging(settings.log_format, settings.log_level, stream=sys.stderr,
                       scrubber=log_scrubber(settings))  # fmt: skip

@@ -28,30 +28,51 @@ log = get_logger("exai.daemon")
 
 
 async def build_services(settings: Settings) -> Services:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    audit: AuditTrail | NullAudit = NullAudit()
-    if settings.audit_enabled:
-        audit = AuditTrail(settings)
-        await audit.start()
-    store = await open_store(settings)
-    instance_id = getattr(audit, "instance_id", None) or default_instance_id()
-    ledger = Ledger(store, parse_budgets(settings.budgets), instance_id=instance_id)
-    ledger.start()
-    providers = ProviderRegistry.from_settings(settings, emit=audit.emit)
-    await providers.refresh_models()
-    memory = None
-    if settings.memory_enabled:
-        from exai.memory import open_memory
+    """Open every service; if one fails, close those already open and re-raise, so a
+    failed start leaves no thread or connection behind to keep the process alive.
 
-        memory = await open_memory(settings, audit.emit)
-        if settings.memory_extraction_enabled:
-            from exai.memory.extraction import ExtractionWorker
+    The exception carries a note (``add_note``) naming what was being opened and
+    the setting behind it, which ``exai serve`` prints with the error.
+    """
+    partial = Services(settings=settings, audit=NullAudit())
+    opening = "the data directory (EXAI_DATA_DIR)"
+    try:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        if settings.audit_enabled:
+            opening = "the audit trail (EXAI_AUDIT_SINK)"
+            audit = AuditTrail(settings)
+            partial.audit = audit
+            await audit.start()
+        opening = "the conversation store (EXAI_STORE_URL)"
+        partial.store = store = await open_store(settings)
+        instance_id = getattr(partial.audit, "instance_id", None) or default_instance_id()
+        partial.ledger = Ledger(store, parse_budgets(settings.budgets), instance_id=instance_id)
+        partial.ledger.start()
+        opening = "the providers (EXAI_MODELS_FILE, EXAI_ROUTING_RULES)"
+        partial.providers = providers = ProviderRegistry.from_settings(
+            settings, emit=partial.audit.emit
+        )
+        await providers.refresh_models()
+        if settings.memory_enabled:
+            from exai.memory import open_memory
 
-            memory.worker = ExtractionWorker(memory, providers, settings.memory_extraction_model,
-                                             settings.memory_extraction_max_attempts)  # fmt: skip
-            memory.worker.start()
-    return Services(settings=settings, audit=audit, providers=providers, store=store,
-                    memory=memory, ledger=ledger)  # fmt: skip
+            opening = "the memory store (EXAI_MEMORY_URL)"
+            partial.memory = memory = await open_memory(settings, partial.audit.emit)
+            if settings.memory_extraction_enabled:
+                from exai.memory.extraction import ExtractionWorker
+
+                memory.worker = ExtractionWorker(
+                    memory,
+                    providers,
+                    settings.memory_extraction_model,
+                    settings.memory_extraction_max_attempts,
+                )
+                memory.worker.start()
+    except BaseException as exc:
+        exc.add_note(f"while opening {opening}")
+        await close_services(partial)
+        raise
+    return partial
 
 
 async def close_services(services: Services) -> None:
@@ -72,5 +93,9 @@ async def open_jobs(settings: Settings, registry: Any, conversations: Any) -> An
     from exai.jobs.backends import open_job_store
     from exai.jobs.service import JobService
 
-    store = await open_job_store(settings)
+    try:
+        store = await open_job_store(settings)
+    except BaseException as exc:
+        exc.add_note("while opening the job store (EXAI_JOBS_URL)")
+        raise
     return JobService(store, settings, registry=registry, conversations=conversations)

@@ -9,11 +9,14 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
 from exai.settings.fields import CommaList, default_data_dir, group, list_field
-from exai.settings.values import parse_budgets
+from exai.settings.values import parse_budgets, parse_token_list
 
 __all__ = ["DaemonSettings"]
 
 _daemon = group("daemon")
+
+# HS256's key should be at least as long as its hash (RFC 7518 section 3.2): 32 bytes.
+JWT_SECRET_MIN_BYTES = 32
 
 
 class DaemonSettings(BaseModel):
@@ -61,8 +64,9 @@ class DaemonSettings(BaseModel):
         None, "More tokens, each naming its principal: alice=token1,bob=token2."
     )
     jwt_secret: SecretStr | None = _daemon(
-        None, "HS256 secret; JWTs with sub, exp (nbf, scopes optional) are accepted as tokens."
-    )
+        None, "HS256 secret, at least 32 bytes; JWTs with sub, exp (nbf, scopes optional) are "
+        "accepted as tokens.",
+    )  # fmt: skip
     jwt_leeway_s: float = _daemon(30.0, "Clock skew allowed when checking exp and nbf.", ge=0)
     budgets: str = _daemon(
         "", "Spending budgets per principal and UTC day or month, e.g. "
@@ -170,4 +174,23 @@ class DaemonSettings(BaseModel):
     @classmethod
     def _budgets_valid(cls, value: str) -> str:
         parse_budgets(value)
+        return value
+
+    @field_validator("ws_tokens")
+    @classmethod
+    def _tokens_valid(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            parse_token_list(value.get_secret_value())
+        return value
+
+    @field_validator("jwt_secret")
+    @classmethod
+    def _jwt_secret_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        size = len(value.get_secret_value().encode()) if value is not None else 0
+        if 0 < size < JWT_SECRET_MIN_BYTES:
+            raise ValueError(
+                f"{size} bytes is too short for HS256; use at least {JWT_SECRET_MIN_BYTES} "
+                'random bytes, e.g. the output of: python -c "import secrets; '
+                'print(secrets.token_urlsafe(32))"'
+            )
         return value

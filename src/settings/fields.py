@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field
 from pydantic_settings import NoDecode
 
-__all__ = ["CommaList", "default_data_dir", "group", "list_field"]
+__all__ = ["CommaList", "default_data_dir", "env_files", "group", "list_field", "user_env_file"]
 
 
 def _split_commas(value: Any) -> Any:
@@ -50,3 +50,16 @@ def default_data_dir() -> Path:
         return Path.home() / "Library" / "Application Support" / "exai"
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "exai"
+
+
+def user_env_file() -> Path:
+    """The user's settings file, read wherever exai runs: ``$XDG_CONFIG_HOME/exai/env``
+    (``~/.config/exai/env``)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "exai" / "env"
+
+
+def env_files() -> tuple[Path, Path]:
+    """The files settings are read from, the later winning: the user's file, then
+    ``.env`` in the working directory. The environment wins over both."""
+    return user_env_file(), Path(".env")

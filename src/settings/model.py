@@ -21,6 +21,7 @@ from exai.settings.audit import AuditSettings
 from exai.settings.conversations import ConversationsSettings
 from exai.settings.daemon import DaemonSettings
 from exai.settings.faces import FacesSettings
+from exai.settings.fields import env_files
 from exai.settings.jobs import JobsSettings
 from exai.settings.memory import MemorySettings
 from exai.settings.providers import ProvidersSettings
@@ -46,7 +47,8 @@ class Settings(
 ):
     model_config = SettingsConfigDict(
         env_prefix="EXAI_",
-        env_file=".env",
+        # The user's file (~/.config/exai/env), then ./.env; the environment wins over both.
+        env_file=env_files(),
         env_file_encoding="utf-8",
         extra="ignore",
         populate_by_name=True,

@@ -56,7 +56,7 @@ class ProvidersSettings(BaseModel):
     )
     routing_rules: str = _providers(
         "", 'Ordered rules for model "auto", as JSON: '
-        '[{"when": {"sensitive": true}, "model": "local-llama"}]; see README.',
+        '[{"when": {"sensitive": true}, "model": "local-llama"}]; see docs/models.md.',
     )  # fmt: skip
     models_file: Path | None = _providers(
         None, "A TOML file adding to or overriding the model catalogue."

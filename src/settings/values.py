@@ -1,11 +1,12 @@
 """Reading the settings whose values are small languages of their own.
 
-``EXAI_BUDGETS`` (``alice=5 USD/day,*=100 USD/month``) and
-``EXAI_MEMORY_TYPE_WEIGHTS`` (``rule=1.5,decision=1.3``) are parsed here, beside
-the settings, so that a bad value stops start-up with the variable's name, and so
-that the modules that use them (:mod:`exai.accounting`, :mod:`exai.memory`) import
-the parsing from the settings rather than the settings from them. A JWT's
-``exai_budget`` claim is read by the same :func:`parse_budget`.
+``EXAI_BUDGETS`` (``alice=5 USD/day,*=100 USD/month``),
+``EXAI_MEMORY_TYPE_WEIGHTS`` (``rule=1.5,decision=1.3``) and ``EXAI_WS_TOKENS``
+(``alice=tok1,bob=tok2``) are parsed here, beside the settings, so that a bad
+value stops start-up (and ``exai config``) with the variable's name, and so that
+the modules that use them (:mod:`exai.accounting`, :mod:`exai.memory`,
+:mod:`exai.auth`) import the parsing from the settings rather than the settings
+from them. A JWT's ``exai_budget`` claim is read by the same :func:`parse_budget`.
 
 Each parser raises ``ValueError`` naming what is wrong.
 """
@@ -17,7 +18,14 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
-__all__ = ["Budget", "Period", "parse_budget", "parse_budgets", "parse_type_weights"]
+__all__ = [
+    "Budget",
+    "Period",
+    "parse_budget",
+    "parse_budgets",
+    "parse_token_list",
+    "parse_type_weights",
+]
 
 Period = Literal["day", "month"]
 _PERIODS: tuple[str, ...] = ("day", "month")
@@ -97,3 +105,22 @@ def parse_type_weights(text: str) -> dict[str, float]:
             raise ValueError(f"the weight of {name.strip()!r} must be a positive number")
         weights[name.strip()] = number
     return weights
+
+
+def parse_token_list(spec: str) -> dict[str, str]:
+    """``"alice=tok1,bob=tok2"`` -> ``{"tok1": "alice", "tok2": "bob"}``.
+
+    The message of the ``ValueError`` a bad entry raises says which entry and what
+    it should look like, never the entry itself: it holds a token.
+    """
+    out: dict[str, str] = {}
+    entries = [part.strip() for part in spec.split(",") if part.strip()]
+    for number, part in enumerate(entries, start=1):
+        name, sep, token = part.partition("=")
+        if not sep or not name.strip() or not token.strip():
+            raise ValueError(
+                f"entry {number} of {len(entries)} is not principal=token; expected "
+                "alice=token1,bob=token2 (a token alone goes in EXAI_WS_TOKEN)"
+            )
+        out[token.strip()] = name.strip()
+    return out

@@ -59,6 +59,9 @@ def test_the_job_commands(jobs_env, capsys):
     assert main(["jobs", "show", job_id]) == 0
     shown = json.loads(_out(capsys))
     assert shown["name"] == "nightly" and len(shown["runs"]) == 1
+    # Times as `list` prints them, ISO 8601 in UTC, not epoch seconds.
+    assert shown["next_run_at"].endswith("+00:00") and "T" in shown["next_run_at"]
+    assert shown["runs"][0]["scheduled_for"].endswith("+00:00")
     assert main(["jobs", "rm", job_id]) == 0
     assert main(["jobs", "show", job_id]) == 1
     assert "no job" in capsys.readouterr().err
@@ -75,8 +78,9 @@ async def _count(path: Path) -> int:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["no_such_tool", "every 1h"], "unknown tool"),
-    (["echo", "every 1h", "--args", '{"nope": 1}'], "invalid arguments for echo"),
+    (["no_such_tool", "every 1h"], "unknown tool 'no_such_tool'; the tools are: "),
+    (["echo", "every 1h", "--args", '{"nope": 1}'], "--args: invalid arguments for echo"),
+    (["echo", "every 1h", "--args", "text=x"], "--args is not valid JSON"),
     (["echo", "61 * * * *"], "bad cron expression"),
     (["echo", "every 1h", "--tz", "Nowhere/Here"], "unknown time zone"),
     (["echo", "every 1h", "--webhook", "http://127.0.0.1:9/x"], "EXAI_JOBS_WEBHOOK_SECRET"),

@@ -76,8 +76,25 @@ def test_export_then_import_restores_every_thread_exactly(
     use_store("second.sqlite3")
     assert main(["conversations", "import", str(export)]) == 0
     assert asyncio.run(_threads()) == before
-    assert main(["conversations", "import", str(export)]) == 1
-    assert "already exists" in capsys.readouterr().err
+    capsys.readouterr()
+    # Imported again into the store it came from: every thread is there, and skipped.
+    assert main(["conversations", "import", str(export)]) == 0
+    io = capsys.readouterr()
+    assert io.out.count("skipped ") == 2 and "imported 0, skipped 2" in io.err
+    assert asyncio.run(_threads()) == before
+
+
+def test_rm_deletes_a_thread_and_prune_erases_it(use_store, capsys) -> None:  # type: ignore[no-untyped-def]
+    root_id, fork_id = asyncio.run(_seed())
+    capsys.readouterr()
+    assert main(["conversations", "rm", fork_id]) == 0
+    assert f"deleted {fork_id}" in capsys.readouterr().out
+    assert list(asyncio.run(_threads())) == [root_id]
+    assert main(["conversations", "list", "--deleted"]) == 0
+    assert fork_id in capsys.readouterr().out
+    assert main(["conversations", "prune"]) == 0 and "pruned 1" in capsys.readouterr().out
+    assert main(["conversations", "rm", fork_id]) == 1
+    assert "does not exist" in capsys.readouterr().err
 
 
 def test_list_show_fork_and_prune(use_store, capsys) -> None:  # type: ignore[no-untyped-def]
