@@ -236,15 +236,27 @@ class SqlJobStore(NotificationRows, JobStore):
                       " AND next_run_at <= ? ORDER BY next_run_at LIMIT ?{lock}")  # fmt: skip
         advance = self._q("UPDATE {p}jobs SET next_run_at = ? WHERE id = ?")
         insert = self._q(_INSERT_RUN)
+        broken = self._q("UPDATE {p}jobs SET enabled = ?, disabled_reason = ?,"
+                         " next_run_at = NULL, updated_at = ? WHERE id = ?")  # fmt: skip
 
         async def body(tx: Executor) -> int:
-            runs, moves = [], []
+            runs, moves, unreadable = [], [], []
             for row in await tx.fetch(due, now, limit):
-                job = decode_job(row)
-                fire = plan(job, now)
+                try:
+                    job = decode_job(row)
+                    fire = plan(job, now)
+                except Exception as exc:
+                    # One row that can no longer be read or planned (a time zone
+                    # since removed from the system's database...) is disabled with
+                    # the reason, rather than failing every tick for every job.
+                    unreadable.append((False, f"its schedule cannot be evaluated: {exc}"[:500],
+                                       now, row[0]))  # fmt: skip
+                    continue
                 if fire.scheduled_for is not None:
                     runs.append(_new_run(job, fire.scheduled_for, now, manual=False))
                 moves.append((fire.next_run_at, job.id))
+            if unreadable:
+                await tx.executemany(broken, unreadable)
             if not moves:
                 return 0
             # Whole batches, not a round trip per job: a tick's cost on Postgres is

@@ -142,3 +142,23 @@ async def test_concurrent_claims_take_each_run_once(jobs_store_factory, jobs_bac
                                  enumerate(stores) for k in range(3)))  # fmt: skip
     ids = [c.run.id for batch in got for c in batch]
     assert len(ids) == len(set(ids)) == 30
+
+
+async def test_a_job_whose_schedule_cannot_be_planned_is_disabled_and_the_rest_fire(jobs_store):
+    broken, _ = await jobs_store.create_job(_new(), 1060.0, 1000.0)
+    healthy, _ = await jobs_store.create_job(_new(owner="bob"), 1060.0, 1000.0)
+    planned: list[str] = []
+
+    def plan(job, now):
+        planned.append(job.id)
+        if job.id == broken.id:  # as a time zone removed from the system's database does
+            raise LookupError("No time zone found with key Mars/Olympus_Mons")
+        return _plan(job, now)
+
+    assert await jobs_store.fire_due(1060.5, 10, plan) == 1
+    assert [r.scheduled_for for r in await jobs_store.runs(healthy.id, "bob")] == [1060.0]
+    gone = await jobs_store.get_job(broken.id, "alice")
+    assert gone.enabled is False and "Mars/Olympus_Mons" in (gone.disabled_reason or "")
+    planned.clear()
+    assert await jobs_store.fire_due(1121.0, 10, plan) == 1
+    assert planned == [healthy.id]
