@@ -183,6 +183,7 @@ class Ledger:
         session_id: str,
         request_id: str,
         thread_id: str | None,
+        trace_id: str | None = None,
     ) -> None:
         """Queue one row per charge for the store; never waits."""
         for charge in charges:
@@ -193,7 +194,7 @@ class Ledger:
                 charge.at, self.instance_id, principal, tool, session_id, request_id, thread_id,
                 charge.model, charge.provider, usage.prompt_tokens, usage.cached_prompt_tokens,
                 usage.completion_tokens, usage.reasoning_tokens,
-                None if cost is None else cost.currency, *amounts,
+                None if cost is None else cost.currency, *amounts, trace_id,
             )  # fmt: skip
             self._queue.append(row)
         if self._queue:

@@ -105,12 +105,14 @@ class CoreReads(OperatorReads):
         except (ConversationNotFoundError, ValidationError_):
             return None
         costs = await store.turn_costs(thread.id, principal.name)
+        traces = await store.turn_traces(thread.id, principal.name)
         return {
             "thread": _thread(thread),
             "messages": [_message(m) for m in messages],
             "complete": not messages or messages[0].seq == 1,
             "costs": {seq: {cur: str(from_nanos(n)) for cur, n in by_currency.items()}
                       for seq, by_currency in costs.items()},
+            "traces": traces,
         }  # fmt: skip
 
     async def thread_export(self, principal: Principal, thread_id: str) -> str | None:

@@ -97,7 +97,8 @@ async def run_call(
     else:
         data, error = _outcome(call, tool.name, result, error, latency_ms, span.trace_id)
         with span.step("audit"):
-            _account(d, session, call, tool.name, result, error, context, latency_ms)
+            _account(d, session, call, tool.name, result, error, context, latency_ms,
+                     span.trace_id)  # fmt: skip
         span.end(result, error)
     await _deliver(d, session, call, data, error, now)
 
@@ -166,6 +167,7 @@ def _account(
     error: ExaiError | None,
     context: ToolContext | None,
     latency_ms: float,
+    trace_id: str | None = None,
 ) -> None:
     d.metrics.call_finished(tool, "ok" if error is None else error.code.value, latency_ms / 1000)
     charges = context.charges if context is not None else []
@@ -174,7 +176,8 @@ def _account(
         thread = result.metadata.get("continuation_id") if result is not None else None
         ledger.record(charges, principal=session.principal.name, tool=tool,
                       session_id=session.id, request_id=call.request_id,
-                      thread_id=thread if isinstance(thread, str) else None)  # fmt: skip
+                      thread_id=thread if isinstance(thread, str) else None,
+                      trace_id=trace_id)  # fmt: skip
     audit = d.services.audit
     if not isinstance(audit, NullAudit):
         audit.emit("call_finished", session_id=session.id, request_id=call.request_id, tool=tool,

@@ -53,6 +53,20 @@ class TracingSettings(BaseModel):
         "gen_ai.output.messages). Off: spans carry sizes, models and tokens only.",
     )
 
+    trace_url: str = _tracing(
+        "",
+        "A link to one trace in your tracing UI, {trace_id} where its id goes (Phoenix: "
+        "http://127.0.0.1:6006/projects/default/traces/{trace_id}); the console links each "
+        "turn's trace there. Empty: the console shows the trace id as text.",
+    )
+
+    @field_validator("trace_url")
+    @classmethod
+    def _trace_url(cls, value: str) -> str:
+        if value and (not value.startswith(("http://", "https://")) or "{trace_id}" not in value):
+            raise ValueError("expected an http(s) URL with {trace_id} where the id goes")
+        return value
+
     @field_validator("otel_exporter_otlp_headers")
     @classmethod
     def _otlp_headers(cls, value: SecretStr | None) -> SecretStr | None:

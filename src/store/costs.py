@@ -38,9 +38,9 @@ COST_GROUPS: Final[dict[str, str]] = {
 _COLUMNS = (
     "at, instance_id, principal, tool, session_id, request_id, thread_id, model, provider,"
     " prompt_tokens, cached_prompt_tokens, completion_tokens, reasoning_tokens, currency,"
-    " cost_input, cost_cached_input, cost_output, cost_total"
+    " cost_input, cost_cached_input, cost_output, cost_total, trace_id"
 )
-_INSERT = f"INSERT INTO {{p}}call_costs ({_COLUMNS}) VALUES ({', '.join('?' * 18)})"
+_INSERT = f"INSERT INTO {{p}}call_costs ({_COLUMNS}) VALUES ({', '.join('?' * 19)})"
 _SUMS = (
     "COUNT(*), SUM(prompt_tokens), SUM(cached_prompt_tokens), SUM(completion_tokens),"
     " SUM(reasoning_tokens), SUM(cost_input), SUM(cost_cached_input), SUM(cost_output),"
@@ -70,13 +70,14 @@ class CostRow:
     cost_cached_input: int
     cost_output: int
     cost_total: int
+    trace_id: str | None = None  # the call's trace, when tracing was on
 
     def values(self) -> tuple[Any, ...]:
         return (self.at, self.instance_id, self.principal, self.tool, self.session_id,
                 self.request_id, self.thread_id, self.model, self.provider, self.prompt_tokens,
                 self.cached_prompt_tokens, self.completion_tokens, self.reasoning_tokens,
                 self.currency, self.cost_input, self.cost_cached_input, self.cost_output,
-                self.cost_total)  # fmt: skip
+                self.cost_total, self.trace_id)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +166,19 @@ class CostAccounts:
             for r in rows
         ]
         return sorted(lines, key=lambda line: (line.key or "", line.currency or ""))
+
+    async def turn_traces(self, thread_id: str, principal: str) -> dict[int, str]:
+        """The trace of each turn of the principal's thread, ``{first seq of the turn:
+        trace id}``, for the turns whose call was traced (schema version 8)."""
+        sql = (
+            "SELECT r.first_seq, MIN(c.trace_id) FROM {p}call_costs c"
+            " JOIN {p}request_turns r ON r.owner = c.principal AND r.session_id = c.session_id"
+            " AND r.request_id = c.request_id AND r.thread_id = c.thread_id"
+            " WHERE c.thread_id = ? AND c.principal = ? AND c.trace_id IS NOT NULL"
+            " GROUP BY r.first_seq"
+        )
+        rows = await self._read(lambda db: db.fetch(self.dialect.sql(sql), thread_id, principal))
+        return {int(seq): str(trace) for seq, trace in rows}
 
     async def turn_costs(self, thread_id: str, principal: str) -> dict[int, dict[str, int]]:
         """What each turn of the principal's thread cost: ``{first seq of the turn:

@@ -224,6 +224,8 @@ MIGRATIONS: list[tuple[int, str]] = [
         """,
     ),
     (7, POSTGRES_RESPONSES),  # the Responses API's stored responses (exai.store.responses)
+    # The trace of each model call, when tracing was on: the console links a turn to it.
+    (8, "ALTER TABLE {s}.call_costs ADD COLUMN trace_id text;"),
 ]
 
 # Workflow steps holding their thread's lock at once, per daemon; more wait.

@@ -198,6 +198,8 @@ MIGRATIONS: list[tuple[int, str]] = [
         """,
     ),
     (7, SQLITE_RESPONSES),  # the Responses API's stored responses (exai.store.responses)
+    # The trace of each model call, when tracing was on: the console links a turn to it.
+    (8, "ALTER TABLE call_costs ADD COLUMN trace_id TEXT;"),
 ]
 
 _BUSY_TIMEOUT_S = 10.0

@@ -12,11 +12,13 @@ from typing import Any
 import httpx
 import pytest
 
+from exai import tracing
 from exai.auth import issue_token
 from exai.client import ExaiClient
 from tests.conftest import running_daemon
 from tests.console.conftest import ALICE, BOB, console_settings
 from tests.console.live import NtfyStandIn
+from tests.tracing.helpers import install_tracing
 
 SECRET = "console-jwt-secret-0123456789abcdef"
 
@@ -270,3 +272,27 @@ async def test_a_browser_that_leaves_a_streamed_reply_cancels_its_call(tmp_path,
                 "chat", {"prompt": "and now?", "continuation_id": first.metadata.continuation_id}
             )
         assert "(saw 4 messages)" in history.outputs[0].text  # the cancelled turn was not stored
+
+
+async def test_a_turn_links_to_its_trace(tmp_path, emulator):
+    """With tracing on, each turn names its call's trace, as a link into the tracing UI
+    when EXAI_TRACE_URL says where that is."""
+    provider, _ = install_tracing(content=False)
+    url = "http://127.0.0.1:6006/projects/default/traces/{trace_id}"
+    try:
+        async with console(tmp_path, emulator, trace_url=url) as http:
+            daemon = http.daemon  # type: ignore[attr-defined]
+            async with ExaiClient(daemon.url, ALICE) as alice:
+                first = await alice.call("chat", {"prompt": "trace me"})
+            trace_id = (first.metadata.model_extra or {})["trace_id"]
+            thread = first.metadata.continuation_id
+            await sign_in(http, ALICE)
+            for _ in range(100):  # cost rows are written by the ledger's background task
+                page = await http.get(f"/console/threads/{thread}")
+                if trace_id in page.text:
+                    break
+                await asyncio.sleep(0.05)
+        assert f'href="{url.replace("{trace_id}", trace_id)}"' in page.text
+    finally:
+        tracing.reset()
+        provider.shutdown()

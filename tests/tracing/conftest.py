@@ -13,14 +13,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from exai import tracing
-from exai.audit.scrub import Scrubber
-from exai.tracing.setup import build_provider
+from tests.tracing.helpers import SECRET, install_tracing
 
-SECRET = "sk-trace-test-secret-0123456789"
+__all__ = ["SECRET", "Spans"]
 
 
 @pytest.fixture
@@ -67,17 +65,9 @@ class Spans:
         return "\n".join(out)
 
 
-def _install(content: bool) -> tuple[Any, InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = build_provider(exporter, scrub=Scrubber([SECRET]).scrub_text,
-                              processor=SimpleSpanProcessor)  # fmt: skip
-    tracing.install(provider, content=content)
-    return provider, exporter
-
-
 @pytest.fixture
 def spans() -> Iterator[Spans]:
-    provider, exporter = _install(content=False)
+    provider, exporter = install_tracing(content=False)
     try:
         yield Spans(exporter)
     finally:
@@ -87,7 +77,7 @@ def spans() -> Iterator[Spans]:
 
 @pytest.fixture
 def spans_with_content() -> Iterator[Spans]:
-    provider, exporter = _install(content=True)
+    provider, exporter = install_tracing(content=True)
     try:
         yield Spans(exporter)
     finally:

@@ -97,6 +97,11 @@ class Console:
         self.templates.filters["when"] = when
         self.templates.filters["money"] = money
         self.templates.filters["markdown"] = render_markdown
+        trace_url = core.settings.trace_url
+        # A turn's trace id as a link into the operator's tracing UI, when one is set.
+        self.templates.globals["trace_link"] = lambda trace_id: (
+            trace_url.replace("{trace_id}", trace_id) if trace_url else None
+        )
         self.secure = (core.public_url or core.settings.public_url or "").startswith("https:")
         self._static = {
             path.name: path.read_bytes()

@@ -82,7 +82,7 @@ class _Threads:
                 404,
                 f"There is no thread {thread_id!r} of yours (it may have expired or been deleted).",
             )
-        turns = group_turns(found["messages"], found["costs"])
+        turns = group_turns(found["messages"], found["costs"], found["traces"])
         last_model = next((t.model for t in reversed(turns) if t.model), None)
         return self.console.page(
             request,
@@ -214,7 +214,11 @@ class _Say:
             turns = (
                 []
                 if found is None
-                else [t for t in group_turns(found["messages"], found["costs"]) if t.seq > before]
+                else [
+                    t
+                    for t in group_turns(found["messages"], found["costs"], found["traces"])
+                    if t.seq > before
+                ]
             )
             html = self.console.fragment(
                 "_turns.html",

@@ -56,6 +56,7 @@ class Turn:
     provider: str | None = None
     cost: list[str] = field(default_factory=list)
     usage: dict[str, Any] | None = None
+    trace_id: str | None = None
     files: list[str] = field(default_factory=list)
     attachments: list[str] = field(default_factory=list)
     entries: list[Entry] = field(default_factory=list)
@@ -100,9 +101,14 @@ def _parts(content: Any) -> tuple[str, list[str]]:
     return "\n\n".join(texts), attachments
 
 
-def group_turns(messages: list[dict[str, Any]], costs: dict[Any, dict[str, str]]) -> list[Turn]:
+def group_turns(
+    messages: list[dict[str, Any]],
+    costs: dict[Any, dict[str, str]],
+    traces: dict[int, str] | None = None,
+) -> list[Turn]:
     """Stored messages (in order) as turns; ``costs`` maps a turn's first seq to
-    ``{currency: amount}``. A turn cut off at the start of the page is left out."""
+    ``{currency: amount}``, ``traces`` to its call's trace id. A turn cut off at the
+    start of the page is left out."""
     turns: list[Turn] = []
     for message in messages:
         number = message["turn"]
@@ -116,6 +122,7 @@ def group_turns(messages: list[dict[str, Any]], costs: dict[Any, dict[str, str]]
                     message["seq"],
                     message["created_at"],
                     cost=[f"{money(amount)} {cur}" for cur, amount in sorted(spent.items())],
+                    trace_id=(traces or {}).get(message["seq"]),
                 )
             )
         turn = turns[-1]
