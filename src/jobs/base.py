@@ -78,6 +78,8 @@ class NewJob:
     idempotency_key: str | None = None
     budget: dict[str, Any] | None = None
     credential: Credential | None = None
+    # traceparent/tracestate of the call that made it, when that call was traced.
+    trace_context: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,7 @@ class Job:
     budget: dict[str, Any] | None = None
     credential: Credential | None = None
     paused_reason: str | None = None
+    trace_context: dict[str, str] | None = None
 
     def public(self) -> dict[str, Any]:
         """The job as the CLI and the ``jobs`` tool show it, the notification URL's

@@ -139,10 +139,11 @@ class JobRunner:
         if continues and job.thread_id and not arguments.get("continuation_id"):
             arguments["continuation_id"] = job.thread_id
         client = self.core.connect(principal, session_id=f"job-{run.id}")
-        # Each run is a trace of its own (no caller is waiting on it); the job's
-        # attributes tie its runs together.
+        # Each run is a trace of its own (no caller is waiting on it), linked to the
+        # call that made the job; the job's attributes tie its runs together.
         with tracing.span(
             f"job {job.tool}", kind=tracing.SERVER, parent=tracing.ROOT,
+            links=tracing.links_to(job.trace_context),
             attributes={"exai.face": "jobs", "exai.job.id": job.id, "exai.job.name": job.name,
                         "exai.job.run_id": run.id, "exai.job.attempt": run.attempt,
                         "exai.principal": job.owner, "gen_ai.tool.name": job.tool,

@@ -100,6 +100,11 @@ ALTER TABLE {s}.jobs ADD COLUMN credential TEXT;
 ALTER TABLE {s}.jobs ADD COLUMN paused_reason TEXT
 """
 
+# The trace context of the call that made the job: each run's trace links to it.
+_V3 = """
+ALTER TABLE {s}.jobs ADD COLUMN trace_context TEXT
+"""
+
 
 def script(template: str, *, postgres: bool) -> str:
     if postgres:
@@ -110,8 +115,10 @@ def script(template: str, *, postgres: bool) -> str:
 SQLITE_MIGRATIONS: list[tuple[int, str]] = [
     (1, script(_V1, postgres=False)),
     (2, script(_V2, postgres=False)),
+    (3, script(_V3, postgres=False)),
 ]
 POSTGRES_MIGRATIONS: list[tuple[int, str]] = [
     (1, script(_V1, postgres=True)),
     (2, script(_V2, postgres=True)),
+    (3, script(_V3, postgres=True)),
 ]

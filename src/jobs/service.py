@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 import pydantic
 
+from exai import tracing
 from exai.auth import Principal, budget_to_claim
 from exai.errors import ForbiddenError, ToolNotFoundError, ValidationError_
 from exai.jobs.base import Job, JobStore, NewJob, Owner
@@ -132,6 +133,7 @@ class JobService:
             thread_id=spec.thread_id, max_retries=spec.max_retries, backoff_s=spec.backoff_s,
             timeout_s=spec.timeout_s, missed=spec.missed, notify=notify,
             idempotency_key=spec.idempotency_key, **_grant(principal),
+            trace_context=tracing.carrier() or None,
         )  # fmt: skip
         return await self.store.create_job(new, first, now)
 

@@ -44,9 +44,9 @@ JOB_COLUMNS = (
     "id, owner, name, tool, arguments, scopes, schedule_kind, schedule_spec, timezone, anchor,"
     " thread_id, max_retries, backoff_s, timeout_s, missed, notify, enabled, paused,"
     " next_run_at, created_at, updated_at, idempotency_key, disabled_reason, budget, credential,"
-    " paused_reason"
+    " paused_reason, trace_context"
 )
-_JOB_FIELDS = 26
+_JOB_FIELDS = 27
 RUN_COLUMNS = (
     "id, job_id, owner, scheduled_for, status, attempt, not_before, locked_by, locked_until,"
     " started_at, finished_at, error_code, error, output, thread_id, manual, created_at"
@@ -72,7 +72,7 @@ def decode_job(row: Sequence[Any]) -> Job:
         enabled=bool(row[16]), paused=bool(row[17]), next_run_at=row[18], created_at=row[19],
         updated_at=row[20], idempotency_key=row[21], disabled_reason=row[22],
         budget=None if row[23] is None else json.loads(row[23]), credential=credential,
-        paused_reason=row[25],
+        paused_reason=row[25], trace_context=None if row[26] is None else json.loads(row[26]),
     )  # fmt: skip
 
 
@@ -110,7 +110,7 @@ class SqlJobStore(NotificationRows, JobStore):
                new.backoff_s, new.timeout_s, new.missed, _dumps(new.notify), True, False,
                next_run_at, now, now, new.idempotency_key, None, _dumps(new.budget),
                None if new.credential is None else _dumps(new.credential.public()),
-               None)  # fmt: skip
+               None, _dumps(new.trace_context))  # fmt: skip
         insert = self._q(
             f"INSERT INTO {{p}}jobs ({JOB_COLUMNS}) VALUES ({', '.join('?' * _JOB_FIELDS)})"
             " ON CONFLICT (owner, idempotency_key) DO NOTHING"

@@ -59,6 +59,7 @@ __all__ = [
     "fail_current",
     "finish",
     "install",
+    "links_to",
     "reset",
     "set_attributes",
     "span",
@@ -125,6 +126,15 @@ def extract_from(headers: Mapping[str, Any] | None) -> otel_context.Context | No
     if not headers:
         return None
     return extract(headers.get("traceparent"), headers.get("tracestate"))
+
+
+def links_to(headers: Mapping[str, Any] | None) -> list[Link] | None:
+    """A link to the span a ``traceparent`` mapping names (a job's runs to the call
+    that made the job), or None when there is none."""
+    ctx = extract_from(headers)
+    if ctx is None:
+        return None
+    return [Link(trace.get_current_span(ctx).get_span_context())]
 
 
 def carrier(context: otel_context.Context | None = None) -> dict[str, str]:
@@ -229,6 +239,7 @@ def span(
     kind: SpanKind = SpanKind.INTERNAL,
     attributes: Mapping[str, Any] | None = None,
     parent: otel_context.Context | None = None,
+    links: list[Link] | None = None,
 ) -> Iterator[Span | None]:
     """A span around a block, current inside it; yields None when tracing is off.
 
@@ -240,7 +251,7 @@ def span(
         yield None
         return
     with tracer.start_as_current_span(
-        name, context=parent, kind=kind, attributes=_clean(attributes),
+        name, context=parent, kind=kind, attributes=_clean(attributes), links=links,
         record_exception=False, set_status_on_exception=False,
     ) as sp:  # fmt: skip
         try:

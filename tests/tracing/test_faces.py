@@ -101,6 +101,10 @@ async def test_a_job_run_is_a_trace_of_its_own_tied_to_its_job(tmp_path, spans, 
     run = runs[0]
     assert run.parent is None and run.kind is SpanKind.SERVER
     assert f"{run.context.trace_id:032x}" != PARENT_TRACE  # not the scheduling call's trace
+    (link,) = run.links  # but linked to the call that made the job
+    scheduling = spans.one("execute_tool schedule")
+    assert f"{link.context.trace_id:032x}" == PARENT_TRACE
+    assert link.context.span_id == scheduling.context.span_id
     assert run.attributes["exai.job.id"] == job["id"]
     assert run.attributes["exai.job.attempt"] == 1
     call = [s for s in spans.children(run) if s.name == "execute_tool echo"]
