@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -28,10 +29,9 @@ from starlette.routing import BaseRoute, Route
 
 from exai.port import Caller, Port
 from exai.protocol import CallToolResult
-from exai.web.asgi import Receive, Send, headers_of, read_json, send_json
-from exai.web.guard import principal_of
 from exai.web.model_call import RequestRefused
-from exai.web.model_stream import face_span, result_text, run_streamed, run_whole
+from exai.web.model_face import ModelFace, Whole
+from exai.web.model_stream import result_text
 from exai.web.openai_errors import error_response, refusal_response
 from exai.web.openai_request import NEW_THREAD, THREAD_HEADER, CompletionCall, parse_request
 from exai.web.openai_response import ChunkWriter, completion_body, model_list
@@ -44,7 +44,7 @@ def routes(core: Port) -> list[BaseRoute]:
     return [
         Route("/v1/models", face.list, methods=["GET"]),
         Route("/v1/models/{name:path}", face.one, methods=["GET"]),
-        Route("/v1/chat/completions", _ChatCompletions(core), methods=["POST"]),
+        Route("/v1/chat/completions", ModelFace(core, _ChatCompletions(core)), methods=["POST"]),
         Route("/v1/{rest:path}", _unknown_path,
               methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
     ]  # fmt: skip
@@ -85,46 +85,31 @@ async def _unknown_path(request: Request) -> Response:
 
 
 class _ChatCompletions:
-    """``POST /v1/chat/completions`` as a plain ASGI app: it reads the client's
-    disconnect while the call runs, which a request/response endpoint cannot."""
+    """``POST /v1/chat/completions``: OpenAI chat completions over the shared model face."""
+
+    path = "/v1/chat/completions"
+    error_response = staticmethod(error_response)
+    refusal_response = staticmethod(refusal_response)
 
     def __init__(self, core: Port) -> None:
         self.core = core
 
-    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
-        headers = headers_of(scope)
-        try:
-            body = await read_json(receive, headers, self.core.settings.max_frame_bytes)
-            if body is None:
-                return  # the client left before it finished sending
-            call = parse_request(body, headers)
-        except RequestRefused as exc:
-            await send_json(send, *refusal_response(exc))
-            return
-        client = self.core.connect(principal_of(scope))
-        try:
-            with face_span(call, client, headers, "/v1/chat/completions"):
-                if call.stream:
-                    await self._streamed(call, client, receive, send)
-                else:
-                    await self._whole(call, client, receive, send)
-        finally:
-            client.close()
+    def parse(self, body: Any, headers: Mapping[str, str]) -> CompletionCall:
+        return parse_request(body, headers)
 
-    async def _whole(
-        self, call: CompletionCall, client: Caller, receive: Receive, send: Send
-    ) -> None:
-        result = await run_whole(self.core, client, call, receive)
-        if result is None:
-            return
-        if result.error is not None:
-            await send_json(send, *error_response(result.error))
-            return
+    def stream(self, call: CompletionCall) -> tuple[ChunkWriter, list[tuple[bytes, bytes]]]:
+        writer = ChunkWriter(call, completion_id=_completion_id(), created=int(time.time()))
+        headers = []
+        if call.thread is not None and call.thread != NEW_THREAD:
+            headers.append((THREAD_HEADER.encode(), call.thread.encode()))
+        return writer, headers
+
+    async def whole(self, call: CompletionCall, result: CallToolResult, client: Caller) -> Whole:
         text = await self._whole_text(result, client)
         body = completion_body(call, result, text, completion_id=_completion_id(),
                                created=int(time.time()))  # fmt: skip
         thread = result.metadata.continuation_id if call.thread is not None else None
-        await send_json(send, 200, body, {THREAD_HEADER: thread} if thread else {})
+        return 200, body, {THREAD_HEADER: thread} if thread else {}
 
     async def _whole_text(self, result: CallToolResult, client: Caller) -> str:
         """The answer whole: one too large for an MCP client was stored as an
@@ -136,16 +121,6 @@ class _ChatCompletions:
         whole = await self.core.reads.artifact_text(thread, artifact, client.principal.name)
         # Unreadable: the beginning and the note saying where the rest is, then.
         return whole if whole is not None else result_text(result)
-
-    async def _streamed(
-        self, call: CompletionCall, client: Caller, receive: Receive, send: Send
-    ) -> None:
-        writer = ChunkWriter(call, completion_id=_completion_id(), created=int(time.time()))
-        headers = []
-        if call.thread is not None and call.thread != NEW_THREAD:
-            headers.append((THREAD_HEADER.encode(), call.thread.encode()))
-        await run_streamed(self.core, client, call, receive, send, writer, error_response,
-                           ping_s=self.core.settings.faces_ping_s, headers=headers)  # fmt: skip
 
 
 def _completion_id() -> str:
