@@ -134,8 +134,12 @@ async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
     try:
         await wait_for_port(echo_port)
         echo_url = f"ws://127.0.0.1:{echo_port}"
-        async with daemon_process() as (exai_url, pid):
-            servers = (("bare", echo_url, False), ("exai", exai_url, True))
+        async with (
+            daemon_process() as (exai_url, pid),
+            daemon_process(EXAI_AUDIT_ENABLED="true") as (audit_url, _),
+        ):
+            servers = (("bare", echo_url, False), ("exai", exai_url, True),
+                       ("exai_audit", audit_url, True))  # fmt: skip
             runs: dict[str, dict[str, list[dict[str, float]]]] = {
                 name: {"sequential": [], "concurrent": []} for name, _, _ in servers
             }

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from exai.audit.events import Row, encode_event
+
 __all__ = ["AppendResult", "AuditOutbox", "OutboxRow", "OutboxStatus"]
 
 _SCHEMA: Final = """
@@ -93,10 +95,6 @@ class OutboxStatus:
     sink: str | None
 
 
-def _encode(event: dict[str, Any]) -> str:
-    return json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
 class AuditOutbox:
     """One outbox file. Every write is a single transaction."""
 
@@ -159,26 +157,53 @@ class AuditOutbox:
     # --- writing --------------------------------------------------------------
 
     def append(self, events: Sequence[dict[str, Any]], *, dropped_before: int = 0) -> AppendResult:
-        """Store events in one transaction, up to the size limit.
+        """Store stamped events (:func:`~exai.audit.events.new_event`); see :meth:`append_rows`."""
+        rows = [(e["event_id"], e["ts"], e["kind"], encode_event(e)) for e in events]
+        return self.append_rows(rows, dropped_before=dropped_before)
+
+    def append_rows(self, rows: Sequence[Row], *, dropped_before: int = 0) -> AppendResult:
+        """Store encoded events in one transaction, up to the size limit.
 
         ``dropped_before`` adds events dropped before they got here (the
-        in-memory buffer's own limit) to the persisted drop counter.
+        in-memory buffer's own limit) to the persisted drop counter. A row
+        whose ``event_id`` is already in the outbox is stored once.
         """
         room = max(0, self.max_events - self._pending - self._quarantined)
-        accepted = events[:room]
-        dropped = len(events) - len(accepted)
-        rows = [(e["event_id"], e["ts"], e["kind"], _encode(e)) for e in accepted]
+        accepted = rows[:room]
+        dropped = len(rows) - len(accepted)
         with self._transaction() as db:
             before = db.total_changes
             db.executemany(
                 "INSERT OR IGNORE INTO outbox (event_id, ts, kind, body) VALUES (?, ?, ?, ?)",
-                rows,
+                accepted,
             )
             stored = db.total_changes - before
             if dropped + dropped_before:
                 self._bump(db, "dropped", dropped + dropped_before)
         self._pending += stored
         return AppendResult(stored=stored, dropped=dropped + dropped_before)
+
+    def archive_rows(self, rows: Sequence[Row], *, dropped_before: int = 0) -> AppendResult:
+        """Store encoded events as delivered, in one transaction: for a trail with no sink.
+
+        With no sink to ship to, delivery is the move to the archive, so the
+        rows go there directly and are counted as shipped.
+        """
+        now = time.time()
+        with self._transaction() as db:
+            before = db.total_changes
+            db.executemany(
+                "INSERT OR IGNORE INTO archive (event_id, ts, kind, body, shipped_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(*row, now) for row in rows],
+            )
+            stored = db.total_changes - before
+            self._bump(db, "shipped", stored)
+            self._set(db, "last_shipped_at", now)
+            if dropped_before:
+                self._bump(db, "dropped", dropped_before)
+            self._trim_archive(db)
+        return AppendResult(stored=stored, dropped=dropped_before)
 
     def head(self, limit: int) -> list[OutboxRow]:
         """The oldest ``limit`` events, oldest first."""

@@ -72,7 +72,37 @@ class Scrubber:
         self._secrets = sorted(unique, key=len, reverse=True)
 
     def scrub(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """A scrubbed copy of ``fields``.
+
+        Most events are flat: strings, numbers, null. For those, the strings
+        are checked together, once: if their concatenation holds no NUL, no
+        known secret, no URL and none of the credential shapes' markers, then
+        :meth:`scrub_text` would return each of them unchanged, so they are
+        kept as they are. Anything else takes the field-by-field path.
+        """
+        out: dict[str, Any] = {}
+        strings: list[str] = []
+        for key, value in fields.items():
+            kind = type(value)
+            if kind is str:
+                if type(key) is not str or _sensitive_name(key):
+                    return self._scrub_fields(fields)
+                strings.append(value)
+            elif kind not in _PLAIN_SCALARS or type(key) is not str:
+                return self._scrub_fields(fields)
+            out[key] = value
+        if strings and self._may_change("\n".join(strings)):
+            return self._scrub_fields(fields)
+        return out
+
+    def _scrub_fields(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         return {str(key): self._field(str(key), value, 0) for key, value in fields.items()}
+
+    def _may_change(self, text: str) -> bool:
+        """Whether :meth:`scrub_text` could change ``text`` (or any part of it)."""
+        if "\x00" in text or "://" in text or _may_hold_credential(text):
+            return True
+        return any(secret in text for secret in self._secrets)
 
     def scrub_text(self, text: str) -> str:
         if "\x00" in text:  # Postgres text and jsonb reject NUL; one would sink a whole batch
@@ -110,6 +140,9 @@ class Scrubber:
         if isinstance(value, bytes | bytearray | memoryview):
             return f"<{len(value)} bytes>"
         return self.scrub_text(str(value))
+
+
+_PLAIN_SCALARS: Final = frozenset({int, float, bool, type(None)})
 
 
 def _is_plain_scalar(value: Any) -> bool:
