@@ -32,9 +32,7 @@ class WriterFailed(RuntimeError):
 
 
 class WriterLink:
-    def __init__(
-        self, config: WriterConfig, on_message: Callable[[tuple[Any, ...]], None]
-    ) -> None:
+    def __init__(self, config: WriterConfig, on_message: Callable[[tuple[Any, ...]], None]) -> None:
         self._config = config
         self._on_message = on_message
         self._process: asyncio.subprocess.Process | None = None

@@ -39,7 +39,7 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import structlog
 
@@ -77,7 +77,7 @@ class AuditWriter:
         self._log = structlog.get_logger("exai.audit").bind(instance_id=config.instance_id)
         self._outbox = AuditOutbox(Path(config.outbox_path), max_events=config.max_events)
         self._thread = OutboxThread()
-        self._scrub = Scrubber(config.secrets).scrub
+        self._scrub_many = Scrubber(config.secrets).scrub_many
         self._sink: Sink | None = None
         self._shipper: Shipper | None = None
         self._direct = False
@@ -137,7 +137,7 @@ class AuditWriter:
             if message is None:
                 break
             if message[0] == "batch":
-                self._waiting.append(message[1:])  # type: ignore[arg-type]
+                self._waiting.append(message[1:])
                 self._arrived.set()
             elif message[0] == "stop":
                 stop_timeout_s = float(message[1])
@@ -184,7 +184,7 @@ class AuditWriter:
         async with self._storing:
             while self._waiting:
                 seq, seed, dropped_before, records = self._waiting[0]
-                rows = stamp_records(records, seed, self.config.instance_id, self._scrub)
+                rows = stamp_records(records, seed, self.config.instance_id, self._scrub_many)
                 try:
                     result = await self._thread.call(
                         self._store, rows, dropped_before=dropped_before
@@ -245,7 +245,8 @@ class AuditWriter:
             "last_shipped_at": max(
                 (shipper.last_shipped_at if shipper else None) or 0.0,
                 self._last_archived_at or 0.0,
-            ) or None,
+            )
+            or None,
             "sink": self._sink.name if self._sink else None,
         }
 
@@ -259,18 +260,30 @@ async def _within(awaitable: Any, deadline: float, *, floor_s: float = 0.0) -> b
     return True
 
 
-async def _serve(out_fd: int) -> int:
+class _Closed(asyncio.Protocol):
+    """Write-pipe protocol that says when the pipe is closed, after its buffer was written."""
+
+    def __init__(self) -> None:
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+async def _serve(stdin: BinaryIO, out: BinaryIO) -> int:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), open(0, "rb", buffering=0, closefd=False)
-    )
-    out = open(out_fd, "wb", buffering=0)  # noqa: SIM115 (the transport owns it)
-    transport, _ = await loop.connect_write_pipe(asyncio.Protocol, out)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+    transport, pipe = await loop.connect_write_pipe(_Closed, out)
 
     def send(message: tuple[Any, ...]) -> None:
         if not transport.is_closing():
             transport.write(encode_frame(message))
+
+    async def close() -> None:
+        transport.close()  # what was written is flushed first
+        await pipe.closed
 
     first = await read_message(reader)
     if first is None:
@@ -278,33 +291,27 @@ async def _serve(out_fd: int) -> int:
     config = WriterConfig.from_message(first)
     from exai.logs import configure_logging
 
-    configure_logging(config.log_format, config.log_level, secrets=config.secrets)  # type: ignore[arg-type]
+    configure_logging(config.log_format, config.log_level, secrets=config.secrets)
     writer = AuditWriter(config, send)
     try:
         await writer.open()
     except Exception as exc:
         send(("fatal", f"{type(exc).__name__}: {exc}"))
-        await _flushed(transport)
+        await close()
         return 1
     send(("ready", writer.status()))
     await writer.run(reader)
-    await _flushed(transport)
+    await close()
     return 0
-
-
-async def _flushed(transport: asyncio.WriteTransport) -> None:
-    """Wait until the messages written are out of the transport's buffer."""
-    while transport.get_write_buffer_size() and not transport.is_closing():
-        await asyncio.sleep(0.001)
-    transport.close()
 
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    out_fd = os.dup(1)
+    out = open(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
-    sys.exit(asyncio.run(_serve(out_fd)))
+    stdin = open(0, "rb", buffering=0, closefd=False)
+    sys.exit(asyncio.run(_serve(stdin, out)))
 
 
 if __name__ == "__main__":
