@@ -31,6 +31,7 @@ BENCHMARKS = [
     "audit_latency",  # chat latency with the audit trail off, healthy, hanging
     "audit_outbox",  # emit cost, outbox ingest and shipping rates
     "shim",  # MCP through the shim against a direct WebSocket call
+    "mcp1_clients",  # the mcp 1.x Python client: challenge through the shim against PAL 9.8.2
     "openai_endpoint",  # /v1/chat/completions through the daemon against the provider directly
     "toolsets",  # tools/list payload per profile
     "vendor_files",  # chat with a PDF: uploaded, or its text from the upload cache

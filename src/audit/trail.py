@@ -149,7 +149,7 @@ class AuditTrail:
             retry_interval_s=s.audit_flush_interval_s, send_timeout_s=self._send_timeout_s,
             backoff_max_s=self._backoff_max_s, instance_id=self.instance_id,
             sink=sink_spec(s), secrets=self._secrets, log_format=s.log_format,
-            log_level=s.log_level,
+            log_level=s.log_level, nice=s.audit_writer_nice,
         )  # fmt: skip
         self._link = WriterLink(config, self._on_message)
         self._apply(await self._link.start())

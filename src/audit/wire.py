@@ -93,6 +93,7 @@ class WriterConfig:
     secrets: list[str] = field(default_factory=list)
     log_format: str = "console"
     log_level: str = "info"
+    nice: int = 0
 
     def to_message(self) -> tuple[str, dict[str, Any]]:
         return ("config", asdict(self))

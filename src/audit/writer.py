@@ -289,6 +289,8 @@ async def _serve(stdin: BinaryIO, out: BinaryIO) -> int:
     if first is None:
         return 0
     config = WriterConfig.from_message(first)
+    if config.nice:
+        os.nice(config.nice)
     from exai.logs import configure_logging
 
     configure_logging(config.log_format, config.log_level, secrets=config.secrets)
