@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -134,7 +135,10 @@ def ts_from_epoch(epoch: float) -> str:
     Events come in runs within one second, so the formatted second is kept.
     """
     global _last_second
-    sec, micros = divmod(round(epoch * 1_000_000), 1_000_000)
+    fraction, whole = math.modf(epoch)  # as datetime.fromtimestamp rounds, half to even
+    sec, micros = int(whole), round(fraction * 1e6)
+    if micros >= 1_000_000:
+        sec, micros = sec + 1, micros - 1_000_000
     second = _last_second
     if second[0] != sec:
         second = _last_second = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
