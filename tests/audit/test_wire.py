@@ -73,8 +73,10 @@ _TEXT = st.one_of(
                      *SECRETS, f"x {SECRETS[0]} y", "desk-1", "plain"]),
 )  # fmt: skip
 _NAMES = st.sampled_from(["request_id", "tool", "token", "api_key", "prompt_tokens", "note", "a"])
-_VALUES = st.one_of(_TEXT, st.integers(), st.floats(allow_nan=False), st.booleans(), st.none(),
-                    st.lists(_TEXT, max_size=2), st.dictionaries(_NAMES, _TEXT, max_size=2))  # fmt: skip
+_SCALARS = st.one_of(_TEXT, st.integers(), st.floats(allow_nan=False), st.booleans(), st.none())
+_VALUES = st.one_of(
+    _SCALARS, st.lists(_TEXT, max_size=2), st.dictionaries(_NAMES, _TEXT, max_size=2)
+)
 
 
 @given(st.lists(st.dictionaries(_NAMES, _VALUES, max_size=4), max_size=4))
