@@ -289,7 +289,7 @@ async def _serve(stdin: BinaryIO, out: BinaryIO) -> int:
     if first is None:
         return 0
     config = WriterConfig.from_message(first)
-    if config.nice:
+    if config.nice and hasattr(os, "nice"):  # POSIX only
         os.nice(config.nice)
     from exai.logs import configure_logging
 
