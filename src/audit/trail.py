@@ -50,6 +50,7 @@ __all__ = ["AuditTrail", "default_instance_id"]
 _WRITE_CHUNK: Final = 2000  # events per frame: keeps each marshal step short on the loop
 _DROP_LOG_INTERVAL_S: Final = 10.0
 _RESTART_FIRST_S: Final = 0.1
+_CLOSE_GRACE_S: Final = 2.0  # after stop()'s deadline: the writer closes its sink and file
 # Values kept as they are; anything else is copied to JSON types at emit time,
 # since the caller may change its own objects afterwards.
 _PLAIN: Final = frozenset({str, int, float, bool, type(None)})
@@ -164,7 +165,7 @@ class AuditTrail:
     async def stop(self, timeout_s: float = 5.0) -> None:
         """Hand memory to the writer, let it try one last delivery and exit; within ``timeout_s``.
 
-        The writer may take up to a second more to close. Events emitted after
+        The writer may take up to two seconds more to close. Events emitted after
         this are dropped and counted; anything not stored by the deadline is
         lost, counted and logged.
         """
@@ -187,7 +188,7 @@ class AuditTrail:
         link = self._link
         link.send(encode_frame(("stop", max(0.0, deadline - time.monotonic()))))
         link.close_input()
-        if not await _within(link.wait_closed(), deadline, floor_s=1.0):
+        if not await _within(link.wait_closed(), deadline + _CLOSE_GRACE_S):
             link.kill()
             await link.wait_closed()
             self._log.error("audit writer did not finish in time", timeout_s=timeout_s)
