@@ -293,19 +293,21 @@ class Dispatcher:
             ledger.record(charges, principal=session.principal.name, tool=tool.name,
                           session_id=session.id, request_id=rid,
                           thread_id=thread if isinstance(thread, str) else None)  # fmt: skip
-        if not isinstance(audit, NullAudit):
-            audit.emit("call_finished", session_id=session.id, request_id=rid, tool=tool.name,
-                       principal=session.principal.name, duration_ms=round(latency_ms, 3),
-                       status="ok" if error is None else "error",
-                       error_code=None if error is None else error.code.value,
-                       **charge_fields(charges))  # fmt: skip
         call.finished = True
         session.calls.pop(rid, None)
         self.running.discard(call)
         session.last_seen = now
         if call.ran:
             session.remember(call, data, now)
-        await session.deliver(data)
+        try:
+            await session.deliver(data)
+        finally:  # recorded once the answer is on its way, so the client does not wait for it
+            if not isinstance(audit, NullAudit):
+                audit.emit("call_finished", session_id=session.id, request_id=rid, tool=tool.name,
+                           principal=session.principal.name, duration_ms=round(latency_ms, 3),
+                           status="ok" if error is None else "error",
+                           error_code=None if error is None else error.code.value,
+                           **charge_fields(charges))  # fmt: skip
 
     async def _queue_for(self, limiter: CapacityLimiter) -> None:
         """Wait in ``limiter``'s bounded queue, recording how long it took."""
