@@ -19,46 +19,18 @@ it from one dedicated thread, the CLI directly.
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from exai.audit.events import Row, encode_event
+from exai.audit.outbox_sql import SCHEMA, Transaction, insert_rows
 
 __all__ = ["AppendResult", "AuditOutbox", "OutboxRow", "OutboxStatus"]
-
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS outbox (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    event_id TEXT NOT NULL UNIQUE,
-    ts TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    body TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS archive (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    event_id TEXT NOT NULL UNIQUE,
-    ts TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    body TEXT NOT NULL,
-    shipped_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS archive_ts ON archive (ts);
-CREATE TABLE IF NOT EXISTS quarantine (
-    event_id TEXT PRIMARY KEY,
-    ts TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    body TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    quarantined_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value);
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +89,7 @@ class AuditOutbox:
         db.execute("PRAGMA busy_timeout = 10000")
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = FULL")
-        db.executescript(_SCHEMA)
+        db.executescript(SCHEMA)
         self._db = db
         self.refresh_counts()
 
@@ -132,8 +104,8 @@ class AuditOutbox:
             raise RuntimeError("outbox is not open")
         return self._db
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self.db)
+    def _transaction(self) -> Transaction:
+        return Transaction(self.db)
 
     # --- counts ---------------------------------------------------------------
 
@@ -174,7 +146,7 @@ class AuditOutbox:
         dropped = len(rows) - len(accepted)
         with self._transaction() as db:
             before = db.total_changes
-            _insert_rows(db, "outbox (event_id, ts, kind, body)", 4, accepted)
+            insert_rows(db, "outbox (event_id, ts, kind, body)", 4, accepted)
             stored = db.total_changes - before
             if dropped + dropped_before:
                 self._bump(db, "dropped", dropped + dropped_before)
@@ -190,7 +162,7 @@ class AuditOutbox:
         now = time.time()
         with self._transaction() as db:
             before = db.total_changes
-            _insert_rows(
+            insert_rows(
                 db, "archive (event_id, ts, kind, body, shipped_at)", 5,
                 [(*row, now) for row in rows],
             )  # fmt: skip
@@ -380,41 +352,3 @@ class AuditOutbox:
             ).rowcount
         self.refresh_counts()
         return moved
-
-
-# Rows per INSERT statement: one statement of many rows costs half what as many
-# one-row statements do (executemany), and 100 rows of 5 values stay under the
-# 999 parameters older SQLite builds allow.
-_ROWS_PER_INSERT: Final = 100
-
-
-@functools.lru_cache(maxsize=16)
-def _insert_sql(target: str, width: int, count: int) -> str:
-    row = "(" + ", ".join("?" * width) + ")"
-    return f"INSERT OR IGNORE INTO {target} VALUES " + ", ".join([row] * count)
-
-
-def _insert_rows(
-    db: sqlite3.Connection, target: str, width: int, rows: Sequence[tuple[Any, ...]]
-) -> None:
-    """``INSERT OR IGNORE`` ``rows`` into ``target`` ("table (columns)"), in few statements."""
-    for start in range(0, len(rows), _ROWS_PER_INSERT):
-        chunk = rows[start : start + _ROWS_PER_INSERT]
-        db.execute(_insert_sql(target, width, len(chunk)), [v for row in chunk for v in row])
-
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any exception."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> sqlite3.Connection:
-        self._db.execute("BEGIN IMMEDIATE")
-        return self._db
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self._db.execute("COMMIT")
-        else:
-            self._db.execute("ROLLBACK")
