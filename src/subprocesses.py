@@ -10,7 +10,10 @@ daemon holds. Each caller adds what that child is owed, in the open:
   file, and a private, empty home directory (npm's and uv's caches work);
 * exai's own daemon, started by the shim (:func:`daemon_environment`), gets exai's
   settings and the variables its runtime reads (proxies, CA bundles, libpq), since
-  it is exai, not a program someone else chose.
+  it is exai, not a program someone else chose;
+* exai's own worker processes (the audit writer, :func:`worker_environment`) get
+  those runtime variables but no setting: the daemon sends them their
+  configuration over a pipe.
 
 git is the dangerous child. It reads the programs it runs from the repository's
 configuration (filters, diff drivers, the fsmonitor, hooks, pagers, credential and
@@ -72,6 +75,7 @@ __all__ = [
     "child_environment",
     "daemon_environment",
     "parse_config_list",
+    "worker_environment",
 ]
 
 # A HOME below which nothing can exist: nothing is read from it or written to it.
@@ -107,14 +111,21 @@ def child_environment(
     return env
 
 
-def daemon_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of an exai daemon started by the shim: the child environment,
-    the user's real home, every variable a setting is read from (``EXAI_*`` and the
-    vendors' names for credentials, in any case, as settings are matched), and the
-    variables the daemon's runtime honours; then ``extra``."""
-    names = _setting_names()
+def worker_environment() -> dict[str, str]:
+    """The environment of one of exai's own worker processes (the audit writer): the
+    child environment, the user's real home and the variables exai's runtime honours,
+    but no setting: a worker gets its configuration from the daemon over a pipe."""
     env = child_environment(home=os.environ.get("HOME", NO_HOME))
     env.update({k: v for k, v in os.environ.items() if k in _DAEMON_RUNTIME})
+    return env
+
+
+def daemon_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of an exai daemon started by the shim: the worker environment,
+    every variable a setting is read from (``EXAI_*`` and the vendors' names for
+    credentials, in any case, as settings are matched); then ``extra``."""
+    names = _setting_names()
+    env = worker_environment()
     env.update({k: v for k, v in os.environ.items() if k.upper() in names})
     env.update(extra or {})
     return env

@@ -14,6 +14,7 @@ from exai.subprocesses import (
     child_environment,
     daemon_environment,
     parse_config_list,
+    worker_environment,
 )
 from exai.tools.workflow.git import _git, find_repository
 from tests.hostile_git import build_hostile_repo
@@ -68,6 +69,18 @@ def test_exais_own_daemon_gets_exais_settings_and_nothing_foreign(polluted, monk
     assert env["HTTPS_PROXY"] == "http://proxy.invalid:3128"
     assert env["HOME"] != NO_HOME
     assert not set(FOREIGN) & set(env)
+
+
+def test_a_worker_gets_the_runtime_but_no_setting_and_no_foreign_variable(monkeypatch):
+    # The audit writer: exai, so it gets what exai's runtime reads (its home, proxies),
+    # but its settings and credentials come over a pipe, never through its environment.
+    for name, value in {**SECRETS, **FOREIGN}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    env = worker_environment()
+    assert env["HTTPS_PROXY"] == "http://proxy.invalid:3128" and env["HOME"] != NO_HOME
+    assert not (set(SECRETS) | set(FOREIGN)) & set(env)
+    assert not any(value in SECRETS.values() for value in env.values())
 
 
 def test_only_plain_content_settings_are_copied_from_a_repository():
@@ -140,5 +153,5 @@ def test_every_child_process_in_src_gets_its_environment_from_the_helper():
     # The places that start children today; a new one shows up here to be looked at.
     assert {f.split(":")[0] for f in found} == {
         "tools/workflow/git.py", "shim/autostart.py", "bridge/link.py", "emulators/postgres.py",
-        "emulators/haproxy.py",
+        "emulators/haproxy.py", "audit/link.py",
     }, json.dumps(found)  # fmt: skip

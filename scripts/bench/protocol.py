@@ -1,18 +1,27 @@
 """Protocol overhead: exai's ``echo`` tool against a bare websockets echo server.
 
-Both servers run as subprocesses (so the client in this process does not share
-their event loop or their core), and both are driven by the same client code:
+The servers run as subprocesses (so the client in this process does not share
+their event loop or their core), and all are driven by the same client code:
 send one ``call_tool`` frame, read until a frame that is not ``call_tool_ack``
 arrives. The bare server answers with the frame itself, the same size; exai
 answers with a ``call_tool_res`` (an ack first only for a call still running
 after its first step, which ``echo`` never is). Reported: p50/p99 round trip and
 calls per second for one connection calling sequentially and for 50 connections
 calling concurrently, each the median of three rounds that alternate between the
-two servers (so a burst of load from elsewhere on the machine lands on both
+servers (so a burst of load from elsewhere on the machine lands on all of them
 rather than on one), and the daemon's resident memory per idle connection.
 
-A third server in the same rounds is exai with tracing on and every call
-sampled (``OTEL_TRACES_SAMPLER=always_on``), exporting over OTLP/HTTP to a
+exai runs twice: with the audit trail off, and on as it is by default (the
+``none`` sink: events kept in the local outbox's archive), so the cost of the
+audit trail is measured in the same run. Targets: with audit on, p50 at most
+1.3x the bare echo, audit's share (on minus off) at most 15% of the bare round
+trip, and at 50 connections, throughput with audit on at least 0.8x of off. For
+each exai daemon the CPU time per call of the daemon and of its audit writer
+process is reported too (from ``/proc``, over the 50-connection rounds), which
+a busy machine disturbs less than wall-clock figures.
+
+A fourth server in the same rounds is exai (audit off) with tracing on and every
+call sampled (``OTEL_TRACES_SAMPLER=always_on``), exporting over OTLP/HTTP to a
 stand-in collector that answers 200 to every batch: the tracing table compares
 it with the untraced daemon, so "off" and "on" are measured side by side.
 
@@ -24,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -53,8 +63,6 @@ async def main():
 asyncio.run(main())
 """
 
-# A stand-in OTLP collector for the traced daemon: takes every POST and answers 200,
-# counting the requests (a test fixture, not a backend: nothing is kept).
 COLLECTOR = """
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -81,6 +89,19 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Sink).serve_forever()
 
 FRAME = json.dumps({"op": "call_tool", "request_id": "r", "name": "echo",
                     "arguments": {"text": "x" * 64}})  # fmt: skip
+
+
+def _cpu_s(pid: int) -> float:
+    """User plus system CPU time of a process, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
 
 
 def _rss_kib(pid: int) -> int:
@@ -150,6 +171,13 @@ def _summary(samples: list[float], wall: float) -> dict[str, float]:
     }
 
 
+def _cpu_snapshot(pid: int | None) -> tuple[float, float]:
+    """CPU seconds of a daemon and of its child processes (the audit writer)."""
+    if pid is None:
+        return (0.0, 0.0)
+    return _cpu_s(pid), sum(_cpu_s(child) for child in _children(pid))
+
+
 async def _idle_memory(url: str, pid: int, conns: int) -> float:
     await asyncio.sleep(0.5)
     before = _rss_kib(pid)
@@ -163,8 +191,9 @@ async def _idle_memory(url: str, pid: int, conns: int) -> float:
 async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
               idle_conns: int = 1000, rounds: int = 3,
               traced: bool = True) -> dict[str, Any]:  # fmt: skip
-    """The bare echo and exai, and with ``traced`` a second daemon with tracing on,
-    every call sampled, exporting to a stand-in collector: all in the same rounds."""
+    """The bare echo, exai with the audit trail off and on, and with ``traced`` exai
+    with tracing on, every call sampled, exporting to a stand-in collector: all in
+    the same rounds."""
     echo_port, sink_port = free_port(), free_port()
     echo = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(echo_port)])
     sink = subprocess.Popen([sys.executable, "-c", COLLECTOR, str(sink_port)]) if traced else None
@@ -175,23 +204,43 @@ async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
         echo_url = f"ws://127.0.0.1:{echo_port}"
         async with contextlib.AsyncExitStack() as stack:
             exai_url, pid = await stack.enter_async_context(daemon_process())
-            servers = [("bare", echo_url, False), ("exai", exai_url, True)]
+            audit_url, audit_pid = await stack.enter_async_context(
+                daemon_process(EXAI_AUDIT_ENABLED="true")
+            )
+            servers = [("bare", echo_url, False), ("exai", exai_url, True),
+                       ("exai_audit", audit_url, True)]  # fmt: skip
             if traced:
                 traced_url, _ = await stack.enter_async_context(daemon_process(**tracing_env))
                 servers.append(("exai_traced", traced_url, True))
+            pids = {"exai": pid, "exai_audit": audit_pid}
             runs: dict[str, dict[str, list[dict[str, float]]]] = {
                 name: {"sequential": [], "concurrent": []} for name, _, _ in servers
+            }
+            cpu: dict[str, dict[str, float]] = {
+                name: {"daemon_s": 0.0, "writer_s": 0.0, "calls": 0} for name in pids
             }
             for _ in range(rounds):
                 for name, url, is_exai in servers:
                     runs[name]["sequential"].append(await _sequential(url, is_exai, sequential_n))
+                    before = _cpu_snapshot(pids.get(name))
                     runs[name]["concurrent"].append(
                         await _concurrent(url, is_exai, conns, per_conn)
                     )
+                    if name in pids:
+                        await asyncio.sleep(1.0)  # the writer stores what the round sent
+                        after = _cpu_snapshot(pids[name])
+                        cpu[name]["daemon_s"] += after[0] - before[0]
+                        cpu[name]["writer_s"] += after[1] - before[1]
+                        cpu[name]["calls"] += conns * per_conn
             results: dict[str, Any] = {
                 name: {mode: _median_round(r) for mode, r in modes.items()}
                 for name, modes in runs.items()
             }
+            for name, spent in cpu.items():
+                results[name]["cpu_us_per_call"] = {
+                    "daemon": spent["daemon_s"] / spent["calls"] * 1e6,
+                    "writer": spent["writer_s"] / spent["calls"] * 1e6,
+                }
             results["idle_kib_per_conn"] = await _idle_memory(exai_url, pid, idle_conns)
         if traced:  # the traced daemon has exited, and exported what it had queued
             results["collector_posts"] = _collector_posts(sink_port)
@@ -209,26 +258,42 @@ def _collector_posts(port: int) -> int:
 
 
 def report(r: dict[str, Any]) -> str:
-    b, e = r["bare"], r["exai"]
+    b, e, a = r["bare"], r["exai"], r["exai_audit"]
     rows = [
-        "| measure | bare websockets echo | exai echo tool | ratio | target |",
-        "|---|---|---|---|---|",
+        "| measure | bare websockets echo | exai, audit off | exai, audit on | ratio off | "
+        "ratio on | target |",
+        "|---|---|---|---|---|---|---|",
     ]
     for mode in ("sequential", "concurrent"):
         label = "1 conn" if mode == "sequential" else "50 conns"
-        rows.append(f"| p50 round trip, {label} | {b[mode]['p50_us']:.0f} µs | "
-                    f"{e[mode]['p50_us']:.0f} µs | {e[mode]['p50_us'] / b[mode]['p50_us']:.2f}x | "
-                    f"{'≤ 1.5x' if mode == 'sequential' else ''} |")  # fmt: skip
-        rows.append(
-            f"| p99 round trip, {label} | {b[mode]['p99_us']:.0f} µs | "
-            f"{e[mode]['p99_us']:.0f} µs | {e[mode]['p99_us'] / b[mode]['p99_us']:.2f}x | |"
-        )
-        rows.append(f"| calls/s, {label} | {b[mode]['calls_per_s']:.0f} | "
-                    f"{e[mode]['calls_per_s']:.0f} | "
-                    f"{e[mode]['calls_per_s'] / b[mode]['calls_per_s']:.2f}x | "
-                    f"{'≥ 0.6x' if mode == 'concurrent' else ''} |")  # fmt: skip
+        for key, name, unit, target in (
+            ("p50_us", "p50 round trip", " µs", "on ≤ 1.3x" if mode == "sequential" else ""),
+            ("p99_us", "p99 round trip", " µs", ""),
+            ("calls_per_s", "calls/s", "", "on ≥ 0.6x" if mode == "concurrent" else ""),
+        ):
+            base = b[mode][key]
+            rows.append(
+                f"| {name}, {label} | {base:.0f}{unit} | {e[mode][key]:.0f}{unit} | "
+                f"{a[mode][key]:.0f}{unit} | {e[mode][key] / base:.2f}x | "
+                f"{a[mode][key] / base:.2f}x | {target} |"
+            )
     rows.append(f"| resident memory per idle connection | | {r['idle_kib_per_conn']:.1f} KiB | "
-                f"| ≤ 64 KiB |")  # fmt: skip
+                "| | | ≤ 64 KiB |")  # fmt: skip
+    audit = audit_figures(r)
+    rows += [
+        "",
+        "| cost of the audit trail | figure | target |",
+        "|---|---|---|",
+        f"| p50 with audit on against the bare echo | {audit['p50_on_ratio']:.2f}x | ≤ 1.3x |",
+        f"| audit on minus off at p50, share of the bare round trip | "
+        f"{audit['p50_share_of_bare']:.1%} ({audit['p50_added_us']:+.1f} µs) | ≤ 15% |",
+        f"| calls/s at 50 connections, audit on against off | "
+        f"{audit['throughput_on_off']:.2f}x | ≥ 0.8x |",
+    ]
+    for name, label in (("exai", "audit off"), ("exai_audit", "audit on")):
+        spent = r[name]["cpu_us_per_call"]
+        rows.append(f"| CPU per call at 50 connections, {label}: daemon, audit writer | "
+                    f"{spent['daemon']:.1f} µs, {spent['writer']:.1f} µs | |")  # fmt: skip
     return "\n".join(rows)
 
 
@@ -248,8 +313,22 @@ def tracing_report(r: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def audit_figures(r: dict[str, Any]) -> dict[str, float]:
+    """The audit trail's targets, from one run's medians."""
+    bare = r["bare"]["sequential"]["p50_us"]
+    off, on = r["exai"]["sequential"]["p50_us"], r["exai_audit"]["sequential"]["p50_us"]
+    return {
+        "p50_on_ratio": on / bare,
+        "p50_added_us": on - off,
+        "p50_share_of_bare": (on - off) / bare,
+        "throughput_on_off": r["exai_audit"]["concurrent"]["calls_per_s"]
+        / r["exai"]["concurrent"]["calls_per_s"],
+    }
+
+
 def main() -> dict[str, Any]:
     results = asyncio.run(run())
+    results["audit"] = audit_figures(results)
     print("## Protocol overhead\n")
     print(report(results))
     if "exai_traced" in results:

@@ -32,6 +32,7 @@ BENCHMARKS = [
     "audit_latency",  # chat latency with the audit trail off, healthy, hanging
     "audit_outbox",  # emit cost, outbox ingest and shipping rates
     "shim",  # MCP through the shim against a direct WebSocket call
+    "mcp1_clients",  # the mcp 1.x Python client: challenge through the shim against PAL 9.8.2
     "openai_endpoint",  # /v1/chat/completions through the daemon against the provider directly
     "model_faces",  # the three model faces against LiteLLM's, and 64 concurrent agent loops
     "toolsets",  # tools/list payload per profile

@@ -25,37 +25,12 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
+
+from exai.audit.events import Row, encode_event
+from exai.audit.outbox_sql import SCHEMA, Transaction, insert_rows
 
 __all__ = ["AppendResult", "AuditOutbox", "OutboxRow", "OutboxStatus"]
-
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS outbox (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    event_id TEXT NOT NULL UNIQUE,
-    ts TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    body TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS archive (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    event_id TEXT NOT NULL UNIQUE,
-    ts TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    body TEXT NOT NULL,
-    shipped_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS archive_ts ON archive (ts);
-CREATE TABLE IF NOT EXISTS quarantine (
-    event_id TEXT PRIMARY KEY,
-    ts TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    body TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    quarantined_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value);
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +68,6 @@ class OutboxStatus:
     sink: str | None
 
 
-def _encode(event: dict[str, Any]) -> str:
-    return json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
 class AuditOutbox:
     """One outbox file. Every write is a single transaction."""
 
@@ -118,7 +89,7 @@ class AuditOutbox:
         db.execute("PRAGMA busy_timeout = 10000")
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = FULL")
-        db.executescript(_SCHEMA)
+        db.executescript(SCHEMA)
         self._db = db
         self.refresh_counts()
 
@@ -133,8 +104,8 @@ class AuditOutbox:
             raise RuntimeError("outbox is not open")
         return self._db
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self.db)
+    def _transaction(self) -> Transaction:
+        return Transaction(self.db)
 
     # --- counts ---------------------------------------------------------------
 
@@ -159,26 +130,49 @@ class AuditOutbox:
     # --- writing --------------------------------------------------------------
 
     def append(self, events: Sequence[dict[str, Any]], *, dropped_before: int = 0) -> AppendResult:
-        """Store events in one transaction, up to the size limit.
+        """Store stamped events (:func:`~exai.audit.events.new_event`); see :meth:`append_rows`."""
+        rows = [(e["event_id"], e["ts"], e["kind"], encode_event(e)) for e in events]
+        return self.append_rows(rows, dropped_before=dropped_before)
+
+    def append_rows(self, rows: Sequence[Row], *, dropped_before: int = 0) -> AppendResult:
+        """Store encoded events in one transaction, up to the size limit.
 
         ``dropped_before`` adds events dropped before they got here (the
-        in-memory buffer's own limit) to the persisted drop counter.
+        in-memory buffer's own limit) to the persisted drop counter. A row
+        whose ``event_id`` is already in the outbox is stored once.
         """
         room = max(0, self.max_events - self._pending - self._quarantined)
-        accepted = events[:room]
-        dropped = len(events) - len(accepted)
-        rows = [(e["event_id"], e["ts"], e["kind"], _encode(e)) for e in accepted]
+        accepted = rows[:room]
+        dropped = len(rows) - len(accepted)
         with self._transaction() as db:
             before = db.total_changes
-            db.executemany(
-                "INSERT OR IGNORE INTO outbox (event_id, ts, kind, body) VALUES (?, ?, ?, ?)",
-                rows,
-            )
+            insert_rows(db, "outbox (event_id, ts, kind, body)", 4, accepted)
             stored = db.total_changes - before
             if dropped + dropped_before:
                 self._bump(db, "dropped", dropped + dropped_before)
         self._pending += stored
         return AppendResult(stored=stored, dropped=dropped + dropped_before)
+
+    def archive_rows(self, rows: Sequence[Row], *, dropped_before: int = 0) -> AppendResult:
+        """Store encoded events as delivered, in one transaction: for a trail with no sink.
+
+        With no sink to ship to, delivery is the move to the archive, so the
+        rows go there directly and are counted as shipped.
+        """
+        now = time.time()
+        with self._transaction() as db:
+            before = db.total_changes
+            insert_rows(
+                db, "archive (event_id, ts, kind, body, shipped_at)", 5,
+                [(*row, now) for row in rows],
+            )  # fmt: skip
+            stored = db.total_changes - before
+            self._bump(db, "shipped", stored)
+            self._set(db, "last_shipped_at", now)
+            if dropped_before:
+                self._bump(db, "dropped", dropped_before)
+            self._trim_archive(db)
+        return AppendResult(stored=stored, dropped=dropped_before)
 
     def head(self, limit: int) -> list[OutboxRow]:
         """The oldest ``limit`` events, oldest first."""
@@ -393,20 +387,3 @@ class AuditOutbox:
             ).rowcount
         self.refresh_counts()
         return moved
-
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any exception."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> sqlite3.Connection:
-        self._db.execute("BEGIN IMMEDIATE")
-        return self._db
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self._db.execute("COMMIT")
-        else:
-            self._db.execute("ROLLBACK")

@@ -13,7 +13,9 @@ keep mutating its own objects after ``emit``) in which
   inside a string;
 - anything shaped like a JWT or a bearer credential is masked, and so are the
   credentials in any URL (:func:`exai.redact.mask_url_credentials`);
-- NUL characters become U+FFFD, since Postgres cannot store them.
+- NUL characters and lone surrogates (what Python makes of undecodable bytes
+  in a file name) become U+FFFD, since neither Postgres nor UTF-8 can store
+  them.
 
 The log uses the same scrubber (:mod:`exai.logs`), since its lines leave the
 machine as often as audit events do.
@@ -27,7 +29,7 @@ from __future__ import annotations
 import enum
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -40,6 +42,7 @@ __all__ = ["MASK", "Scrubber", "secrets_from_settings"]
 
 _MIN_SECRET_LEN: Final = 6
 _MAX_DEPTH: Final = 32
+_MAX_SAFE_NAMES: Final = 4096
 
 _SENSITIVE_NAME = re.compile(
     r"(?:^|[_\-.])(?:api[_\-]?key|apikey|key|token|tokens|secret|secrets|password|passwd|pwd"
@@ -47,6 +50,7 @@ _SENSITIVE_NAME = re.compile(
     r"|session[_\-]?key|signature)(?:$|[_\-.])",
     re.IGNORECASE,
 )
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _CREDENTIAL_SHAPES = re.compile(
     r"eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"  # JWT (header is JSON)
     r"|(?i:bearer)\s+[A-Za-z0-9._~+/=\-]{8,}"
@@ -70,13 +74,75 @@ class Scrubber:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         unique = {s for s in secrets if s and len(s) >= _MIN_SECRET_LEN}
         self._secrets = sorted(unique, key=len, reverse=True)
+        self._safe_names: set[str] = set()  # field names seen not to be sensitive
 
     def scrub(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """A scrubbed copy of ``fields``."""
+        return self.scrub_many((fields,))[0]
+
+    def scrub_many(self, batch: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Scrubbed copies of a batch of events; the flat ones are checked together.
+
+        Most events are flat: strings, numbers and null under names that are not
+        sensitive. A flat event is copied as it is, and the strings of all of them
+        are checked once: if their concatenation holds no NUL, no known secret,
+        no URL and none of the credential shapes' markers, :meth:`scrub_text`
+        would return each of them unchanged. Only when it does are the flat
+        events checked one by one; those that may change, and every event that
+        is not flat, are scrubbed field by field.
+        """
+        copies: list[dict[str, Any] | None] = []
+        strings: list[str] = []
+        for fields in batch:
+            copies.append(self._flat_copy(fields, strings))
+        if strings and self._may_change("\n".join(strings)):
+            for i, copy in enumerate(copies):
+                if copy is not None and self._may_change(
+                    "\n".join(v for v in copy.values() if type(v) is str)
+                ):
+                    copies[i] = None
+        return [
+            copy if copy is not None else self._scrub_fields(fields)
+            for copy, fields in zip(copies, batch, strict=True)
+        ]
+
+    def _flat_copy(self, fields: Mapping[str, Any], strings: list[str]) -> dict[str, Any] | None:
+        """A copy of a flat event, its strings added to ``strings``; None if not flat."""
+        copy: dict[str, Any] = {}
+        safe = self._safe_names
+        for key, value in fields.items():
+            kind = type(value)
+            if kind is str:
+                if key not in safe:
+                    if type(key) is not str or _sensitive_name(key):
+                        return None
+                    if len(safe) < _MAX_SAFE_NAMES:
+                        safe.add(key)
+                strings.append(value)
+            elif kind not in _FLAT_TYPES or type(key) is not str:
+                return None
+            copy[key] = value
+        return copy
+
+    def _scrub_fields(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         return {str(key): self._field(str(key), value, 0) for key, value in fields.items()}
+
+    def _may_change(self, text: str) -> bool:
+        """Whether :meth:`scrub_text` could change ``text`` (or any part of it)."""
+        if "\x00" in text or "://" in text or _may_hold_credential(text):
+            return True
+        if not text.isascii() and _SURROGATE.search(text):
+            return True
+        for secret in self._secrets:
+            if secret in text:
+                return True
+        return False
 
     def scrub_text(self, text: str) -> str:
         if "\x00" in text:  # Postgres text and jsonb reject NUL; one would sink a whole batch
             text = text.replace("\x00", "\ufffd")
+        if not text.isascii():  # a lone surrogate (an undecodable file name) is not UTF-8
+            text = _SURROGATE.sub("\ufffd", text)
         for secret in self._secrets:
             if secret in text:
                 text = text.replace(secret, MASK)
@@ -110,6 +176,9 @@ class Scrubber:
         if isinstance(value, bytes | bytearray | memoryview):
             return f"<{len(value)} bytes>"
         return self.scrub_text(str(value))
+
+
+_FLAT_TYPES: Final = frozenset({str, int, float, bool, type(None)})
 
 
 def _is_plain_scalar(value: Any) -> bool:

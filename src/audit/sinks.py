@@ -17,6 +17,7 @@ the file never grows past its limits.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from exai.redact import mask_url_credentials
@@ -32,6 +33,8 @@ __all__ = [
     "SinkUnavailable",
     "is_permanent_http_status",
     "make_sink",
+    "sink_from_spec",
+    "sink_spec",
 ]
 
 
@@ -97,29 +100,48 @@ def is_permanent_http_status(status: int) -> bool:
     return 400 <= status < 500 and status not in _RETRYABLE_4XX
 
 
-def make_sink(settings: Settings, *, timeout_s: float = 30.0) -> Sink:
-    """The sink named by ``EXAI_AUDIT_SINK``, configured but not yet opened."""
+def sink_spec(settings: Settings) -> dict[str, Any]:
+    """What the sink ``EXAI_AUDIT_SINK`` names needs, as plain values (credentials included).
+
+    The writer process builds its sink from this (:func:`sink_from_spec`); it
+    is checked here, in the daemon, so a missing value stops start-up.
+    """
     kind = settings.audit_sink
     if kind == "supabase":
-        from exai.audit.supabase_sink import SupabaseSink
-
         if not settings.supabase_url or settings.supabase_service_role_key is None:
             raise ValueError(
                 "EXAI_AUDIT_SINK=supabase needs SUPABASE_URL and SUPABASE_SERVICE_ROLE_KEY"
             )
-        return SupabaseSink(
-            settings.supabase_url,
-            settings.supabase_service_role_key.get_secret_value(),
-            timeout_s=timeout_s,
-        )
+        key = settings.supabase_service_role_key.get_secret_value()
+        return {"kind": kind, "url": settings.supabase_url, "key": key}
+    if kind == "postgres":
+        if settings.audit_postgres_url is None:
+            raise ValueError("EXAI_AUDIT_SINK=postgres needs EXAI_AUDIT_POSTGRES_URL")
+        return {"kind": kind, "url": settings.audit_postgres_url.get_secret_value()}
+    if kind == "jsonl":
+        path = settings.audit_jsonl_path or settings.data_dir / "audit.jsonl"
+        return {"kind": kind, "path": str(path)}
+    return {"kind": "none"}
+
+
+def sink_from_spec(spec: dict[str, Any], *, timeout_s: float = 30.0) -> Sink:
+    """The sink a :func:`sink_spec` describes, configured but not yet opened."""
+    kind = spec["kind"]
+    if kind == "supabase":
+        from exai.audit.supabase_sink import SupabaseSink
+
+        return SupabaseSink(spec["url"], spec["key"], timeout_s=timeout_s)
     if kind == "postgres":
         from exai.audit.postgres_sink import PostgresSink
 
-        if settings.audit_postgres_url is None:
-            raise ValueError("EXAI_AUDIT_SINK=postgres needs EXAI_AUDIT_POSTGRES_URL")
-        return PostgresSink(settings.audit_postgres_url.get_secret_value(), timeout_s=timeout_s)
+        return PostgresSink(spec["url"], timeout_s=timeout_s)
     if kind == "jsonl":
         from exai.audit.jsonl_sink import JsonlSink
 
-        return JsonlSink(settings.audit_jsonl_path or settings.data_dir / "audit.jsonl")
+        return JsonlSink(Path(spec["path"]))
     return LocalOnlySink()
+
+
+def make_sink(settings: Settings, *, timeout_s: float = 30.0) -> Sink:
+    """The sink named by ``EXAI_AUDIT_SINK``, configured but not yet opened."""
+    return sink_from_spec(sink_spec(settings), timeout_s=timeout_s)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
-from exai.accounting.ledger import charge_fields
+from exai.accounting.ledger import Charge, charge_fields
 from exai.audit import args_digest
 from exai.daemon import traced
 from exai.daemon.call import Call, ModelEvent
@@ -91,16 +91,20 @@ async def run_call(
             call.timer.cancel()
     now = time.monotonic()
     latency_ms = (now - call.started) * 1000
-    if span is None:
-        data, error = _outcome(call, tool.name, result, error, latency_ms)
-        _account(d, session, call, tool.name, result, error, context, latency_ms)
-    else:
-        data, error = _outcome(call, tool.name, result, error, latency_ms, span.trace_id)
-        with span.step("audit"):
-            _account(d, session, call, tool.name, result, error, context, latency_ms,
-                     span.trace_id)  # fmt: skip
-        span.end(result, error)
-    await _deliver(d, session, call, data, error, now)
+    trace_id = span.trace_id if span is not None else None
+    data, error = _outcome(call, tool.name, result, error, latency_ms, trace_id)
+    charges = _account(d, session, call, tool.name, result, error, context, latency_ms, trace_id)
+    try:
+        await _deliver(d, session, call, data, error, now)
+    finally:
+        # Recorded once the answer is on its way, so the client does not wait for it;
+        # a send that failed is recorded all the same.
+        if span is None:
+            _audit_finished(d, session, call, tool.name, error, charges, latency_ms)
+        else:
+            with span.step("audit"):
+                _audit_finished(d, session, call, tool.name, error, charges, latency_ms)
+            span.end(result, error)
 
 
 async def _acquire_and_execute(
@@ -168,7 +172,8 @@ def _account(
     context: ToolContext | None,
     latency_ms: float,
     trace_id: str | None = None,
-) -> None:
+) -> list[Charge]:
+    """Count the call and queue a cost row per model call it made; returns those."""
     d.metrics.call_finished(tool, "ok" if error is None else error.code.value, latency_ms / 1000)
     charges = context.charges if context is not None else []
     ledger = d.services.ledger
@@ -178,6 +183,18 @@ def _account(
                       session_id=session.id, request_id=call.request_id,
                       thread_id=thread if isinstance(thread, str) else None,
                       trace_id=trace_id)  # fmt: skip
+    return charges
+
+
+def _audit_finished(
+    d: Dispatcher,
+    session: Session,
+    call: Call,
+    tool: str,
+    error: ExaiError | None,
+    charges: list[Charge],
+    latency_ms: float,
+) -> None:
     audit = d.services.audit
     if not isinstance(audit, NullAudit):
         audit.emit("call_finished", session_id=session.id, request_id=call.request_id, tool=tool,

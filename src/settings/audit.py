@@ -37,3 +37,8 @@ class AuditSettings(BaseModel):
         1_000_000, "Undelivered events kept; beyond this new events are dropped and counted.",
         ge=1,
     )  # fmt: skip
+    audit_writer_nice: int = _audit(
+        10, "CPU priority the audit writer process gives up (a nice increment, 0-19): when "
+        "calls and the writer want the same core, calls get it and the writer catches up "
+        "after. 0: the writer competes as an equal.", ge=0, le=19,
+    )  # fmt: skip

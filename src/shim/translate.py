@@ -64,13 +64,17 @@ def _terse(node: Any) -> Any:
     return node
 
 
-# Every tool's outputSchema: results share one envelope, which tools extend with keys of their own.
+# The shape of every result's structuredContent: one envelope, which tools extend with
+# keys of their own. Documented and tested, but not declared as the tools' outputSchema:
+# Python clients on the 1.x MCP SDK check every result against a declared schema with
+# jsonschema, building the validator each call (2.2 ms per call measured, against PAL's
+# 1.6 ms for the whole call), and the clients measured (Claude Code, Codex) show
+# structuredContent whether a schema is declared or not (docs/ide.md).
 RESULT_SCHEMA: dict[str, Any] = _terse(ResultEnvelope.model_json_schema())
 
 
 def tool_to_mcp(tool: ToolInfo) -> types.Tool:
-    return types.Tool(name=tool.name, description=tool.description,
-                      input_schema=tool.inputSchema, output_schema=RESULT_SCHEMA)  # fmt: skip
+    return types.Tool(name=tool.name, description=tool.description, input_schema=tool.inputSchema)
 
 
 def tools_fingerprint(tools: list[ToolInfo]) -> tuple[tuple[str, str, str], ...]:

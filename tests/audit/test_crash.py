@@ -14,7 +14,7 @@ from pathlib import Path
 from exai.emulators.postgrest import PostgrestEmulator
 
 from .conftest import SERVICE_KEY
-from .helpers import stored_ids
+from .helpers import stored_ids, writer_pids
 
 CHILD = Path(__file__).with_name("emitter_child.py")
 
@@ -67,6 +67,8 @@ def test_sigkill_while_emitting_then_restart_delivers_everything_once(
         emitter.send_signal(signal.SIGKILL)
         emitter.wait(timeout=10)
     assert emitter.returncode == -signal.SIGKILL
+    # Its writer process stores what it had been sent, then exits on its own.
+    _poll(lambda: not writer_pids(data_dir))
 
     pending, shipped = _ids(outbox, "outbox"), _ids(outbox, "archive")
     assert pending and shipped and pending.isdisjoint(shipped)

@@ -20,7 +20,7 @@ def test_args_digest_ignores_key_order_and_counts_bytes() -> None:
 
 def test_new_event_stamps_id_time_instance_and_kind_which_fields_cannot_override() -> None:
     event = new_event("call_started", "inst-1", {"event_id": "x", "kind": "y", "tool": "chat"})
-    assert uuid.UUID(event["event_id"]).version == 4
+    assert uuid.UUID(event["event_id"]).version == 7
     assert event["kind"] == "call_started"
     assert event["instance_id"] == "inst-1"
     assert event["tool"] == "chat"
