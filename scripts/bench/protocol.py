@@ -25,6 +25,11 @@ call sampled (``OTEL_TRACES_SAMPLER=always_on``), exporting over OTLP/HTTP to a
 stand-in collector that answers 200 to every batch: the tracing table compares
 it with the untraced daemon, so "off" and "on" are measured side by side.
 
+With ``EXAI_BENCH_BASE_SRC`` naming another tree's ``src/`` (for example one
+taken with ``git archive <commit> src``), a fifth server in the same rounds is
+that tree's daemon, audit off: the "before" of a change to the daemon's
+structure, measured beside the "after".
+
 Run: ``python -m scripts.bench.protocol`` (``make bench`` runs it with the rest).
 """
 
@@ -37,6 +42,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -189,8 +195,8 @@ async def _idle_memory(url: str, pid: int, conns: int) -> float:
 
 
 async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
-              idle_conns: int = 1000, rounds: int = 3,
-              traced: bool = True) -> dict[str, Any]:  # fmt: skip
+              idle_conns: int = 1000, rounds: int = 3, traced: bool = True,
+              base_src: str | None = None) -> dict[str, Any]:  # fmt: skip
     """The bare echo, exai with the audit trail off and on, and with ``traced`` exai
     with tracing on, every call sampled, exporting to a stand-in collector: all in
     the same rounds."""
@@ -212,6 +218,11 @@ async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
             if traced:
                 traced_url, _ = await stack.enter_async_context(daemon_process(**tracing_env))
                 servers.append(("exai_traced", traced_url, True))
+            if base_src is not None:
+                base_url, _ = await stack.enter_async_context(
+                    daemon_process(PYTHONPATH=_importable_as_exai(base_src))
+                )
+                servers.append(("exai_base", base_url, True))
             pids = {"exai": pid, "exai_audit": audit_pid}
             runs: dict[str, dict[str, list[dict[str, float]]]] = {
                 name: {"sequential": [], "concurrent": []} for name, _, _ in servers
@@ -250,6 +261,28 @@ async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
             if proc is not None:
                 proc.terminate()
                 proc.wait(timeout=10)
+
+
+def _importable_as_exai(src: str) -> str:
+    """A directory to put first on PYTHONPATH so that ``exai`` is the tree at ``src``."""
+    link = Path(tempfile.mkdtemp(prefix="exai-base-")) / "exai"
+    link.symlink_to(Path(src).resolve())
+    return str(link.parent)
+
+
+def base_report(r: dict[str, Any]) -> str:
+    """This tree's daemon against the base tree's, both audit off, same rounds."""
+    now, before = r["exai"], r["exai_base"]
+    rows = ["| measure | base tree | this tree | this / base |", "|---|---|---|---|"]
+    for mode in ("sequential", "concurrent"):
+        label = "1 conn" if mode == "sequential" else "50 conns"
+        for key, unit, name in (("p50_us", " µs", "p50 round trip"),
+                                ("p99_us", " µs", "p99 round trip"),
+                                ("calls_per_s", "", "calls/s")):  # fmt: skip
+            ratio = now[mode][key] / before[mode][key]
+            rows.append(f"| {name}, {label} | {before[mode][key]:.0f}{unit} | "
+                        f"{now[mode][key]:.0f}{unit} | {ratio:.2f}x |")  # fmt: skip
+    return "\n".join(rows)
 
 
 def _collector_posts(port: int) -> int:
@@ -327,13 +360,16 @@ def audit_figures(r: dict[str, Any]) -> dict[str, float]:
 
 
 def main() -> dict[str, Any]:
-    results = asyncio.run(run())
+    results = asyncio.run(run(base_src=os.environ.get("EXAI_BENCH_BASE_SRC") or None))
     results["audit"] = audit_figures(results)
     print("## Protocol overhead\n")
     print(report(results))
     if "exai_traced" in results:
         print("\n### Tracing (exai echo tool)\n")
         print(tracing_report(results))
+    if "exai_base" in results:
+        print("\n### This tree against the base tree (audit off)\n")
+        print(base_report(results))
     return results
 
 
