@@ -21,7 +21,7 @@ from exai import tracing
 from exai.daemon import traced
 from exai.daemon.call import Call
 from exai.daemon.replay import KEEP_REQUEST_MAX_CHARS, call_fingerprint
-from exai.daemon.run import error_result, replayed, run_call
+from exai.daemon.run import args_digest_fields, error_result, replayed, run_call
 from exai.errors import (
     ExaiError,
     ForbiddenError,
@@ -32,7 +32,7 @@ from exai.errors import (
 )
 from exai.limits import CapacityLimiter, TokenBucket
 from exai.protocol import CallToolAck, CallToolFrame, ProgressFrame, describe_validation_error
-from exai.tools.base import Services
+from exai.tools.base import NullAudit, Services
 from exai.tools.registry import ToolRegistry
 from exai.tracing import state as tracing_state
 
@@ -181,18 +181,25 @@ class Dispatcher:
     # --- acknowledgements, deadlines, cancels -------------------------------
 
     def suspending(self, session: Session, call: Call) -> None:
-        """The call is about to wait for the first time: arm its deadline and ack it.
+        """The call is about to wait for the first time: arm its deadline, record that
+        it started, and ack it.
 
         A call that completes in its first step (version, echo, most rejections)
-        needs neither: it is answered by its call_tool_res alone, and never had a
-        timer to arm and cancel. Those are most calls on the hottest path. Every
-        place a call can first wait calls this just before (idempotent).
+        needs none of it: it is answered by its call_tool_res alone, recorded by its
+        ``call_finished`` event alone, and never had a timer to arm and cancel.
+        Those are most calls on the hottest path. Every place a call can first wait
+        calls this just before (idempotent).
         """
         if call.timer is not None or call.finished:
             return
         call.timer = asyncio.get_running_loop().call_at(
             _loop_deadline(call.deadline), self._expire, call
         )
+        audit = self.services.audit
+        if not isinstance(audit, NullAudit):  # a call that may run long: on record now
+            audit.emit("call_started", session_id=session.id, request_id=call.request_id,
+                       tool=call.tool, principal=session.principal.name,
+                       **args_digest_fields(call.arguments))  # fmt: skip
         if not call.acked:
             self._background_task(self.ack(session, call))
 

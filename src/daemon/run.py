@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from exai.daemon.dispatch import Dispatcher
     from exai.daemon.session import Session
 
-__all__ = ["error_result", "replayed", "run_call"]
+__all__ = ["args_digest_fields", "error_result", "replayed", "run_call"]
 
 log = get_logger("exai.daemon")
 
@@ -61,11 +61,6 @@ async def run_call(
     # The task runs in its own copy of the context, so this reaches every log
     # line written while it runs (providers and store included), and no other call.
     bind_call(session.id, call.request_id, tool.name)
-    audit = d.services.audit
-    if not isinstance(audit, NullAudit):
-        audit.emit("call_started", session_id=session.id, request_id=call.request_id,
-                   tool=tool.name, principal=session.principal.name,
-                   **_digest(frame.arguments))  # fmt: skip
     context: ToolContext | None = None
     result: ToolResult | None = None
     error: ExaiError | None = None
@@ -197,11 +192,13 @@ def _audit_finished(
 ) -> None:
     audit = d.services.audit
     if not isinstance(audit, NullAudit):
+        # A call that never waited has no call_started: its digest is recorded here.
+        started = {} if call.timer is not None else args_digest_fields(call.arguments)
         audit.emit("call_finished", session_id=session.id, request_id=call.request_id, tool=tool,
                    principal=session.principal.name, duration_ms=round(latency_ms, 3),
                    status="ok" if error is None else "error",
                    error_code=None if error is None else error.code.value,
-                   **charge_fields(charges))  # fmt: skip
+                   **started, **charge_fields(charges))  # fmt: skip
 
 
 async def _deliver(
@@ -315,7 +312,7 @@ def _cancelled(reason: str | None, tool: str, timeout_s: float) -> ExaiError:
     return CancelledError("cancelled by the client")
 
 
-def _digest(arguments: dict[str, Any]) -> dict[str, Any]:
+def args_digest_fields(arguments: dict[str, Any]) -> dict[str, Any]:
     # The audit trail records a digest and the size of the arguments, never their text.
     digest, size = args_digest(arguments)
     return {"args_digest": digest, "args_bytes": size}

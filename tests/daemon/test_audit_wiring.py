@@ -21,6 +21,7 @@ async def test_calls_and_connections_become_audit_events(tmp_path, client_factor
         client = await client_factory(daemon, SECRET_TOKEN, client_name="auditor")
         await client.call("echo", {"text": "hello", "api_key": "nope"})
         await client.call("echo", {"text": "audited"})
+        await client.call("echo", {"text": "audited while waiting", "delay_s": 0.05})
         await client.call("missing_tool", {})
         with pytest.raises(HelloRefused):
             await client_factory(daemon, "wrong-token")
@@ -33,11 +34,17 @@ async def test_calls_and_connections_become_audit_events(tmp_path, client_factor
         assert kind in kinds, kinds
     finished = [e for e in events if e["kind"] == "call_finished"]
     assert sorted((e["tool"], e["status"], e["error_code"]) for e in finished) == [
-        ("echo", "error", "VALIDATION_ERROR"), ("echo", "ok", None),
+        ("echo", "error", "VALIDATION_ERROR"), ("echo", "ok", None), ("echo", "ok", None),
         ("missing_tool", "error", "TOOL_NOT_FOUND"),
     ]  # fmt: skip
+    # A call is on record as started once it waits; one answered in its first step is
+    # recorded by its call_finished alone. Either way its arguments' digest is recorded once.
     started = [e for e in events if e["kind"] == "call_started"]
-    assert len(started) == 1 and all(len(e["args_digest"]) == 64 for e in started)
+    assert len(started) == 1 and len(started[0]["args_digest"]) == 64
+    ok = [e for e in finished if e["status"] == "ok"]
+    waited = next(e for e in ok if e["request_id"] == started[0]["request_id"])
+    at_once = next(e for e in ok if e is not waited)
+    assert "args_digest" not in waited and len(at_once["args_digest"]) == 64
     assert "audited" not in text  # arguments are digested, never stored
     assert SECRET_TOKEN not in text and "wrong-token" not in text
     assert len({e["event_id"] for e in events}) == len(events)
