@@ -22,6 +22,7 @@ from typing import Any
 from websockets.asyncio.client import connect
 
 __all__ = [
+    "BaselineMissing",
     "daemon_process",
     "free_port",
     "prose",
@@ -29,6 +30,11 @@ __all__ = [
     "wait_for_http",
     "wait_for_port",
 ]
+
+
+class BaselineMissing(Exception):
+    """What a benchmark compares against is not on this machine (another project's
+    source, say): ``make bench`` reports it as not run, with this message, and goes on."""
 
 
 def free_port() -> int:

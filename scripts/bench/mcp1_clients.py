@@ -37,7 +37,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from scripts.bench.common import daemon_process
+from scripts.bench.common import BaselineMissing, daemon_process
 
 __all__ = ["main", "report", "run"]
 
@@ -67,7 +67,7 @@ def _pal_source() -> Path:
                 with tarfile.open(fileobj=tmp) as tar:
                     tar.extractall(target, filter="data")
     if not (target / "server.py").is_file():
-        raise RuntimeError(
+        raise BaselineMissing(
             "PAL's source is needed: set EXAI_BENCH_PAL_SOURCE to a checkout or the git "
             f"directory of BeehiveInnovations/pal-mcp-server, or put {PAL_VERSION} in {target}"
         )
