@@ -141,8 +141,10 @@ def _locate(path: PathArg, roots: list[Path], shown_roots: list[str]) -> _Locate
         via = f" (it resolves to {real})" if str(real) != path else ""
         allowed = ", ".join(shown_roots) or "none configured"
         raise ForbiddenError(
-            f"{path!r} is outside the allowed roots{via}; allowed roots: {allowed} "
-            "(EXAI_ALLOWED_ROOTS)",
+            f"{path!r} is outside the allowed roots{via}; allowed roots: {allowed} (the "
+            "home directory and, on a loopback daemon, the project the client declares or "
+            "the directory `exai call` runs in; EXAI_ALLOWED_ROOTS, when set, is a ceiling; "
+            "see docs/files.md)",
             details={
                 "path": path,
                 "reason": "outside allowed roots",
