@@ -88,6 +88,7 @@ class App:
             except OSError as exc:
                 raise _listen_error("EXAI_WS_PORT", s.ws_host, s.ws_port, exc) from exc
             self.core.face_stats.append(self.ws.stats)
+            self.core.after_sweep.append(self.ws.keep_heap)
             if s.http_port is not None:
                 self.web = WebFace(self.core)
                 try:

@@ -81,6 +81,9 @@ class Core:
         # Faces may add their own figures to the snapshot (the WebSocket face adds its
         # connection count); the core calls them without knowing whose they are.
         self.face_stats: list[Callable[[], dict[str, Any]]] = []
+        # Run on each heartbeat after the sessions are swept, so what a face keeps (the
+        # WebSocket face's heap keeper) sees what the sweep just let go of.
+        self.after_sweep: list[Callable[[], None]] = []
 
     # --- lifecycle ------------------------------------------------------------
 
@@ -256,6 +259,8 @@ class Core:
                 await self.dispatcher.heartbeat(self.sessions, interval)
                 self.admission.sweep()
                 self.sessions.sweep(time.monotonic())
+                for hook in self.after_sweep:
+                    hook()
             except Exception:
                 log.exception("heartbeat failed")
 

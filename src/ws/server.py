@@ -42,7 +42,6 @@ class WebSocketFace:
         self.per_ip: Counter[str] = Counter()
         self.heap = HeapKeeper()
         self._server: Server | None = None
-        self._ticker: asyncio.Task[None] | None = None
         self._closing = False
         self.http = HttpEndpoints(self)
 
@@ -79,7 +78,6 @@ class WebSocketFace:
             # the origins allowed may; programs, which send none, always may.
             origins=[None, *s.allowed_origins],
         )
-        self._ticker = asyncio.create_task(self._tick(), name="exai-ws-heap")
         log.info("daemon listening", host=s.ws_host, port=self.bound_port,
                  tools=len(core.tools()))  # fmt: skip
 
@@ -111,8 +109,6 @@ class WebSocketFace:
         )
         if self._server is not None:
             await self._server.wait_closed()
-        if self._ticker is not None:
-            self._ticker.cancel()
 
     # --- bookkeeping ------------------------------------------------------------
 
@@ -140,10 +136,7 @@ class WebSocketFace:
             return f"too many connections from {peer} ({s.max_connections_per_ip})"
         return None
 
-    async def _tick(self) -> None:
-        while True:
-            await asyncio.sleep(1.0)
-            try:
-                self.heap.tick(ExaiConnection.ended)
-            except Exception:
-                log.exception("heap keeping failed")
+    def keep_heap(self) -> None:
+        """Hand memory freed after a burst back to the system (the core calls this on
+        each heartbeat, right after it swept the sessions)."""
+        self.heap.tick(ExaiConnection.ended)
