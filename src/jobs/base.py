@@ -257,9 +257,11 @@ class JobStore(ABC):
                      output: str | None = None, error_code: str | None = None,
                      error: str | None = None, thread_id: str | None = None,
                      not_before: float | None = None, disable_job: str | None = None,
-                     pause_job: str | None = None) -> bool:  # fmt: skip
+                     pause_job: str | None = None, deferred: bool = False) -> bool:  # fmt: skip
         """End an attempt held by ``worker``: ``succeeded``, ``failed``, or
-        ``pending`` again at ``not_before`` (a retry). ``disable_job`` gives the
+        ``pending`` again at ``not_before`` (a retry). ``deferred`` gives the
+        attempt back: the run never started (the daemon put it off), so it does
+        not count against the job's retries. ``disable_job`` gives the
         reason to disable the job in the same transaction, ``pause_job`` the reason
         to pause it. False when the lease was lost (another worker reclaimed the
         run); nothing is written then."""

@@ -48,13 +48,20 @@ from exai.logs import get_logger
 from exai.port import Port
 from exai.protocol import CallToolResult
 
-__all__ = ["NOT_RETRYABLE", "JobRunner"]
+__all__ = ["DEFERRED", "NOT_RETRYABLE", "JobRunner"]
 
 log = get_logger("exai.jobs")
 
 # Errors another attempt cannot fix: the job is wrong, not the moment.
 NOT_RETRYABLE = frozenset({"FORBIDDEN", "TOOL_NOT_FOUND", "VALIDATION_ERROR",
                            "CONVERSATION_NOT_FOUND", "REQUEST_ID_REUSED"})  # fmt: skip
+# The daemon's own pushback before the tool ran (the owner's rate limit, no room
+# for another call): the run waits and goes again without spending an attempt.
+# Counted as failures, a burst of the owner's interactive calls, or many jobs due
+# at once, would use up a job's retries and disable it. A vendor's 429 is also
+# RATE_LIMITED but names its provider: that one is a failed attempt like any other.
+DEFERRED = frozenset({"RATE_LIMITED", "OVER_CAPACITY"})
+_DEFER_S = 1.0  # when the refusal names no retry_after_s
 _MAX_OUTPUT = 100_000
 
 
@@ -216,6 +223,14 @@ class JobRunner:
                 await self._notify(job, run.id, "succeeded", thread_id, excerpt=text[:300])
             return
         code, message = result.error.code.value, result.error.message
+        if code in DEFERRED and "provider" not in (result.error.details or {}):
+            wait = result.error.retry_after_s or _DEFER_S
+            log.info("job run put off", job_id=job.id, run_id=run.id, error_code=code,
+                     retry_in_s=wait)  # fmt: skip
+            await self.store.finish(run.id, self.worker, status="pending", now=now,
+                                    error_code=code, error=message[:2000],
+                                    not_before=now + wait, deferred=True)  # fmt: skip
+            return
         decision = after_failure(run.attempt, job.max_retries, job.backoff_s, now,
                                  retryable=code not in NOT_RETRYABLE)  # fmt: skip
         if isinstance(decision, GiveUp):

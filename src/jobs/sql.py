@@ -333,11 +333,12 @@ class SqlJobStore(NotificationRows, JobStore):
         self, run_id: str, worker: str, *, status: str, now: float, output: str | None = None,
         error_code: str | None = None, error: str | None = None, thread_id: str | None = None,
         not_before: float | None = None, disable_job: str | None = None,
-        pause_job: str | None = None,
+        pause_job: str | None = None, deferred: bool = False,
     ) -> bool:  # fmt: skip
         done = status != "pending"
         end = self._q(
-            "UPDATE {p}job_runs SET status = ?, finished_at = ?, output = ?, error_code = ?,"
+            "UPDATE {p}job_runs SET status = ?, attempt = attempt - ?, finished_at = ?,"
+            " output = ?, error_code = ?,"
             " error = ?, thread_id = COALESCE(?, thread_id), not_before = ?, locked_by = NULL,"
             " locked_until = NULL WHERE id = ? AND locked_by = ? AND status = 'running'"
         )
@@ -354,6 +355,7 @@ class SqlJobStore(NotificationRows, JobStore):
             held = await tx.execute(
                 end,
                 status,
+                int(deferred),
                 now if done else None,
                 output,
                 error_code,

@@ -232,3 +232,34 @@ async def test_notifications_reach_only_the_allowed_hosts(tmp_path, receiver):
         note = (await service.show(job.id, "erin"))["notifications"][0]
         assert note["attempts"] == 1 and "EXAI_JOBS_NOTIFY_HOSTS" in note["last_error"]
     assert receiver.received == []
+
+
+async def test_a_run_the_owners_rate_limit_puts_off_waits_without_spending_an_attempt(tmp_path):
+    # One call a second, none in reserve: of three runs due together, two are
+    # refused RATE_LIMITED by the daemon before the tool runs. With no retries
+    # allowed, counting those refusals as failures would disable the job.
+    settings = make_settings(tmp_path, rate_limit_per_min=60, rate_limit_burst=1, **FAST)
+    async with running_daemon(settings) as daemon:
+        service = daemon.services.jobs
+        job, _ = await service.create(Principal("erin"), JobSpec(
+            "echo", {"text": "later is fine"}, "interval", "3600", max_retries=0))  # fmt: skip
+        for _ in range(3):
+            await service.run_now(job.id, "erin")
+        runs = await finished_runs(service.store, job.id, 3)
+        assert [(r.status, r.attempt, r.output) for r in runs] == [
+            ("succeeded", 1, "later is fine")] * 3  # fmt: skip
+        assert (await service.store.get_job(job.id, "erin")).enabled
+
+
+async def test_a_vendors_429_is_a_failed_attempt_not_a_deferral(tmp_path, provider_emulator):
+    provider_emulator.reset()
+    settings = make_settings(tmp_path, **FAST, **emulated_providers(provider_emulator))
+    async with running_daemon(settings) as daemon:
+        service = daemon.services.jobs
+        job, _ = await service.create(Principal("erin"), JobSpec(
+            "chat", {"prompt": "[emulate:status=429] busy vendor", "model": "glm-4.6"},
+            "interval", "3600", max_retries=0))  # fmt: skip
+        await service.run_now(job.id, "erin")
+        [run] = await finished_runs(service.store, job.id)
+        assert (run.status, run.attempt, run.error_code) == ("failed", 1, "RATE_LIMITED")
+        assert not (await service.store.get_job(job.id, "erin")).enabled
