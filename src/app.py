@@ -5,9 +5,9 @@ This is the one place that knows which faces exist. :class:`App` builds the
 attaches the faces, each of which receives only the core's
 :class:`~exai.port.Port`:
 
+- the HTTP faces (:mod:`exai.web`: ``/mcp``, ``/v1``, the console) on
+  ``EXAI_HTTP_PORT``, when it is set;
 - the WebSocket face (:mod:`exai.ws`) on ``EXAI_WS_PORT``, always;
-- the HTTP faces (:mod:`exai.web`: ``/mcp``, ``/v1``) on ``EXAI_HTTP_PORT``,
-  when it is set;
 - the job runner (:mod:`exai.jobs.runner`), when ``EXAI_JOBS_ENABLED``.
 
 (The stdio shim is a face too, but of another process: it reaches this one
@@ -83,12 +83,9 @@ class App:
                 await self.core.start()
             except BridgeConfigError as exc:
                 raise StartupError(f"EXAI_MCP_SERVERS_FILE: {exc}") from exc
-            try:
-                await self.ws.start()
-            except OSError as exc:
-                raise _listen_error("EXAI_WS_PORT", s.ws_host, s.ws_port, exc) from exc
-            self.core.face_stats.append(self.ws.stats)
-            self.core.after_sweep.append(self.ws.keep_heap)
+            # The HTTP faces listen before the WebSocket face does: whoever waits for
+            # the WebSocket port's /health (exai serve --detach, the shim's autostart,
+            # a supervisor, HAProxy) then finds every face of the daemon up.
             if s.http_port is not None:
                 self.web = WebFace(self.core)
                 try:
@@ -97,6 +94,12 @@ class App:
                     raise _listen_error("EXAI_HTTP_PORT", s.ws_host, s.http_port, exc) from exc
                 if self.core.public_url is None:
                     self.core.public_url = self.web.own_url
+            try:
+                await self.ws.start()
+            except OSError as exc:
+                raise _listen_error("EXAI_WS_PORT", s.ws_host, s.ws_port, exc) from exc
+            self.core.face_stats.append(self.ws.stats)
+            self.core.after_sweep.append(self.ws.keep_heap)
             jobs = self.core.services.jobs
             if jobs is not None:
                 self.jobs = JobRunner(self.core, jobs.store, self.core.services.store,

@@ -95,7 +95,9 @@ async def test_a_second_serve_on_the_same_port_exits_and_the_first_keeps_serving
                 break
             await asyncio.sleep(0.05)
         second = await run_exai("serve", env=env)
-        assert second.code == 1 and "(EXAI_WS_PORT)" in _one_line_error(second.err)
+        # The HTTP faces listen first (see exai.app), so theirs is the port named.
+        line = _one_line_error(second.err)
+        assert second.code == 1 and f":{env['EXAI_HTTP_PORT']} (EXAI_HTTP_PORT)" in line
         called = await run_exai("call", "echo", "text=still here", env=env)
         assert called.code == 0 and called.out.strip() == "still here"
     finally:
