@@ -24,7 +24,6 @@ Run: ``python -m scripts.bench.jobs_tick`` (``make bench`` runs it with the rest
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
 import tempfile
 import time
@@ -33,10 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from exai.emulators.postgres import TempPostgres
+from exai.jobs.base import NewJob
 from exai.jobs.policy import plan_fire
 from exai.jobs.postgres import PostgresJobStore
 from exai.jobs.schedule import parse_schedule
-from exai.jobs.sql import JOB_COLUMNS, SqlJobStore
+from exai.jobs.sql import INSERT_JOB, SqlJobStore, job_row
 from exai.jobs.sqlite import SqliteJobStore
 
 __all__ = ["main"]
@@ -48,15 +48,15 @@ SCHEDULE = parse_schedule("cron", "*/5 * * * *", "Europe/Berlin")
 
 def _job_row(n: int, due: bool) -> tuple[Any, ...]:
     next_run = NOW - 1.0 if due else NOW + 3600.0 + n
-    return ("job_" + uuid.uuid4().hex[:20], f"p{n % 50}", f"job {n}", "chat",
-            json.dumps({"prompt": "morning report"}), None, SCHEDULE.kind, SCHEDULE.spec,
-            SCHEDULE.timezone, 0.0, None, 3, 30.0, None, "run_once", None, True, False,
-            next_run, NOW - 86400, NOW - 86400, None, None)  # fmt: skip
+    new = NewJob(owner=f"p{n % 50}", name=f"job {n}", tool="chat",
+                 arguments={"prompt": "morning report"}, schedule=SCHEDULE)  # fmt: skip
+    return job_row("job_" + uuid.uuid4().hex[:20], new, next_run, NOW - 86400)
 
 
 async def _seed(store: SqlJobStore, total: int, due: int) -> list[str]:
+    # The store's own row builder, so the seed follows the jobs table as it grows.
     rows = [_job_row(n, n < due) for n in range(total)]
-    sql = store.dialect.sql(f"INSERT INTO {{p}}jobs ({JOB_COLUMNS}) VALUES ({', '.join('?' * 23)})")
+    sql = store.dialect.sql(INSERT_JOB)
     for start in range(0, len(rows), 2000):
         batch = rows[start : start + 2000]
         await store._write(lambda tx, b=batch: tx.executemany(sql, b))  # type: ignore[misc]

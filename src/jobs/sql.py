@@ -35,7 +35,7 @@ from exai.jobs.notes import NotificationRows
 from exai.jobs.schedule import Schedule
 from exai.store.executor import Dialect, Executor
 
-__all__ = ["SqlJobStore"]
+__all__ = ["INSERT_JOB", "JOB_COLUMNS", "SqlJobStore", "job_row"]
 
 T = TypeVar("T")
 Body = Callable[[Executor], Awaitable[T]]
@@ -46,7 +46,7 @@ JOB_COLUMNS = (
     " next_run_at, created_at, updated_at, idempotency_key, disabled_reason, budget, credential,"
     " paused_reason, trace_context"
 )
-_JOB_FIELDS = 27
+INSERT_JOB = f"INSERT INTO {{p}}jobs ({JOB_COLUMNS}) VALUES ({', '.join('?' * 27)})"
 RUN_COLUMNS = (
     "id, job_id, owner, scheduled_for, status, attempt, not_before, locked_by, locked_until,"
     " started_at, finished_at, error_code, error, output, thread_id, manual, created_at"
@@ -55,6 +55,17 @@ _INSERT_RUN = (
     f"INSERT INTO {{p}}job_runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * 17)})"
     " ON CONFLICT (job_id, scheduled_for) DO NOTHING"
 )
+
+
+def job_row(job_id: str, new: NewJob, next_run_at: float | None, now: float) -> tuple[Any, ...]:
+    """The values of a new job's row, in :data:`JOB_COLUMNS` order."""
+    s = new.schedule
+    return (job_id, new.owner, new.name, new.tool, _dumps(new.arguments), _dumps(new.scopes),
+            s.kind, s.spec, s.timezone, s.anchor, new.thread_id, new.max_retries,
+            new.backoff_s, new.timeout_s, new.missed, _dumps(new.notify), True, False,
+            next_run_at, now, now, new.idempotency_key, None, _dumps(new.budget),
+            None if new.credential is None else _dumps(new.credential.public()),
+            None, _dumps(new.trace_context))  # fmt: skip
 
 
 def _dumps(value: Any) -> str | None:
@@ -104,17 +115,8 @@ class SqlJobStore(NotificationRows, JobStore):
         self, new: NewJob, next_run_at: float | None, now: float
     ) -> tuple[Job, bool]:
         job_id = "job_" + uuid.uuid4().hex[:20]
-        s = new.schedule
-        row = (job_id, new.owner, new.name, new.tool, _dumps(new.arguments), _dumps(new.scopes),
-               s.kind, s.spec, s.timezone, s.anchor, new.thread_id, new.max_retries,
-               new.backoff_s, new.timeout_s, new.missed, _dumps(new.notify), True, False,
-               next_run_at, now, now, new.idempotency_key, None, _dumps(new.budget),
-               None if new.credential is None else _dumps(new.credential.public()),
-               None, _dumps(new.trace_context))  # fmt: skip
-        insert = self._q(
-            f"INSERT INTO {{p}}jobs ({JOB_COLUMNS}) VALUES ({', '.join('?' * _JOB_FIELDS)})"
-            " ON CONFLICT (owner, idempotency_key) DO NOTHING"
-        )
+        row = job_row(job_id, new, next_run_at, now)
+        insert = self._q(f"{INSERT_JOB} ON CONFLICT (owner, idempotency_key) DO NOTHING")
         by_key = self._q(
             f"SELECT {JOB_COLUMNS} FROM {{p}}jobs WHERE owner = ? AND idempotency_key = ?"
         )
@@ -127,7 +129,7 @@ class SqlJobStore(NotificationRows, JobStore):
             assert found is not None
             job = decode_job(found)
             if (job.tool, job.arguments, job.schedule.kind, job.schedule.spec) != (
-                new.tool, new.arguments, s.kind, s.spec):  # fmt: skip
+                new.tool, new.arguments, new.schedule.kind, new.schedule.spec):  # fmt: skip
                 raise ValidationError_(
                     f"idempotency key {new.idempotency_key!r} already created job {job.id} "
                     "with another tool, arguments or schedule; use a new key",
