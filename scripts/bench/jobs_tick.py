@@ -39,7 +39,7 @@ from exai.jobs.schedule import parse_schedule
 from exai.jobs.sql import INSERT_JOB, SqlJobStore, job_row
 from exai.jobs.sqlite import SqliteJobStore
 
-__all__ = ["main"]
+__all__ = ["CASES", "TICKS", "main", "run"]
 
 TICKS = 30
 NOW = 1_780_000_000.0
@@ -87,10 +87,10 @@ async def _tick(store: SqlJobStore) -> tuple[float, int]:
     return time.perf_counter() - started, len(claimed)
 
 
-async def _case(store: SqlJobStore, total: int, due: int) -> dict[str, float]:
+async def _case(store: SqlJobStore, total: int, due: int, ticks: int) -> dict[str, float]:
     due_ids = await _seed(store, total, due)
     samples = []
-    for i in range(TICKS + 1):
+    for i in range(ticks + 1):
         elapsed, claimed = await _tick(store)
         assert claimed == due, (claimed, due)
         if i:
@@ -105,39 +105,51 @@ CASES = [("10000 jobs, 100 due", 10_000, 100), ("10000 jobs, 0 due", 10_000, 0),
          ("100 jobs, 100 due", 100, 100)]  # fmt: skip
 
 
-async def _sqlite(directory: Path) -> dict[str, dict[str, float]]:
+Case = tuple[str, int, int]  # label, jobs, of which due
+
+
+async def _sqlite(directory: Path, cases: list[Case], ticks: int) -> dict[str, dict[str, float]]:
     out = {}
-    for n, (label, total, due) in enumerate(CASES):
+    for n, (label, total, due) in enumerate(cases):
         store = await SqliteJobStore.open(directory / f"jobs-{n}.sqlite3")
         try:
-            out[label] = await _case(store, total, due)
+            out[label] = await _case(store, total, due, ticks)
         finally:
             await store.aclose()
     return out
 
 
-async def _postgres(url: str) -> dict[str, dict[str, float]]:
+async def _postgres(url: str, cases: list[Case], ticks: int) -> dict[str, dict[str, float]]:
     out = {}
-    for n, (label, total, due) in enumerate(CASES):
+    for n, (label, total, due) in enumerate(cases):
         store = await PostgresJobStore.open(url, schema=f"bench_jobs_{n}")
         try:
-            out[label] = await _case(store, total, due)
+            out[label] = await _case(store, total, due, ticks)
         finally:
             await store.aclose()
     return out
 
 
-async def _run() -> dict[str, dict[str, dict[str, float]]]:
-    results: dict[str, dict[str, dict[str, float]]] = {}
+Results = dict[str, dict[str, dict[str, float]]]  # backend -> case -> figures
+
+
+async def run(
+    cases: list[Case] = CASES, ticks: int = TICKS, postgres_url: str | None = None
+) -> Results:
+    """Each case on SQLite, then on Postgres (``postgres_url``, or a throwaway server)."""
+    results: Results = {}
     with tempfile.TemporaryDirectory() as directory:
-        results["sqlite"] = await _sqlite(Path(directory))
+        results["sqlite"] = await _sqlite(Path(directory), cases, ticks)
+    if postgres_url is not None:
+        results["postgres"] = await _postgres(postgres_url, cases, ticks)
+        return results
     try:
         server = TempPostgres().start()
     except Exception as exc:  # no server binaries here: report SQLite alone
         print(f"(Postgres skipped: {exc})")
         return results
     try:
-        results["postgres"] = await _postgres(server.url)
+        results["postgres"] = await _postgres(server.url, cases, ticks)
     finally:
         server.stop()
     return results
@@ -145,7 +157,7 @@ async def _run() -> dict[str, dict[str, dict[str, float]]]:
 
 def main() -> dict[str, dict[str, dict[str, float]]]:
     """Run the benchmark, print a markdown table and return the figures."""
-    results = asyncio.run(_run())
+    results = asyncio.run(run())
     print(f"One scheduler tick in the store (reset, fire, claim, notifications), p50 (p99) of "
           f"{TICKS} ticks:\n")  # fmt: skip
     print("| backend | " + " | ".join(label for label, _, _ in CASES) + " |")
