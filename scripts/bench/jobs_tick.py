@@ -59,7 +59,7 @@ async def _seed(store: SqlJobStore, total: int, due: int) -> list[str]:
     sql = store.dialect.sql(INSERT_JOB)
     for start in range(0, len(rows), 2000):
         batch = rows[start : start + 2000]
-        await store._write(lambda tx, b=batch: tx.executemany(sql, b))  # type: ignore[misc]
+        await store._write(lambda tx, b=batch: tx.executemany(sql, b))
     return [r[0] for r in rows[:due]]
 
 
