@@ -60,6 +60,9 @@ NOT_RETRYABLE = frozenset({"FORBIDDEN", "TOOL_NOT_FOUND", "VALIDATION_ERROR",
 # Counted as failures, a burst of the owner's interactive calls, or many jobs due
 # at once, would use up a job's retries and disable it. A vendor's 429 is also
 # RATE_LIMITED but names its provider: that one is a failed attempt like any other.
+# Put off for longer than the misfire grace, a run counts its refusals again: a
+# load that never lets it through (jobs firing faster than their owner's rate
+# limit) must end in retries and a disabled job, not in runs that pile up.
 DEFERRED = frozenset({"RATE_LIMITED", "OVER_CAPACITY"})
 _DEFER_S = 1.0  # when the refusal names no retry_after_s
 _MAX_OUTPUT = 100_000
@@ -223,7 +226,8 @@ class JobRunner:
                 await self._notify(job, run.id, "succeeded", thread_id, excerpt=text[:300])
             return
         code, message = result.error.code.value, result.error.message
-        if code in DEFERRED and "provider" not in (result.error.details or {}):
+        if (code in DEFERRED and "provider" not in (result.error.details or {})
+                and now - run.scheduled_for <= self.settings.jobs_misfire_grace_s):  # fmt: skip
             wait = result.error.retry_after_s or _DEFER_S
             log.info("job run put off", job_id=job.id, run_id=run.id, error_code=code,
                      retry_in_s=wait)  # fmt: skip

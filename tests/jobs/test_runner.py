@@ -263,3 +263,23 @@ async def test_a_vendors_429_is_a_failed_attempt_not_a_deferral(tmp_path, provid
         [run] = await finished_runs(service.store, job.id)
         assert (run.status, run.attempt, run.error_code) == ("failed", 1, "RATE_LIMITED")
         assert not (await service.store.get_job(job.id, "erin")).enabled
+
+
+async def test_a_run_put_off_past_the_misfire_grace_spends_its_attempts_again(tmp_path):
+    # With no grace, the same refusals count: a load that never lets a run
+    # through ends in a disabled job, not in runs that wait forever.
+    settings = make_settings(tmp_path, rate_limit_per_min=60, rate_limit_burst=1,
+                             **{**FAST, "jobs_misfire_grace_s": 0.0})  # fmt: skip
+    async with running_daemon(settings) as daemon:
+        service = daemon.services.jobs
+        job, _ = await service.create(Principal("erin"), JobSpec(
+            "echo", {"text": "now or never"}, "interval", "3600", max_retries=0))  # fmt: skip
+        for _ in range(3):
+            await service.run_now(job.id, "erin")
+
+        async def disabled() -> bool:
+            return not (await service.store.get_job(job.id, "erin")).enabled
+
+        await wait_for(disabled)
+        failed = [r for r in await service.store.runs(job.id, "erin") if r.status == "failed"]
+        assert failed and {(r.error_code, r.attempt) for r in failed} == {("RATE_LIMITED", 1)}
