@@ -270,19 +270,24 @@ def _importable_as_exai(src: str) -> str:
     return str(link.parent)
 
 
-def base_report(r: dict[str, Any]) -> str:
-    """This tree's daemon against the base tree's, both audit off, same rounds."""
-    now, before = r["exai"], r["exai_base"]
-    rows = ["| measure | base tree | this tree | this / base |", "|---|---|---|---|"]
+def _side_by_side(before: dict[str, Any], after: dict[str, Any], header: str) -> list[str]:
+    """One daemon against another, same rounds: a row per measure, ``after / before``."""
+    rows = [header, "|---|---|---|---|"]
     for mode in ("sequential", "concurrent"):
         label = "1 conn" if mode == "sequential" else "50 conns"
         for key, unit, name in (("p50_us", " µs", "p50 round trip"),
                                 ("p99_us", " µs", "p99 round trip"),
                                 ("calls_per_s", "", "calls/s")):  # fmt: skip
-            ratio = now[mode][key] / before[mode][key]
+            ratio = after[mode][key] / before[mode][key]
             rows.append(f"| {name}, {label} | {before[mode][key]:.0f}{unit} | "
-                        f"{now[mode][key]:.0f}{unit} | {ratio:.2f}x |")  # fmt: skip
-    return "\n".join(rows)
+                        f"{after[mode][key]:.0f}{unit} | {ratio:.2f}x |")  # fmt: skip
+    return rows
+
+
+def base_report(r: dict[str, Any]) -> str:
+    """This tree's daemon against the base tree's, both audit off, same rounds."""
+    header = "| measure | base tree | this tree | this / base |"
+    return "\n".join(_side_by_side(r["exai_base"], r["exai"], header))
 
 
 def _collector_posts(port: int) -> int:
@@ -332,16 +337,8 @@ def report(r: dict[str, Any]) -> str:
 
 def tracing_report(r: dict[str, Any]) -> str:
     """Tracing off against tracing on (every call sampled and exported), same rounds."""
-    off, on = r["exai"], r["exai_traced"]
-    rows = ["| measure | tracing off | tracing on, 100% sampled | on / off |", "|---|---|---|---|"]
-    for mode in ("sequential", "concurrent"):
-        label = "1 conn" if mode == "sequential" else "50 conns"
-        for key, unit, name in (("p50_us", " µs", "p50 round trip"),
-                                ("p99_us", " µs", "p99 round trip"),
-                                ("calls_per_s", "", "calls/s")):  # fmt: skip
-            ratio = on[mode][key] / off[mode][key]
-            rows.append(f"| {name}, {label} | {off[mode][key]:.0f}{unit} | "
-                        f"{on[mode][key]:.0f}{unit} | {ratio:.2f}x |")  # fmt: skip
+    header = "| measure | tracing off | tracing on, 100% sampled | on / off |"
+    rows = _side_by_side(r["exai"], r["exai_traced"], header)
     rows.append(f"| span batches the collector took | | {r['collector_posts']} | |")
     return "\n".join(rows)
 
