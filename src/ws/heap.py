@@ -16,7 +16,8 @@ Two things kept it, measured with bursts of clients that connect, send, and go:
   ``malloc_trim(0)`` brought it back to within 5 MB. (A fixed
   ``M_MMAP_THRESHOLD`` helped only for large buffers, not for 16 KiB pieces.)
 
-:meth:`HeapKeeper.tick` runs on the core's heartbeat, right after the sessions are swept. It runs a
+:meth:`HeapKeeper.tick` runs on the core's heartbeat (every
+``EXAI_PROGRESS_INTERVAL_S``), right after the sessions are swept. It runs a
 full collection once ``COLLECT_AFTER`` connections have ended since the last
 one, or when any have and a minute has passed: a few milliseconds with the
 start-up heap frozen, about 30 ms per 100,000 live objects otherwise, so at
