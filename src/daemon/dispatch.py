@@ -5,8 +5,9 @@ rate), and either answers it at once (a replay, a refusal) or admits it as a
 :class:`~exai.daemon.call.Call` and starts the task that runs it
 (:mod:`exai.daemon.run`: capacity, the tool under its deadline, the outcome,
 accounting, delivery), so calls on one connection run concurrently and finish
-in any order. Cancels, deadlines and the progress heartbeat act on calls
-through their state.
+in any order. The task's first step is taken before ``submit`` returns
+(:mod:`exai.daemon.eager`), so a call that needs no wait is answered then.
+Cancels, deadlines and the progress heartbeat act on calls through their state.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pydantic
 from exai import tracing
 from exai.daemon import traced
 from exai.daemon.call import Call
+from exai.daemon.eager import start_eagerly
 from exai.daemon.replay import KEEP_REQUEST_MAX_CHARS, call_fingerprint
 from exai.daemon.run import args_digest_fields, error_result, replayed, run_call
 from exai.errors import (
@@ -62,6 +64,8 @@ class Dispatcher:
         self.draining = False
         self._background: set[asyncio.Future[None]] = set()
         self._beating: set[Call] = set()  # calls whose heartbeat is still being sent
+        # asyncio.get_running_loop() costs a getpid() system call on Python 3.11.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # --- admission --------------------------------------------------------
 
@@ -78,8 +82,9 @@ class Dispatcher:
         replay cache. Anything else under a used id is refused. ``raw`` is the
         frame's text, when there is one: kept instead of a fingerprint if it is
         small. ``events``: the caller (an in-process face) takes structured model
-        events rather than text chunks. Returns the task of an admitted call (None:
-        answered at once), which a face may watch to end its own span.
+        events rather than text chunks. Returns the task of an admitted call that
+        is still running (None: answered at once, its result already sent), which
+        a face may watch to end its own span.
         """
         rid = frame.request_id
         try:
@@ -111,10 +116,15 @@ class Dispatcher:
                     else None, last_progress=now, events=events)  # fmt: skip
         session.calls[rid] = call
         self.running.add(call)
-        call.task = asyncio.get_running_loop().create_task(
-            run_call(self, session, call, tool, arguments, frame), name=f"call:{session.id}:{rid}"
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = asyncio.get_running_loop()
+        # Its first step is taken here and now: a call that finishes in it is
+        # answered before this returns (exai.daemon.eager).
+        call.task, finished = start_eagerly(
+            loop, run_call(self, session, call, tool, arguments, frame), f"call:{session.id}:{rid}"
         )
-        return call.task
+        return None if finished else call.task
 
     def _check_retry(self, session: Session, frame: CallToolFrame, earlier: str) -> None:
         """Refuse a call under a used request_id unless it is that call, still allowed."""
