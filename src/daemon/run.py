@@ -9,9 +9,10 @@
    rejections) never arms a timer nor sends an ack;
 3. the **outcome**: the encoded result, or the error that stopped the call
    (``TIMEOUT``, ``CANCELLED``, a tool's error, an ``INTERNAL_ERROR`` for a bug);
-4. **accounting**: metrics, cost rows for every model call, the audit event;
-5. **delivery**: the call leaves the session, its result is kept for a retry,
-   and the result is sent.
+4. **delivery**: the call leaves the session, its result is sent (at once
+   when the connection has room) and kept for a retry;
+5. **accounting**: metrics, cost rows for every model call, and, once the
+   result is on its way, the audit event.
 
 This is the hottest path in the daemon: each step is a plain function call,
 and nothing here waits unless the call has to.
@@ -88,9 +89,15 @@ async def run_call(
     latency_ms = (now - call.started) * 1000
     trace_id = span.trace_id if span is not None else None
     data, error = _outcome(call, tool.name, result, error, latency_ms, trace_id)
-    charges = _account(d, session, call, tool.name, result, error, context, latency_ms, trace_id)
+    charges: list[Charge] = []
     try:
-        await _deliver(d, session, call, data, error, now)
+        sent = _deliver_now(d, session, call, data, error, now)
+        # Counted once the answer is on its way, and before anything can wait:
+        # whatever the caller sends next sees this call accounted for.
+        charges = _account(d, session, call, tool.name, result, error, context, latency_ms,
+                           trace_id)  # fmt: skip
+        if not sent:
+            await session.deliver(data)
     finally:
         # Recorded once the answer is on its way, so the client does not wait for it;
         # a send that failed is recorded all the same.
@@ -201,16 +208,24 @@ def _audit_finished(
                    **started, **charge_fields(charges))  # fmt: skip
 
 
-async def _deliver(
+def _deliver_now(
     d: Dispatcher, session: Session, call: Call, data: bytes, error: ExaiError | None, now: float
-) -> None:
+) -> bool:
+    """The call leaves the session; its result is sent now if the connection has room
+    (False: it has to wait for room), then kept for a retry.
+
+    Sent before it is kept, so the client is answered first. Nothing waits in
+    between, so no frame is handled there: a retry of this call finds either
+    the running call or its kept result.
+    """
     call.finish()
     session.calls.pop(call.request_id, None)
     d.running.discard(call)
     session.last_seen = now
+    sent = session.deliver_now(data)
     if call.ran:  # a call refused in the queue is not kept: its retry may run
         session.remember(call, data, now, error)
-    await session.deliver(data)
+    return sent
 
 
 async def _queue_for(d: Dispatcher, limiter: Any) -> None:

@@ -42,6 +42,9 @@ class Sender(Protocol):
     def post(self, frame: Any) -> None:
         """Send without waiting."""
 
+    def now(self, frame: bytes) -> bool:
+        """Send at once if the connection has room; False (nothing sent) if it has none."""
+
 
 @dataclass(eq=False)
 class Session:
@@ -60,6 +63,13 @@ class Session:
         send = self.send
         if send is not None:
             await send(frame)
+
+    def deliver_now(self, frame: bytes) -> bool:
+        """Send at once if the attached connection has room; False if it has none
+        (nothing sent). With no connection attached the frame is dropped, as
+        :meth:`deliver` drops it."""
+        send = self.send
+        return send is None or send.now(frame)
 
     def post(self, frame: Any) -> None:
         """:meth:`deliver` without waiting, for code that cannot await."""

@@ -213,13 +213,23 @@ def _drop_tracebacks(exc: BaseException | None) -> None:
         exc = exc.__cause__ or exc.__context__
 
 
+def _text_header(length: int) -> bytes:
+    """The header of an unmasked, unfragmented text frame (RFC 6455, section 5.2)."""
+    if length < 126:
+        return bytes((0x81, length))
+    if length < 65536:
+        return b"\x81\x7e" + length.to_bytes(2, "big")
+    return b"\x81\x7f" + length.to_bytes(8, "big")
+
+
 class FrameSender:
     """Sends protocol frames on one connection; frames for a closed one are dropped.
 
     When the connection is open and nothing waits in its write buffer, a frame is
-    handed to the websockets protocol and flushed to the transport directly: the
-    same two steps ``send`` takes, without the asynchronous context manager and
-    drain around them. Otherwise ``send`` runs as usual, so a slow reader gets
+    written to the transport directly: framed as websockets would frame it, or
+    handed to the websockets protocol when an extension or a queued frame asks
+    for that, without the asynchronous context manager and drain around
+    ``send``. Otherwise ``send`` runs as usual, so a slow reader gets
     backpressure and a closing connection its usual handling.
     """
 
@@ -230,15 +240,21 @@ class FrameSender:
         self._spawn = spawn
 
     def _write_now(self, data: bytes) -> bool:
-        ws, transport = self._ws, self._transport
+        ws, protocol, transport = self._ws, self._protocol, self._transport
         if (
-            self._protocol.state is State.OPEN
+            protocol.state is State.OPEN
             and ws.fragmented_send_waiter is None
             and transport.get_write_buffer_size() == 0
             and not transport.is_closing()
         ):
-            self._protocol.send_text(data)
-            ws.send_data()
+            if protocol.extensions or protocol.writes or protocol.debug:
+                protocol.send_text(data)
+                ws.send_data()
+            else:
+                # What send_text would queue and send_data write, in one step: a
+                # server's frame is not masked, so with no extension (no compression)
+                # a whole text message is a 2-to-10-byte header and the payload.
+                transport.write(_text_header(len(data)) + data)
             return True
         return False
 
@@ -253,6 +269,10 @@ class FrameSender:
         data = frame if isinstance(frame, bytes) else dump_frame_bytes(frame)
         if not self._write_now(data):
             await self._send(data)
+
+    def now(self, data: bytes) -> bool:
+        """Send ``data`` (a serialized frame) if it can go out at once; False if not."""
+        return self._write_now(data)
 
     def post(self, frame: Any) -> None:
         """Send ``frame`` without waiting: now, or from a task of its own."""

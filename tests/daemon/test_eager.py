@@ -157,6 +157,10 @@ async def test_an_echo_call_is_answered_before_submit_returns(daemon_factory) ->
         def post(self, frame: object) -> None:
             sent.append(frame if isinstance(frame, bytes) else dump_frame_bytes(frame))
 
+        def now(self, frame: bytes) -> bool:
+            sent.append(frame)
+            return True
+
     session.send = Sender()
     frame = CallToolFrame(request_id="now", name="echo", arguments={"text": "at once"})
     assert core.submit(session, frame) is None  # nothing left running

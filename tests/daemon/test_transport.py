@@ -118,3 +118,34 @@ async def test_a_message_cut_off_by_a_lost_connection_is_let_go_at_once(daemon_f
         tracemalloc.stop()
         gc.enable()
     assert held < 1024 * 1024, f"{held} bytes still held"
+
+
+def test_a_frame_written_directly_is_the_frame_websockets_would_write():
+    """Results go out framed by exai when no extension is on: the bytes must be the same."""
+    from exai.ws.transport import _text_header
+
+    for length in (0, 1, 125, 126, 127, 65535, 65536, 70000):
+        data = b"x" * length
+        expected = Frame(Opcode.TEXT, data).serialize(mask=False, extensions=[])
+        assert _text_header(length) + data == expected, length
+
+
+async def test_results_of_every_header_size_reach_a_real_client(daemon_factory, client_factory):
+    daemon = await daemon_factory(max_result_tokens=1_000_000)  # nothing is paged
+    client = await client_factory(daemon)
+    for length in (10, 200, 70_000):  # a 1-byte, a 2-byte and an 8-byte length
+        result = await client.call("echo", {"text": "é" * length})
+        assert result.outputs[0].text == "é" * length
+
+
+async def test_with_compression_on_results_still_go_through_websockets(daemon_factory):
+    """permessage-deflate changes the frame; the direct path must step aside for it."""
+    daemon = await daemon_factory(ws_compression=True)
+    async with connect(daemon.url, compression="deflate") as ws:
+        assert ws.protocol.extensions  # deflate was negotiated
+        await ws.send(json.dumps({"op": "hello"}))
+        json.loads(await ws.recv())
+        await ws.send(json.dumps({"op": "call_tool", "request_id": "z", "name": "echo",
+                                  "arguments": {"text": "y" * 5000}}))  # fmt: skip
+        answer = json.loads(await ws.recv())
+        assert answer["op"] == "call_tool_res" and answer["outputs"][0]["text"] == "y" * 5000
