@@ -7,9 +7,17 @@ arrives. The bare server answers with the frame itself, the same size; exai
 answers with a ``call_tool_res`` (an ack first only for a call still running
 after its first step, which ``echo`` never is). Reported: p50/p99 round trip and
 calls per second for one connection calling sequentially and for 50 connections
-calling concurrently, each the median of three rounds that alternate between the
+calling concurrently, each the median of five rounds that alternate between the
 servers (so a burst of load from elsewhere on the machine lands on all of them
 rather than on one), and the daemon's resident memory per idle connection.
+
+On a machine with two cores or more, the client runs on the first and every
+server's event loop on the second (``sched_setaffinity``; an audit writer
+process stays free to run on either). Left to the scheduler, where each process
+happened to land moved a daemon's 1-connection p50 by up to 20 µs between runs
+of the same code, more than the audit trail's whole budget; pinned, runs of the
+same code agree within a few microseconds. Every server is pinned alike, the
+bare echo included, so the comparison stays like for like.
 
 exai runs twice: with the audit trail off, and on as it is by default (the
 ``none`` sink: events kept in the local outbox's archive), so the cost of the
@@ -177,6 +185,20 @@ def _summary(samples: list[float], wall: float) -> dict[str, float]:
     }
 
 
+def _cpus() -> tuple[int, int] | None:
+    """The client's core and the servers' core, or None on a machine with one."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    return (cores[0], cores[1]) if len(cores) >= 2 else None
+
+
+def _pin(pid: int, cpus: tuple[int, int] | None) -> None:
+    """Put a server's main thread (its event loop) on the servers' core."""
+    if cpus is not None:
+        os.sched_setaffinity(pid, {cpus[1]})
+
+
 def _cpu_snapshot(pid: int | None) -> tuple[float, float]:
     """CPU seconds of a daemon and of its child processes (the audit writer)."""
     if pid is None:
@@ -195,11 +217,15 @@ async def _idle_memory(url: str, pid: int, conns: int) -> float:
 
 
 async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
-              idle_conns: int = 1000, rounds: int = 3, traced: bool = True,
-              base_src: str | None = None) -> dict[str, Any]:  # fmt: skip
+              idle_conns: int = 1000, rounds: int = 5, traced: bool = True,
+              base_src: str | None = None, pin: bool = True) -> dict[str, Any]:  # fmt: skip
     """The bare echo, exai with the audit trail off and on, and with ``traced`` exai
     with tracing on, every call sampled, exporting to a stand-in collector: all in
-    the same rounds."""
+    the same rounds. ``pin``: client and servers on cores of their own (see above)."""
+    cpus = _cpus() if pin else None
+    client_cpus = os.sched_getaffinity(0) if cpus is not None else None
+    if cpus is not None:
+        os.sched_setaffinity(0, {cpus[0]})
     echo_port, sink_port = free_port(), free_port()
     echo = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(echo_port)])
     sink = subprocess.Popen([sys.executable, "-c", COLLECTOR, str(sink_port)]) if traced else None
@@ -215,15 +241,18 @@ async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
             )
             servers = [("bare", echo_url, False), ("exai", exai_url, True),
                        ("exai_audit", audit_url, True)]  # fmt: skip
+            started = [(exai_url, pid), (audit_url, audit_pid)]
             if traced:
-                traced_url, _ = await stack.enter_async_context(daemon_process(**tracing_env))
-                servers.append(("exai_traced", traced_url, True))
+                started.append(await stack.enter_async_context(daemon_process(**tracing_env)))
+                servers.append(("exai_traced", started[-1][0], True))
             if base_src is not None:
-                base_url, _ = await stack.enter_async_context(
+                started.append(await stack.enter_async_context(
                     daemon_process(PYTHONPATH=_importable_as_exai(base_src))
-                )
-                servers.append(("exai_base", base_url, True))
+                ))  # fmt: skip
+                servers.append(("exai_base", started[-1][0], True))
             pids = {"exai": pid, "exai_audit": audit_pid}
+            for server_pid in [echo.pid, *(p for _, p in started)]:
+                _pin(server_pid, cpus)
             runs: dict[str, dict[str, list[dict[str, float]]]] = {
                 name: {"sequential": [], "concurrent": []} for name, _, _ in servers
             }
@@ -237,6 +266,10 @@ async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
                     runs[name]["concurrent"].append(
                         await _concurrent(url, is_exai, conns, per_conn)
                     )
+                    if name == "exai_traced":
+                        # Its spans are still being exported: let that end before the
+                        # next server's round, which it would otherwise slow down.
+                        await _quiesce(sink_port)
                     if name in pids:
                         await asyncio.sleep(1.0)  # the writer stores what the round sent
                         after = _cpu_snapshot(pids[name])
@@ -255,8 +288,11 @@ async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
             results["idle_kib_per_conn"] = await _idle_memory(exai_url, pid, idle_conns)
         if traced:  # the traced daemon has exited, and exported what it had queued
             results["collector_posts"] = _collector_posts(sink_port)
+        results["pinned"] = cpus is not None
         return results
     finally:
+        if client_cpus is not None:
+            os.sched_setaffinity(0, client_cpus)
         for proc in (echo, sink):
             if proc is not None:
                 proc.terminate()
@@ -288,6 +324,18 @@ def base_report(r: dict[str, Any]) -> str:
     """This tree's daemon against the base tree's, both audit off, same rounds."""
     header = "| measure | base tree | this tree | this / base |"
     return "\n".join(_side_by_side(r["exai_base"], r["exai"], header))
+
+
+async def _quiesce(port: int, timeout_s: float = 60.0) -> None:
+    """Wait until the collector has taken no batch for half a second."""
+    deadline = time.monotonic() + timeout_s
+    posts = _collector_posts(port)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        now = _collector_posts(port)
+        if now == posts:
+            return
+        posts = now
 
 
 def _collector_posts(port: int) -> int:
@@ -328,6 +376,8 @@ def report(r: dict[str, Any]) -> str:
         f"| calls/s at 50 connections, audit on against off | "
         f"{audit['throughput_on_off']:.2f}x | ≥ 0.8x |",
     ]
+    rows.append(f"| client and servers on cores of their own | "
+                f"{'yes' if r.get('pinned') else 'no'} | |")  # fmt: skip
     for name, label in (("exai", "audit off"), ("exai_audit", "audit on")):
         spent = r[name]["cpu_us_per_call"]
         rows.append(f"| CPU per call at 50 connections, {label}: daemon, audit writer | "
