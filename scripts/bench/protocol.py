@@ -10,6 +10,9 @@ calls per second for one connection calling sequentially and for 50 connections
 calling concurrently, each the median of five rounds that alternate between the
 servers (so a burst of load from elsewhere on the machine lands on all of them
 rather than on one), and the daemon's resident memory per idle connection.
+Every round starts its servers afresh: one Python process can run the same code
+10-20% slower or faster than another for its whole life (where its memory
+landed, its hash seed), and a median over processes is not at the mercy of one.
 
 On a machine with two cores or more, the client runs on the first and every
 server's event loop on the second (``sched_setaffinity``; an audit writer
@@ -53,6 +56,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -216,53 +220,62 @@ async def _idle_memory(url: str, pid: int, conns: int) -> float:
     return (after - before) / conns
 
 
+@contextlib.asynccontextmanager
+async def _echo_server(cpus: tuple[int, int] | None) -> AsyncIterator[str]:
+    port = free_port()
+    echo = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(port)])
+    try:
+        await wait_for_port(port)
+        _pin(echo.pid, cpus)
+        yield f"ws://127.0.0.1:{port}"
+    finally:
+        echo.terminate()
+        echo.wait(timeout=10)
+
+
 async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
               idle_conns: int = 1000, rounds: int = 5, traced: bool = True,
               base_src: str | None = None, pin: bool = True) -> dict[str, Any]:  # fmt: skip
     """The bare echo, exai with the audit trail off and on, and with ``traced`` exai
     with tracing on, every call sampled, exporting to a stand-in collector: all in
-    the same rounds. ``pin``: client and servers on cores of their own (see above)."""
+    the same rounds, each round with servers started for it. ``pin``: client and
+    servers on cores of their own (see above)."""
     cpus = _cpus() if pin else None
     client_cpus = os.sched_getaffinity(0) if cpus is not None else None
     if cpus is not None:
         os.sched_setaffinity(0, {cpus[0]})
-    echo_port, sink_port = free_port(), free_port()
-    echo = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(echo_port)])
+    sink_port = free_port()
     sink = subprocess.Popen([sys.executable, "-c", COLLECTOR, str(sink_port)]) if traced else None
-    tracing_env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}",
-                   "OTEL_TRACES_SAMPLER": "always_on"}  # fmt: skip
+    daemons: list[tuple[str, dict[str, str]]] = [
+        ("exai", {}),
+        ("exai_audit", {"EXAI_AUDIT_ENABLED": "true"}),
+    ]
+    if traced:
+        daemons.append(("exai_traced", {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}",
+            "OTEL_TRACES_SAMPLER": "always_on",
+        }))  # fmt: skip
+    if base_src is not None:
+        daemons.append(("exai_base", {"PYTHONPATH": _importable_as_exai(base_src)}))
+    runs: dict[str, dict[str, list[dict[str, float]]]] = {
+        name: {"sequential": [], "concurrent": []} for name in ["bare", *dict(daemons)]
+    }
+    cpu: dict[str, dict[str, float]] = {
+        name: {"daemon_s": 0.0, "writer_s": 0.0, "calls": 0} for name in ("exai", "exai_audit")
+    }
     try:
-        await wait_for_port(echo_port)
-        echo_url = f"ws://127.0.0.1:{echo_port}"
-        async with contextlib.AsyncExitStack() as stack:
-            exai_url, pid = await stack.enter_async_context(daemon_process())
-            audit_url, audit_pid = await stack.enter_async_context(
-                daemon_process(EXAI_AUDIT_ENABLED="true")
-            )
-            servers = [("bare", echo_url, False), ("exai", exai_url, True),
-                       ("exai_audit", audit_url, True)]  # fmt: skip
-            started = [(exai_url, pid), (audit_url, audit_pid)]
-            if traced:
-                started.append(await stack.enter_async_context(daemon_process(**tracing_env)))
-                servers.append(("exai_traced", started[-1][0], True))
-            if base_src is not None:
-                started.append(await stack.enter_async_context(
-                    daemon_process(PYTHONPATH=_importable_as_exai(base_src))
-                ))  # fmt: skip
-                servers.append(("exai_base", started[-1][0], True))
-            pids = {"exai": pid, "exai_audit": audit_pid}
-            for server_pid in [echo.pid, *(p for _, p in started)]:
-                _pin(server_pid, cpus)
-            runs: dict[str, dict[str, list[dict[str, float]]]] = {
-                name: {"sequential": [], "concurrent": []} for name, _, _ in servers
-            }
-            cpu: dict[str, dict[str, float]] = {
-                name: {"daemon_s": 0.0, "writer_s": 0.0, "calls": 0} for name in pids
-            }
-            for _ in range(rounds):
-                for name, url, is_exai in servers:
+        for _ in range(rounds):
+            async with contextlib.AsyncExitStack() as stack:
+                bare_url = await stack.enter_async_context(_echo_server(cpus))
+                servers: list[tuple[str, str, int | None]] = [("bare", bare_url, None)]
+                for name, env in daemons:
+                    daemon_url, daemon_pid = await stack.enter_async_context(daemon_process(**env))
+                    _pin(daemon_pid, cpus)
+                    servers.append((name, daemon_url, daemon_pid))
+                for name, url, pid in servers:
+                    is_exai = pid is not None
                     runs[name]["sequential"].append(await _sequential(url, is_exai, sequential_n))
-                    before = _cpu_snapshot(pids.get(name))
+                    before = _cpu_snapshot(pid)
                     runs[name]["concurrent"].append(
                         await _concurrent(url, is_exai, conns, per_conn)
                     )
@@ -270,33 +283,34 @@ async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
                         # Its spans are still being exported: let that end before the
                         # next server's round, which it would otherwise slow down.
                         await _quiesce(sink_port)
-                    if name in pids:
+                    if name in cpu:
                         await asyncio.sleep(1.0)  # the writer stores what the round sent
-                        after = _cpu_snapshot(pids[name])
+                        after = _cpu_snapshot(pid)
                         cpu[name]["daemon_s"] += after[0] - before[0]
                         cpu[name]["writer_s"] += after[1] - before[1]
                         cpu[name]["calls"] += conns * per_conn
-            results: dict[str, Any] = {
-                name: {mode: _median_round(r) for mode, r in modes.items()}
-                for name, modes in runs.items()
+        results: dict[str, Any] = {
+            name: {mode: _median_round(r) for mode, r in modes.items()}
+            for name, modes in runs.items()
+        }
+        for name, spent in cpu.items():
+            results[name]["cpu_us_per_call"] = {
+                "daemon": spent["daemon_s"] / spent["calls"] * 1e6,
+                "writer": spent["writer_s"] / spent["calls"] * 1e6,
             }
-            for name, spent in cpu.items():
-                results[name]["cpu_us_per_call"] = {
-                    "daemon": spent["daemon_s"] / spent["calls"] * 1e6,
-                    "writer": spent["writer_s"] / spent["calls"] * 1e6,
-                }
-            results["idle_kib_per_conn"] = await _idle_memory(exai_url, pid, idle_conns)
-        if traced:  # the traced daemon has exited, and exported what it had queued
+        async with daemon_process() as (url, pid):
+            results["idle_kib_per_conn"] = await _idle_memory(url, pid, idle_conns)
+        if traced:  # the traced daemons have exited, and exported what they had queued
             results["collector_posts"] = _collector_posts(sink_port)
         results["pinned"] = cpus is not None
+        results["rounds"] = rounds
         return results
     finally:
         if client_cpus is not None:
             os.sched_setaffinity(0, client_cpus)
-        for proc in (echo, sink):
-            if proc is not None:
-                proc.terminate()
-                proc.wait(timeout=10)
+        if sink is not None:
+            sink.terminate()
+            sink.wait(timeout=10)
 
 
 def _importable_as_exai(src: str) -> str:
