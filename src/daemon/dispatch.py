@@ -5,9 +5,8 @@ rate), and either answers it at once (a replay, a refusal) or admits it as a
 :class:`~exai.daemon.call.Call` and starts the task that runs it
 (:mod:`exai.daemon.run`: capacity, the tool under its deadline, the outcome,
 accounting, delivery), so calls on one connection run concurrently and finish
-in any order. The task's first step is taken before ``submit`` returns
-(:mod:`exai.daemon.eager`), so a call that needs no wait is answered then.
-Cancels, deadlines and the progress heartbeat act on calls through their state.
+in any order. Cancels, deadlines and the progress heartbeat act on calls
+through their state.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import pydantic
 from exai import tracing
 from exai.daemon import traced
 from exai.daemon.call import Call
-from exai.daemon.eager import start_eagerly
 from exai.daemon.replay import KEEP_REQUEST_MAX_CHARS, call_fingerprint
 from exai.daemon.run import args_digest_fields, error_result, replayed, run_call
 from exai.errors import (
@@ -82,9 +80,8 @@ class Dispatcher:
         replay cache. Anything else under a used id is refused. ``raw`` is the
         frame's text, when there is one: kept instead of a fingerprint if it is
         small. ``events``: the caller (an in-process face) takes structured model
-        events rather than text chunks. Returns the task of an admitted call that
-        is still running (None: answered at once, its result already sent), which
-        a face may watch to end its own span.
+        events rather than text chunks. Returns the task of an admitted call (None:
+        answered at once), which a face may watch to end its own span.
         """
         rid = frame.request_id
         try:
@@ -119,12 +116,10 @@ class Dispatcher:
         loop = self._loop
         if loop is None or loop.is_closed():
             loop = self._loop = asyncio.get_running_loop()
-        # Its first step is taken here and now: a call that finishes in it is
-        # answered before this returns (exai.daemon.eager).
-        call.task, finished = start_eagerly(
-            loop, run_call(self, session, call, tool, arguments, frame), f"call:{session.id}:{rid}"
+        call.task = loop.create_task(
+            run_call(self, session, call, tool, arguments, frame), name=f"call:{session.id}:{rid}"
         )
-        return None if finished else call.task
+        return call.task
 
     def _check_retry(self, session: Session, frame: CallToolFrame, earlier: str) -> None:
         """Refuse a call under a used request_id unless it is that call, still allowed."""
