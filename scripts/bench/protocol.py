@@ -7,9 +7,12 @@ arrives. The bare server answers with the frame itself, the same size; exai
 answers with a ``call_tool_res`` (an ack first only for a call still running
 after its first step, which ``echo`` never is). Reported: p50/p99 round trip and
 calls per second for one connection calling sequentially and for 50 connections
-calling concurrently, each the median of five rounds that alternate between the
-servers (so a burst of load from elsewhere on the machine lands on all of them
-rather than on one), and the daemon's resident memory per idle connection.
+calling concurrently, each the median of five rounds, and the daemon's resident
+memory per idle connection. In each round the servers take turns: for one
+connection every 250 calls (a slice each, in rotated order), for 50 connections
+one server after another. So a burst of load from elsewhere on the machine (a
+virtual machine's neighbours move the bare echo's p50 by tens of microseconds
+from one second to the next) lands on all of them rather than on one.
 Every round starts its servers afresh: one Python process can run the same code
 10-20% slower or faster than another for its whole life (where its memory
 landed, its hash seed), and a median over processes is not at the mercy of one.
@@ -159,6 +162,30 @@ async def _sequential(url: str, exai: bool, n: int) -> dict[str, float]:
     return _summary(samples, wall)
 
 
+async def _interleaved(
+    targets: list[tuple[str, str, bool]], n: int, slice_n: int = 250
+) -> dict[str, dict[str, float]]:
+    """:func:`_sequential` for several servers at once, taking turns every ``slice_n``
+    calls (each slice in a rotated order), so that whatever else the machine does
+    while they are measured lands on all of them alike."""
+    sockets = {name: await _open(url, exai) for name, url, exai in targets}
+    for ws in sockets.values():
+        for i in range(200):  # warm up
+            await _roundtrip(ws, FRAME.replace('"r"', f'"w{i}"'))
+    samples: dict[str, list[float]] = {name: [] for name in sockets}
+    wall = dict.fromkeys(sockets, 0.0)
+    names = list(sockets)
+    for turn in range(max(1, n // slice_n)):
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            ws, taken = sockets[name], samples[name]
+            start = time.perf_counter()
+            for i in range(slice_n):
+                taken.append(await _roundtrip(ws, FRAME.replace('"r"', f'"s{turn}-{i}"')))
+            wall[name] += time.perf_counter() - start
+    await asyncio.gather(*(ws.close() for ws in sockets.values()))
+    return {name: _summary(samples[name], wall[name]) for name in names}
+
+
 async def _concurrent(url: str, exai: bool, conns: int, per_conn: int) -> dict[str, float]:
     sockets = [await _open(url, exai) for _ in range(conns)]
     samples: list[float] = []
@@ -272,9 +299,17 @@ async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
                     daemon_url, daemon_pid = await stack.enter_async_context(daemon_process(**env))
                     _pin(daemon_pid, cpus)
                     servers.append((name, daemon_url, daemon_pid))
+                await _settle([pid for _, _, pid in servers if pid is not None])
+                # The traced daemon exports while it serves, which would slow the
+                # others' turns: it is measured on its own.
+                taking_turns = [(name, url, pid is not None) for name, url, pid in servers
+                                if name != "exai_traced"]  # fmt: skip
+                for name, figures in (await _interleaved(taking_turns, sequential_n)).items():
+                    runs[name]["sequential"].append(figures)
                 for name, url, pid in servers:
                     is_exai = pid is not None
-                    runs[name]["sequential"].append(await _sequential(url, is_exai, sequential_n))
+                    if name == "exai_traced":
+                        runs[name]["sequential"].append(await _sequential(url, True, sequential_n))
                     before = _cpu_snapshot(pid)
                     runs[name]["concurrent"].append(
                         await _concurrent(url, is_exai, conns, per_conn)
@@ -338,6 +373,18 @@ def base_report(r: dict[str, Any]) -> str:
     """This tree's daemon against the base tree's, both audit off, same rounds."""
     header = "| measure | base tree | this tree | this / base |"
     return "\n".join(_side_by_side(r["exai_base"], r["exai"], header))
+
+
+async def _settle(pids: list[int], timeout_s: float = 30.0) -> None:
+    """Wait until the daemons just started (and their writers) have finished starting:
+    at most a clock tick each (10 ms) over half a second. A daemon still busy
+    with its start-up would slow whichever server is measured first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        before = sum(sum(_cpu_snapshot(pid)) for pid in pids)
+        await asyncio.sleep(0.5)
+        if sum(sum(_cpu_snapshot(pid)) for pid in pids) - before <= 0.01 * len(pids):
+            return
 
 
 async def _quiesce(port: int, timeout_s: float = 60.0) -> None:
