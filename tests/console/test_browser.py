@@ -375,7 +375,10 @@ def test_keyboard_alone_signs_in_and_continues_and_a_phone_width_page_reads(
     phone = visitors(width=390, height=844)
     page = phone.page
     phone.go(f"/console/login?next={quote(thread, safe='')}")
-    page.keyboard.type(ALICE)  # the token field has the focus
+    # The token field takes the focus by itself (autofocus), which Chromium applies
+    # at a rendering step after the load event: keys typed before it are lost.
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'token'")
+    page.keyboard.type(ALICE)
     page.keyboard.press("Enter")
     page.wait_for_url(phone.base + thread)
     page.keyboard.press("Tab")
