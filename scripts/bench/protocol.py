@@ -11,17 +11,17 @@ calling concurrently, each the median of five rounds, and the daemon's resident
 memory per idle connection. In each round the servers take turns: for one
 connection every 250 calls (a slice each, in rotated order), for 50 connections
 one server after another. So a burst of load from elsewhere on the machine (a
-virtual machine's neighbours move the bare echo's p50 by tens of microseconds
-from one second to the next) lands on all of them rather than on one.
-Every round starts its servers afresh: one Python process can run the same code
-10-20% slower or faster than another for its whole life (where its memory
-landed, its hash seed), and a median over processes is not at the mercy of one.
+virtual machine's neighbours moved the bare echo's p50 by up to 48 µs between
+two back-to-back measurements) lands on all of them rather than on one.
+Every round starts its servers afresh: daemons of the same code, each measured as
+a whole, differed by up to 76 µs at p50 in one run, and a median over fresh
+processes does not rest on one of them.
 
 On a machine with two cores or more, the client runs on the first and every
 server's event loop on the second (``sched_setaffinity``; an audit writer
 process stays free to run on either). Left to the scheduler, where each process
 happened to land moved a daemon's 1-connection p50 by up to 20 µs between runs
-of the same code, more than the audit trail's whole budget; pinned, runs of the
+of the same code, as much as the audit trail's whole budget; pinned, runs of the
 same code agree within a few microseconds. Every server is pinned alike, the
 bare echo included, so the comparison stays like for like.
 
