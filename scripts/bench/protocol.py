@@ -150,16 +150,8 @@ async def _roundtrip(ws: ClientConnection, frame: str) -> float:
 
 
 async def _sequential(url: str, exai: bool, n: int) -> dict[str, float]:
-    ws = await _open(url, exai)
-    for i in range(200):  # warm up
-        await _roundtrip(ws, FRAME.replace('"r"', f'"w{i}"'))
-    samples = []
-    start = time.perf_counter()
-    for i in range(n):
-        samples.append(await _roundtrip(ws, FRAME.replace('"r"', f'"s{i}"')))
-    wall = time.perf_counter() - start
-    await ws.close()
-    return _summary(samples, wall)
+    """``n`` calls one after another on one connection, after 200 to warm up."""
+    return (await _interleaved([("", url, exai)], n))[""]
 
 
 async def _interleaved(
@@ -168,6 +160,7 @@ async def _interleaved(
     """:func:`_sequential` for several servers at once, taking turns every ``slice_n``
     calls (each slice in a rotated order), so that whatever else the machine does
     while they are measured lands on all of them alike."""
+    slice_n = min(slice_n, n)
     sockets = {name: await _open(url, exai) for name, url, exai in targets}
     for ws in sockets.values():
         for i in range(200):  # warm up

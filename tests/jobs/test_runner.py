@@ -234,6 +234,15 @@ async def test_notifications_reach_only_the_allowed_hosts(tmp_path, receiver):
     assert receiver.received == []
 
 
+async def _three_runs_due_together(service, text):  # type: ignore[no-untyped-def]
+    """An ``echo`` job of erin's with no retries, and three of its runs asked for at once."""
+    job, _ = await service.create(Principal("erin"), JobSpec(
+        "echo", {"text": text}, "interval", "3600", max_retries=0))  # fmt: skip
+    for _ in range(3):
+        await service.run_now(job.id, "erin")
+    return job
+
+
 async def test_a_run_the_owners_rate_limit_puts_off_waits_without_spending_an_attempt(tmp_path):
     # One call a second, none in reserve: of three runs due together, two are
     # refused RATE_LIMITED by the daemon before the tool runs. With no retries
@@ -241,10 +250,7 @@ async def test_a_run_the_owners_rate_limit_puts_off_waits_without_spending_an_at
     settings = make_settings(tmp_path, rate_limit_per_min=60, rate_limit_burst=1, **FAST)
     async with running_daemon(settings) as daemon:
         service = daemon.services.jobs
-        job, _ = await service.create(Principal("erin"), JobSpec(
-            "echo", {"text": "later is fine"}, "interval", "3600", max_retries=0))  # fmt: skip
-        for _ in range(3):
-            await service.run_now(job.id, "erin")
+        job = await _three_runs_due_together(service, "later is fine")
         runs = await finished_runs(service.store, job.id, 3)
         assert [(r.status, r.attempt, r.output) for r in runs] == [
             ("succeeded", 1, "later is fine")] * 3  # fmt: skip
@@ -272,10 +278,7 @@ async def test_a_run_put_off_past_the_misfire_grace_spends_its_attempts_again(tm
                              **{**FAST, "jobs_misfire_grace_s": 0.0})  # fmt: skip
     async with running_daemon(settings) as daemon:
         service = daemon.services.jobs
-        job, _ = await service.create(Principal("erin"), JobSpec(
-            "echo", {"text": "now or never"}, "interval", "3600", max_retries=0))  # fmt: skip
-        for _ in range(3):
-            await service.run_now(job.id, "erin")
+        job = await _three_runs_due_together(service, "now or never")
 
         async def disabled() -> bool:
             return not (await service.store.get_job(job.id, "erin")).enabled
