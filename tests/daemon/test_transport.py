@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import socket
 import tracemalloc
 
 from websockets.asyncio.client import connect
-from websockets.frames import Frame, Opcode
+from websockets.frames import CloseCode, Frame, Opcode
 
 from tests.reliability.harness import client_frame, open_raw_websocket, wait_until
 
@@ -149,3 +150,147 @@ async def test_with_compression_on_results_still_go_through_websockets(daemon_fa
                                   "arguments": {"text": "y" * 5000}}))  # fmt: skip
         answer = json.loads(await ws.recv())
         assert answer["op"] == "call_tool_res" and answer["outputs"][0]["text"] == "y" * 5000
+
+
+# --- messages read by exai (ExaiConnection._take_messages) -----------------------------
+
+
+def _masked(payload: bytes, *, head: int = 0x81, length_bytes: int | None = None) -> bytes:
+    """A client frame with its length written in ``length_bytes`` bytes (0, 2 or 8),
+    not necessarily the fewest: RFC 6455 asks for the fewest, and websockets accepts more."""
+    n = len(payload)
+    if length_bytes is None:
+        length_bytes = 0 if n < 126 else 2 if n < 65536 else 8
+    if length_bytes == 0:
+        header = bytes((head, 0x80 | n))
+    else:
+        header = bytes((head, 0x80 | (126 if length_bytes == 2 else 127)))
+        header += n.to_bytes(length_bytes, "big")
+    mask = os.urandom(4)
+    return header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """One frame from the daemon (unmasked): its opcode and payload."""
+    head = await reader.readexactly(2)
+    n = head[1] & 0x7F
+    if n >= 126:
+        n = int.from_bytes(await reader.readexactly(2 if n == 126 else 8), "big")
+    return head[0] & 0x0F, await reader.readexactly(n)
+
+
+async def _logged_in(daemon) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await open_raw_websocket(daemon.port)
+    writer.write(client_frame(json.dumps({"op": "hello"})))
+    opcode, payload = await _read_frame(reader)
+    assert opcode == Opcode.TEXT and json.loads(payload)["ok"] is True
+    return reader, writer
+
+
+def _echo_call(rid: str, text: str) -> bytes:
+    return json.dumps({"op": "call_tool", "request_id": rid, "name": "echo",
+                       "arguments": {"text": text}}).encode()  # fmt: skip
+
+
+async def test_messages_are_read_whole_however_the_stream_cuts_them(daemon_factory):
+    """Several frames in one read, a frame cut anywhere (in its header, its length, its
+    mask, its payload), a control frame between messages, lengths written in more bytes
+    than needed: every message is answered once, in order, with its text intact, and the
+    ping is answered."""
+    daemon = await daemon_factory(max_result_tokens=1_000_000)
+    reader, writer = await _logged_in(daemon)
+    try:
+        texts = ["a", "é" * 100, "b" * 70_000, "c", "d"]
+        for cut_round, cuts in enumerate([(), (1,), (2,), (3,), (5,), (6,), (7,), (30,),
+                                          (41, 45, 47, 49, 60), (300, 75_000)]):  # fmt: skip
+            rids = [f"s{cut_round}-{i}" for i in range(len(texts))]
+            wire = (
+                _masked(_echo_call(rids[0], texts[0]))
+                + _masked(_echo_call(rids[1], texts[1]))
+                + client_frame(b"beat", Opcode.PING)
+                + _masked(_echo_call(rids[2], texts[2]))
+                + _masked(_echo_call(rids[3], texts[3]), length_bytes=2)
+                + _masked(_echo_call(rids[4], texts[4]), length_bytes=8)
+            )
+            start = 0
+            for cut in (*cuts, len(wire)):
+                writer.write(wire[start:cut])
+                await writer.drain()
+                await asyncio.sleep(0.01)  # its own segment, read on its own
+                start = cut
+            seen = []
+            for _ in range(len(texts) + 1):
+                opcode, payload = await asyncio.wait_for(_read_frame(reader), 10)
+                if opcode == Opcode.PONG:
+                    seen.append(("pong", payload.decode()))
+                else:
+                    frame = json.loads(payload)
+                    assert frame["error"] is None, frame
+                    seen.append((frame["request_id"], frame["outputs"][0]["text"]))
+            # websockets answers a ping as it parses it, before the calls read with it
+            # have run: the pong may come first, the results come in order.
+            assert ("pong", "beat") in seen, cuts
+            seen.remove(("pong", "beat"))
+            assert seen == list(zip(rids, texts, strict=True)), cuts
+    finally:
+        writer.close()
+
+
+async def test_frames_websockets_refuses_are_still_refused_behind_good_messages(daemon_factory):
+    """A good message, a frame that breaks the protocol, another message, in one write:
+    the connection is closed with the code websockets gives, and nothing after the bad
+    frame is handled."""
+    daemon = await daemon_factory()
+    bad_frames = {
+        # Unmasked, and shaped to read as a valid text message if taken for masked.
+        "unmasked": bytes((0x81, 125)) + b"\x00" * 4 + b" " * 253,
+        "a reserved bit": _masked(b"{}", head=0xC1),
+        "an unknown opcode": _masked(b"{}", head=0x83),
+        "a continuation with nothing to continue": _masked(b"{}", head=0x80),
+    }
+    for name, bad in bad_frames.items():
+        reader, writer = await _logged_in(daemon)
+        try:
+            writer.write(_masked(_echo_call("ok", "fine")) + bad + _masked(_echo_call("no", "x")))
+            answered = []
+            while True:
+                opcode, payload = await asyncio.wait_for(_read_frame(reader), 10)
+                if opcode == Opcode.CLOSE:
+                    break
+                answered.append(json.loads(payload)["request_id"])
+            assert int.from_bytes(payload[:2], "big") == CloseCode.PROTOCOL_ERROR, name
+            assert "no" not in answered, name
+        finally:
+            writer.close()
+
+
+def test_the_direct_read_waits_while_websockets_holds_part_of_a_frame():
+    """websockets' parser can wait with an empty buffer in the middle of a frame (its
+    header and mask read, its payload not yet): exai must not read from there."""
+    from websockets.protocol import State
+    from websockets.server import ServerProtocol
+
+    from exai.ws.transport import _waits_for_a_frame
+
+    protocol = ServerProtocol(max_size=2**20)
+    protocol.state = State.OPEN  # as after the opening handshake
+    protocol.parser = protocol.parse()
+    next(protocol.parser)
+    assert _waits_for_a_frame(protocol)
+
+    wire = client_frame("hello")
+    protocol.receive_data(wire[:1])  # one byte of the header
+    assert not _waits_for_a_frame(protocol)
+    protocol.receive_data(wire[1:6])  # header and mask read, nothing buffered
+    assert not protocol.reader.buffer and not _waits_for_a_frame(protocol)
+    protocol.receive_data(wire[6:])
+    assert [f.data for f in protocol.events_received()] == [b"hello"]
+    assert _waits_for_a_frame(protocol)
+
+    protocol.receive_data(Frame(Opcode.TEXT, b"part", fin=False).serialize(mask=True))
+    assert not _waits_for_a_frame(protocol)  # a fragmented message is under way
+    protocol.receive_data(Frame(Opcode.CONT, b"end").serialize(mask=True))
+    assert _waits_for_a_frame(protocol)
+
+    protocol.receive_data(Frame(Opcode.CLOSE, b"\x03\xe8").serialize(mask=True))
+    assert not _waits_for_a_frame(protocol)  # closing: websockets discards the rest
