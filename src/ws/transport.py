@@ -9,9 +9,9 @@ about as much as everything else it does per call. The handler must not block
 (it parses the frame and starts a task for a call); the first message, the
 ``hello``, is still awaited by a coroutine, through :meth:`ExaiConnection.first_message`.
 After the ``hello``, with no extension on, a whole text frame that arrives while
-websockets' parser waits for the next frame is read by exai itself (unmasked, checked
-as websockets checks it): websockets' generator-based parser takes 3.4 µs a message
-in a loop, this 0.6 µs, and more than that in the daemon. Everything else (control frames, fragments, a
+websockets' parser waits for the next frame is read by exai itself (unmasked and
+checked as websockets checks it): websockets' generator-based parser takes 3.4 µs
+a message in a loop, this 0.6 µs. Everything else (control frames, fragments, a
 frame cut across reads, an error to close on) is websockets' to parse.
 
 Until the ``hello`` succeeds, a client may send nothing larger than the small
