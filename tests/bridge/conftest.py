@@ -17,6 +17,7 @@ import pytest
 from exai.app import App
 from exai.bridge import Bridge
 from tests.conftest import make_settings, running_daemon
+from tests.reliability.harness import listening
 
 FIXTURE = Path(__file__).with_name("fixture_server.py")
 
@@ -50,9 +51,8 @@ class HttpFixture:
         log.close()
         deadline = time.monotonic() + 20
         while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
+            if listening(self.port):
+                return
             assert self.process.poll() is None, "the HTTP fixture server exited"
             assert time.monotonic() < deadline, "the HTTP fixture server did not listen"
             time.sleep(0.05)

@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.reliability.harness import listening
+
 __all__ = ["EXAI", "Ran", "clean_env", "finish", "free_port", "listening", "run_exai", "spawn_exai"]
 
 # The console script pip installed beside this interpreter: what a user runs.
@@ -75,9 +77,3 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0

@@ -87,6 +87,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def listening(port: int, timeout_s: float = 0.5) -> bool:
+    """Whether something accepts connections on ``port`` of the loopback address.
+
+    A port :func:`free_port` gave is in the ephemeral range, so a connection to it
+    while nothing listens can be the probe connected to itself (TCP simultaneous
+    open, when the kernel picks that very port as the source). That is nobody
+    listening, and while it lasts it holds the port the server is about to bind.
+    """
+    with socket.socket() as s:
+        s.settimeout(timeout_s)
+        if s.connect_ex(("127.0.0.1", port)) != 0:
+            return False
+        return bool(s.getsockname() != s.getpeername())
+
+
 def http_listening(port: int, timeout_s: float = 30.0) -> None:
     """Wait for the daemon's HTTP listener (``EXAI_HTTP_PORT``), which starts after the
     WebSocket port that :meth:`DaemonProcess.start` waits for, to answer ``/health``."""

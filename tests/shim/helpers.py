@@ -25,6 +25,8 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.reliability.harness import listening
+
 __all__ = ["DaemonProcess", "free_port", "mcp_session", "shim_command", "shim_env"]
 
 
@@ -35,9 +37,7 @@ def free_port() -> int:
 
 
 def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+    return listening(port, timeout_s=0.2)
 
 
 class DaemonProcess:
