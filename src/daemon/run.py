@@ -198,22 +198,14 @@ def _audit_finished(
     latency_ms: float,
 ) -> None:
     audit = d.services.audit
-    if isinstance(audit, NullAudit):
-        return
-    status, code = ("ok", None) if error is None else ("error", error.code.value)
-    # A call that never waited has no call_started: its digest is recorded here.
-    if call.timer is None and not charges:
-        # Most calls (every one that finished in its first step and asked no model),
-        # with nothing to merge: a quarter cheaper than the general form below.
-        digest, size = args_digest(call.arguments)
+    if not isinstance(audit, NullAudit):
+        # A call that never waited has no call_started: its digest is recorded here.
+        started = {} if call.timer is not None else args_digest_fields(call.arguments)
         audit.emit("call_finished", session_id=session.id, request_id=call.request_id, tool=tool,
                    principal=session.principal.name, duration_ms=round(latency_ms, 3),
-                   status=status, error_code=code, args_digest=digest, args_bytes=size)  # fmt: skip
-        return
-    started = {} if call.timer is not None else args_digest_fields(call.arguments)
-    audit.emit("call_finished", session_id=session.id, request_id=call.request_id, tool=tool,
-               principal=session.principal.name, duration_ms=round(latency_ms, 3),
-               status=status, error_code=code, **started, **charge_fields(charges))  # fmt: skip
+                   status="ok" if error is None else "error",
+                   error_code=None if error is None else error.code.value,
+                   **started, **charge_fields(charges))  # fmt: skip
 
 
 def _deliver_now(

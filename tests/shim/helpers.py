@@ -36,10 +36,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _listening(port: int) -> bool:
-    return listening(port, timeout_s=0.2)
-
-
 class DaemonProcess:
     """``exai serve`` in a subprocess on a fixed port, restartable on that port."""
 
@@ -87,7 +83,7 @@ class DaemonProcess:
         deadline = time.monotonic() + timeout_s
         http = self.env.get("EXAI_HTTP_PORT", "")
         ports = [self.port, *([int(http)] if http not in ("", "0") else [])]
-        while not all(_listening(port) for port in ports):
+        while not all(listening(port, timeout_s=0.2) for port in ports):
             if self.process.poll() is not None:
                 raise RuntimeError(f"daemon exited with {self.process.returncode}")
             if time.monotonic() > deadline:
