@@ -73,6 +73,8 @@ class WebFace:
                                         idle_s=s.mcp_session_idle_s)  # fmt: skip
         self.connections = HttpConnections(core.admission, max_total=s.max_connections,
                                            max_per_address=s.max_connections_per_ip)  # fmt: skip
+        self.limits = ListenerLimits(self.connections, s.http_header_timeout_s,
+                                     s.http_body_timeout_s)  # fmt: skip
         self.console = Console(core)
         self._server: _Uvicorn | None = None
         self._task: asyncio.Task[None] | None = None
@@ -125,8 +127,7 @@ class WebFace:
             self.build_app(), log_level="warning", lifespan="off", access_log=False,
             timeout_keep_alive=30, timeout_graceful_shutdown=5, server_header=False,
             date_header=True, ws="none",
-            http=protocol_for(ListenerLimits(self.connections, s.http_header_timeout_s,
-                                             s.http_body_timeout_s)),
+            http=protocol_for(self.limits),
             headers=[("server", f"exai/{__version__}")],
         )  # fmt: skip
         ready = asyncio.Event()

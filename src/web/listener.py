@@ -19,8 +19,18 @@ uvicorn (``Config(http=...)``) its httptools protocol with:
 
 The hooks are httptools' parser callbacks (``on_message_begin``,
 ``on_headers_complete``, ``on_message_complete``), which uvicorn's
-``HttpToolsProtocol`` implements, and asyncio's ``connection_made`` and
-``connection_lost``; each calls uvicorn's own first or last. uvicorn is pinned
+``HttpToolsProtocol`` implements, and asyncio's ``connection_made``,
+``data_received`` and ``connection_lost``; each calls uvicorn's own first or last.
+
+A refusal or a 408 is answered with a *lingering close*, as nginx and Apache
+do: the answer, then a FIN, then whatever the client still sends is read and
+dropped until it closes or ``LINGER_S`` passes. Refused connections are not
+counted against the caps, so no more of them linger at once than the cap on
+all connections; past that they are closed at once. Closing a socket with unread
+bytes in it sends a reset, and a reset can reach the client before it has
+read the answer, which it then never sees: a client that was still sending
+its headers (the very case of the 408) would see "connection reset" instead
+of why. uvicorn is pinned
 to the minor release this was written against, and ``tests/web/test_listener.py``
 holds the seam.
 """
@@ -40,6 +50,10 @@ __all__ = ["ListenerLimits", "protocol_for"]
 
 log = get_logger("exai.web")
 
+# How long a connection closed with an answer keeps reading (and dropping) what
+# the client still sends, so that closing it does not reset the answer away.
+LINGER_S = 2.0
+
 _REASONS = {408: "Request Timeout", 429: "Too Many Requests", 503: "Service Unavailable"}
 # exai's error code for each refusal, in the body every exai face answers with.
 _CODES = {408: "TIMEOUT", 429: "RATE_LIMITED", 503: "OVER_CAPACITY"}
@@ -53,24 +67,32 @@ class ListenerLimits:
         self.connections = connections
         self.header_timeout_s = header_timeout_s
         self.body_timeout_s = body_timeout_s
+        self.lingering = 0  # connections answered and closing, see LINGER_S
 
 
 class _LimitedProtocol(HttpToolsProtocol):
     limits: ClassVar[ListenerLimits]
 
     _timer: asyncio.TimerHandle | None = None
+    _lingering = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         refusal = self.limits.connections.open(self, self.client)
         if refusal is not None:
-            transport.write(_answer(refusal.status, refusal.message))
-            transport.close()
+            self._answer_and_close(transport, _answer(refusal.status, refusal.message))
             return
         self._arm("headers")
 
+    def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return  # answered and closing: what the client still sends is dropped
+        super().data_received(data)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._lingering:
+            self.limits.lingering -= 1
         self.limits.connections.closed(self, self.client)
         super().connection_lost(exc)
 
@@ -111,9 +133,26 @@ class _LimitedProtocol(HttpToolsProtocol):
         if phase == "headers" and (cycle is None or cycle.response_complete):
             # Nothing is being answered on this connection: say why it is closed.
             limit = self.limits.header_timeout_s
-            transport.write(_answer(408, f"the request's headers took over {limit:g} s "
-                                         "(EXAI_HTTP_HEADER_TIMEOUT_S)"))  # fmt: skip
+            self._answer_and_close(transport, _answer(408, f"the request's headers took over "
+                                   f"{limit:g} s (EXAI_HTTP_HEADER_TIMEOUT_S)"))  # fmt: skip
+            return
         transport.close()
+
+    def _answer_and_close(self, transport: asyncio.Transport, answer: bytes) -> None:
+        """Write ``answer`` and close after it, lingering (see the module's docstring).
+
+        The client's own FIN ends the linger early: uvicorn's ``eof_received``
+        returns None, so asyncio closes the transport then.
+        """
+        transport.write(answer)
+        limits = self.limits
+        if limits.lingering >= limits.connections.max_total or not transport.can_write_eof():
+            transport.close()
+            return
+        limits.lingering += 1
+        self._lingering = True
+        transport.write_eof()
+        self.loop.call_later(LINGER_S, transport.close)
 
 
 def protocol_for(limits: ListenerLimits) -> type[asyncio.Protocol]:

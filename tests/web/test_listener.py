@@ -114,3 +114,76 @@ async def test_connections_not_logged_in_share_the_websocket_faces_allowance(tmp
     assert b"have not said hello (3)" in refused
     assert [a.status_code for a in answered] == [200, 200, 200]
     assert free == 1  # the silent HTTP connection; httpx's logged in
+
+
+async def _absorbs_writes(writer: asyncio.StreamWriter, n: int = 5) -> bool:
+    """Whether the daemon still reads (and drops) what the client sends: a closed
+    socket answers the first write with a reset, and the next one fails."""
+    try:
+        for i in range(n):
+            writer.write(f"X-After-{i}: 1\r\n".encode())
+            await writer.drain()
+            await asyncio.sleep(0.05)
+    except ConnectionError:
+        return False
+    return not writer.is_closing()
+
+
+async def test_a_408_is_a_lingering_close_so_a_client_still_sending_reads_it(tmp_path: Path):
+    # Closing a socket with unread bytes in it sends a reset, which can reach the
+    # client before it has read the 408; so the daemon half-closes, drops what
+    # still comes, and closes when the client does.
+    async with mcp_daemon(tmp_path, http_header_timeout_s=0.5) as daemon:
+        reader, writer = await _open(daemon.web.port)
+        writer.write(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        answer = await _closed_within(reader, 10)  # the 408, then the daemon's FIN
+        absorbed = await _absorbs_writes(writer)
+        writer.write_eof()  # the client's FIN ends the linger
+        for _ in range(100):
+            if daemon.web.limits.lingering == 0 and len(daemon.web.connections) == 0:
+                break
+            await asyncio.sleep(0.02)
+        left = (daemon.web.limits.lingering, len(daemon.web.connections))
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert absorbed
+    assert left == (0, 0)
+
+
+async def test_a_refusal_lingers_too_and_a_silent_client_is_closed_after_the_linger(
+    tmp_path: Path,
+):
+    async with mcp_daemon(tmp_path, max_connections_per_ip=1) as daemon:
+        held = await _open(daemon.web.port)
+        reader, writer = await _open(daemon.web.port)
+        refused = await _closed_within(reader, 10)
+        absorbed = await _absorbs_writes(writer, n=2)
+        # The client now says nothing and never closes: the daemon closes after LINGER_S.
+        started = time.monotonic()
+        for _ in range(200):
+            if daemon.web.limits.lingering == 0:
+                break
+            await asyncio.sleep(0.05)
+        lingered = time.monotonic() - started
+        held[1].close()
+        writer.close()
+    assert refused.startswith(b"HTTP/1.1 503 ")
+    assert absorbed
+    assert daemon.web.limits.lingering == 0
+    assert lingered < 10  # closed by the daemon, not by the test's deadline
+
+
+async def test_no_more_refusals_linger_at_once_than_the_cap_on_all_connections(tmp_path: Path):
+    # Refused connections do not count against the caps, so lingering ones are
+    # capped themselves: a flood of refusals cannot hold an unbounded number open.
+    async with mcp_daemon(tmp_path, max_connections=1) as daemon:
+        held = await _open(daemon.web.port)
+        first, second = await _open(daemon.web.port), await _open(daemon.web.port)
+        answers = [await _closed_within(reader, 10) for reader, _ in (first, second)]
+        lingering = daemon.web.limits.lingering
+        absorbed = [await _absorbs_writes(writer, n=3) for _, writer in (first, second)]
+        for _, writer in (held, first, second):
+            writer.close()
+    assert all(a.startswith(b"HTTP/1.1 503 ") for a in answers)
+    assert lingering == 1
+    assert absorbed == [True, False]
