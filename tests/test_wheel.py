@@ -8,20 +8,32 @@ repository, and each face answers a call: WebSocket (``echo``), MCP over HTTP
 provider emulator), and the console serves its sign-in page and its script. A
 subpackage missing from the package list, or a data file missing from the
 package data, fails here rather than on a user's machine.
+
+The wheel's dependencies are not downloaded and unpacked again (that took 25 s
+of CPU, the suite's largest single setup): the new venv sees, through a
+``.pth`` file, links to exactly the distributions the wheel declares, with
+their own dependencies, as this checkout's venv has them installed; anything
+the package imports without declaring it is absent, as it would be on a
+user's machine, and ``pip check`` confirms that every declared requirement is
+met at a version it accepts.
 """
 
 from __future__ import annotations
 
+import email.parser
 import json
 import os
 import shutil
 import subprocess
 import sys
+import zipfile
+from importlib.metadata import Distribution, distribution
 from pathlib import Path
 
 import httpx
 import pytest
 from openai import AsyncOpenAI
+from packaging.requirements import Requirement
 
 from exai.client import ExaiClient
 from exai.emulators.provider import EmulatorServer
@@ -55,8 +67,61 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (wheel,) = (work / "dist").glob("exai_mcp-*.whl")
     _run(sys.executable, "-m", "venv", work / "venv", cwd=work)
     bin_dir = work / "venv" / "bin"
-    _run(bin_dir / "python", "-m", "pip", "install", "-q", wheel, cwd=work)
+    site = Path(_run(bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_path("
+                     "'purelib'))", cwd=work).strip())  # fmt: skip
+    deps = _link_dependencies(_requires(wheel), work / "deps")
+    (site / "exai_test_deps.pth").write_text(f"{deps}\n")
+    _run(bin_dir / "python", "-m", "pip", "install", "-q", "--no-deps", wheel, cwd=work)
+    _run(bin_dir / "python", "-m", "pip", "check", cwd=work)
     return bin_dir
+
+
+def _requires(wheel: Path) -> list[str]:
+    """The wheel's own ``Requires-Dist`` lines, from its METADATA."""
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = email.parser.Parser().parsestr(archive.read(name).decode())
+    return metadata.get_all("Requires-Dist") or []
+
+
+def _link_dependencies(requires: list[str], into: Path) -> Path:
+    """Links in ``into`` to the installed files of the distributions ``requires``
+    names (no extras of the wheel's own), and of theirs, from this venv: each
+    distribution's top-level packages, modules and metadata directory."""
+    into.mkdir()
+    seen: set[str] = set()
+    waiting = list(requires)
+    while waiting:
+        requirement = Requirement(waiting.pop())
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        dist = distribution(requirement.name)
+        key = dist.metadata["Name"].lower().replace("_", "-")
+        extras = {f"{key}[{extra}]" for extra in requirement.extras} - seen
+        if extras:  # a second mention may ask for extras the first did not
+            seen |= extras
+            waiting += _extras_asked(requirement, dist)
+        if key in seen:
+            continue
+        seen.add(key)
+        waiting += dist.requires or []
+        for top in {f.parts[0] for f in dist.files or [] if f.parts[0] != ".."}:
+            link = into / top
+            if not link.exists():
+                link.symlink_to(Path(str(dist.locate_file(top))))
+    return into
+
+
+def _extras_asked(requirement: Requirement, dist: Distribution) -> list[str]:
+    """``dist``'s requirements that ``requirement``'s extras (``pkg[extra]``) add."""
+    asked = []
+    for line in dist.requires or []:
+        own = Requirement(line)
+        if own.marker is None:
+            continue
+        if any(own.marker.evaluate({"extra": extra}) for extra in requirement.extras):
+            asked.append(f"{own.name}{own.specifier}")
+    return asked
 
 
 def test_the_installed_package_is_the_wheel_and_has_every_subpackage(installed: Path):
