@@ -8,11 +8,18 @@ answers with a ``call_tool_res`` (an ack first only for a call still running
 after its first step, which ``echo`` never is). Reported: p50/p99 round trip and
 calls per second for one connection calling sequentially and for 50 connections
 calling concurrently, each the median of five rounds, and the daemon's resident
-memory per idle connection. In each round the servers take turns: for one
-connection every 250 calls (a slice each, in rotated order), for 50 connections
-one server after another. So a burst of load from elsewhere on the machine (a
-virtual machine's neighbours moved the bare echo's p50 by up to 48 µs between
-two back-to-back measurements) lands on all of them rather than on one.
+memory per idle connection. In each round the servers take turns, a slice
+each in rotated order: for one connection every 250 calls, for 50 connections
+every 100 calls per connection (four slices of 5,000 calls). So a burst of load
+from elsewhere on the machine (a virtual machine's neighbours moved the bare
+echo's p50 by up to 48 µs between two back-to-back measurements) lands on all
+of them rather than on one. At 50 connections, one server after another with
+one turn each had let a burst fall on a single server's turn: in one run audit
+off kept 0.82x of the bare echo's calls/s and audit on 0.47x. After each
+50-connection slice of the daemon with the audit trail on, its writer is let
+finish storing what the slice sent before the next slice starts, and how long
+it stayed busy is reported: its work is counted as CPU per call, and does not
+land in another server's slice.
 Every round starts its servers afresh: daemons of the same code, each measured as
 a whole, differed by up to 76 µs at p50 in one run, and a median over fresh
 processes does not rest on one of them.
@@ -180,18 +187,81 @@ async def _interleaved(
 
 
 async def _concurrent(url: str, exai: bool, conns: int, per_conn: int) -> dict[str, float]:
+    """``conns`` connections calling at once, ``per_conn`` calls each."""
     sockets = [await _open(url, exai) for _ in range(conns)]
     samples: list[float] = []
+    wall = await _drive(sockets, per_conn, samples, "c")
+    await asyncio.gather(*(ws.close() for ws in sockets))
+    return _summary(samples, wall)
+
+
+async def _drive(sockets: list[ClientConnection], per_conn: int, samples: list[float],
+                 tag: str) -> float:  # fmt: skip
+    """Every socket makes ``per_conn`` calls, all at once; the wall time it took."""
 
     async def worker(k: int, ws: ClientConnection) -> None:
         for i in range(per_conn):
-            samples.append(await _roundtrip(ws, FRAME.replace('"r"', f'"c{k}-{i}"')))
+            samples.append(await _roundtrip(ws, FRAME.replace('"r"', f'"{tag}{k}-{i}"')))
 
     start = time.perf_counter()
     await asyncio.gather(*(worker(k, ws) for k, ws in enumerate(sockets)))
-    wall = time.perf_counter() - start
-    await asyncio.gather(*(ws.close() for ws in sockets))
-    return _summary(samples, wall)
+    return time.perf_counter() - start
+
+
+async def _concurrent_turns(
+    targets: list[tuple[str, str, int | None]], conns: int, per_conn: int, slices: int,
+    cpu: dict[str, dict[str, float]],
+) -> dict[str, dict[str, float]]:  # fmt: skip
+    """:func:`_concurrent` for several servers, taking turns in ``slices`` slices of
+    ``per_conn // slices`` calls per connection (each slice in a rotated order),
+    as :func:`_interleaved` does for one connection.
+
+    After each slice of a daemon with an audit writer, the writer is let finish
+    storing what the slice sent before the next server's slice starts, so its
+    work does not land in another server's time; how long it stayed busy is
+    reported (``writer_tail_ms``, per slice). The daemons named in ``cpu`` have
+    their CPU time counted over their slices, tail included.
+    """
+    sockets = {name: [await _open(url, pid is not None) for _ in range(conns)]
+               for name, url, pid in targets}  # fmt: skip
+    pids = {name: pid for name, _, pid in targets}
+    for name, group in sockets.items():
+        await _drive(group, 1, [], "w")  # warm up each connection
+        await _writer_idle(pids[name])
+    samples: dict[str, list[float]] = {name: [] for name in sockets}
+    wall = dict.fromkeys(sockets, 0.0)
+    tail = dict.fromkeys(sockets, 0.0)
+    names = list(sockets)
+    for turn in range(slices):
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            before = _cpu_snapshot(pids[name])
+            wall[name] += await _drive(sockets[name], per_conn // slices, samples[name],
+                                       f"s{turn}-")  # fmt: skip
+            tail[name] += await _writer_idle(pids[name])
+            if name in cpu:
+                after = _cpu_snapshot(pids[name])
+                cpu[name]["daemon_s"] += after[0] - before[0]
+                cpu[name]["writer_s"] += after[1] - before[1]
+                cpu[name]["calls"] += conns * (per_conn // slices)
+    await asyncio.gather(*(ws.close() for group in sockets.values() for ws in group))
+    return {name: {**_summary(samples[name], wall[name]),
+                   "writer_tail_ms": tail[name] / slices * 1e3} for name in names}  # fmt: skip
+
+
+async def _writer_idle(pid: int | None, timeout_s: float = 30.0) -> float:
+    """Wait until a daemon's child processes (its audit writer) have used no CPU for
+    0.1 s; the seconds it took, less that last 0.1 s. 0 for a server without one."""
+    if pid is None or not _children(pid):
+        return 0.0
+    start = time.perf_counter()
+    last = _cpu_snapshot(pid)[1]
+    while time.perf_counter() - start < timeout_s:
+        await asyncio.sleep(0.1)
+        now = _cpu_snapshot(pid)[1]
+        if now == last:
+            break
+        last = now
+    return max(0.0, time.perf_counter() - start - 0.1)
 
 
 def _median_round(rounds: list[dict[str, float]]) -> dict[str, float]:
@@ -253,9 +323,10 @@ async def _echo_server(cpus: tuple[int, int] | None) -> AsyncIterator[str]:
         echo.wait(timeout=10)
 
 
-async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
+async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 400,
               idle_conns: int = 1000, rounds: int = 5, traced: bool = True,
-              base_src: str | None = None, pin: bool = True) -> dict[str, Any]:  # fmt: skip
+              base_src: str | None = None, pin: bool = True,
+              slices: int = 4) -> dict[str, Any]:  # fmt: skip
     """The bare echo, exai with the audit trail off and on, and with ``traced`` exai
     with tracing on, every call sampled, exporting to a stand-in collector: all in
     the same rounds, each round with servers started for it. ``pin``: client and
@@ -299,24 +370,25 @@ async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
                                 if name != "exai_traced"]  # fmt: skip
                 for name, figures in (await _interleaved(taking_turns, sequential_n)).items():
                     runs[name]["sequential"].append(figures)
-                for name, url, pid in servers:
-                    is_exai = pid is not None
-                    if name == "exai_traced":
-                        runs[name]["sequential"].append(await _sequential(url, True, sequential_n))
-                    before = _cpu_snapshot(pid)
-                    runs[name]["concurrent"].append(
-                        await _concurrent(url, is_exai, conns, per_conn)
+                turns = await _concurrent_turns(
+                    [(name, url, pid) for name, url, pid in servers if name != "exai_traced"],
+                    conns, per_conn, slices, cpu,
+                )  # fmt: skip
+                for name, figures in turns.items():
+                    runs[name]["concurrent"].append(figures)
+                traced_url = next((url for name, url, _ in servers if name == "exai_traced"), None)
+                if traced_url is not None:
+                    runs["exai_traced"]["sequential"].append(
+                        await _sequential(traced_url, True, sequential_n)
                     )
-                    if name == "exai_traced":
-                        # Its spans are still being exported: let that end before the
-                        # next server's round, which it would otherwise slow down.
-                        await _quiesce(sink_port)
-                    if name in cpu:
-                        await asyncio.sleep(1.0)  # the writer stores what the round sent
-                        after = _cpu_snapshot(pid)
-                        cpu[name]["daemon_s"] += after[0] - before[0]
-                        cpu[name]["writer_s"] += after[1] - before[1]
-                        cpu[name]["calls"] += conns * per_conn
+                    # Half the calls: at a tenth of the throughput, as many would
+                    # take longer than all the other servers' turns together.
+                    runs["exai_traced"]["concurrent"].append(
+                        await _concurrent(traced_url, True, conns, per_conn // 2)
+                    )
+                    # Its spans are still being exported: let that end before the
+                    # next round's servers start.
+                    await _quiesce(sink_port)
         results: dict[str, Any] = {
             name: {mode: _median_round(r) for mode, r in modes.items()}
             for name, modes in runs.items()
@@ -332,6 +404,7 @@ async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 200,
             results["collector_posts"] = _collector_posts(sink_port)
         results["pinned"] = cpus is not None
         results["rounds"] = rounds
+        results["slice_calls"] = conns * (per_conn // slices)
         return results
     finally:
         if client_cpus is not None:
@@ -430,6 +503,8 @@ def report(r: dict[str, Any]) -> str:
         f"| calls/s at 50 connections, audit on against off | "
         f"{audit['throughput_on_off']:.2f}x | ≥ 0.8x |",
     ]
+    rows.append(f"| audit writer still busy after a slice of {r['slice_calls']:,} calls | "
+                f"{r['exai_audit']['concurrent']['writer_tail_ms']:.0f} ms | |")  # fmt: skip
     rows.append(f"| client and servers on cores of their own | "
                 f"{'yes' if r.get('pinned') else 'no'} | |")  # fmt: skip
     for name, label in (("exai", "audit off"), ("exai_audit", "audit on")):
