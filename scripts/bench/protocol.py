@@ -17,9 +17,10 @@ of them rather than on one. At 50 connections, one server after another with
 one turn each had let a burst fall on a single server's turn: in one run audit
 off kept 0.82x of the bare echo's calls/s and audit on 0.47x. After each
 50-connection slice of the daemon with the audit trail on, its writer is let
-finish storing what the slice sent before the next slice starts, and how long
-it stayed busy is reported: its work is counted as CPU per call, and does not
-land in another server's slice.
+finish storing what the slice sent (until it has used no CPU for 0.3 s, longer
+than the daemon's 0.2 s hand-over interval) before the next slice starts, and
+how long it stayed busy is reported: its work is counted as CPU per call, and
+does not land in another server's slice.
 Every round starts its servers afresh: daemons of the same code, each measured as
 a whole, differed by up to 76 µs at p50 in one run, and a median over fresh
 processes does not rest on one of them.
@@ -114,6 +115,9 @@ class Sink(BaseHTTPRequestHandler):
 
 ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Sink).serve_forever()
 """
+
+# How long an audit writer must use no CPU to count as done (see _writer_idle).
+_WRITER_QUIET_S = 0.3
 
 FRAME = json.dumps({"op": "call_tool", "request_id": "r", "name": "echo",
                     "arguments": {"text": "x" * 64}})  # fmt: skip
@@ -219,7 +223,8 @@ async def _concurrent_turns(
     After each slice of a daemon with an audit writer, the writer is let finish
     storing what the slice sent before the next server's slice starts, so its
     work does not land in another server's time; how long it stayed busy is
-    reported (``writer_tail_ms``, per slice). The daemons named in ``cpu`` have
+    reported (``writer_tail_ms``, per slice, until its last use of CPU: the
+    daemon's last hand-over of the slice included). The daemons named in ``cpu`` have
     their CPU time counted over their slices, tail included.
     """
     sockets = {name: [await _open(url, pid is not None) for _ in range(conns)]
@@ -250,18 +255,24 @@ async def _concurrent_turns(
 
 async def _writer_idle(pid: int | None, timeout_s: float = 30.0) -> float:
     """Wait until a daemon's child processes (its audit writer) have used no CPU for
-    0.1 s; the seconds it took, less that last 0.1 s. 0 for a server without one."""
+    ``_WRITER_QUIET_S``; the seconds until their last use. 0 for a server without one.
+
+    The quiet spell is longer than the daemon's hand-over interval
+    (``EXAI_AUDIT_FLUSH_INTERVAL_S``, 0.2 s), so the slice's last batch, still in
+    the daemon's buffer when the slice ends, is handed over and stored within it.
+    """
     if pid is None or not _children(pid):
         return 0.0
-    start = time.perf_counter()
+    start = busy_until = time.perf_counter()
     last = _cpu_snapshot(pid)[1]
     while time.perf_counter() - start < timeout_s:
-        await asyncio.sleep(0.1)
-        now = _cpu_snapshot(pid)[1]
-        if now == last:
+        await asyncio.sleep(0.05)
+        now, spent = time.perf_counter(), _cpu_snapshot(pid)[1]
+        if spent != last:
+            last, busy_until = spent, now
+        elif now - busy_until >= _WRITER_QUIET_S:
             break
-        last = now
-    return max(0.0, time.perf_counter() - start - 0.1)
+    return busy_until - start
 
 
 def _median_round(rounds: list[dict[str, float]]) -> dict[str, float]:
