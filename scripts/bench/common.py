@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -20,6 +19,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from websockets.asyncio.client import connect
+
+from exai.emulators.ports import free_port as free_port
 
 __all__ = [
     "BaselineMissing",
@@ -35,12 +36,6 @@ __all__ = [
 class BaselineMissing(Exception):
     """What a benchmark compares against is not on this machine (another project's
     source, say): ``make bench`` reports it as not run, with this message, and goes on."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def wait_for_port(port: int, timeout: float = 30.0) -> None:

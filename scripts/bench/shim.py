@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,17 +33,12 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from exai.client import ExaiClient
+from exai.emulators.ports import free_port
 
 __all__ = ["main", "report", "run"]
 
 TEXT = "x" * 64
 TARGET_ADDED_P50_MS = 1.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class _JsonRpcShim:
@@ -157,7 +151,7 @@ async def run(
     n: int = 3000, sdk_n: int = 1000, rounds: int = 10, warmup: int = 200
 ) -> dict[str, Any]:
     tmp = tempfile.mkdtemp(prefix="exai-bench-shim-")
-    port, http_port = _free_port(), _free_port()
+    port, http_port = free_port(), free_port()
     env = {**os.environ, "EXAI_WS_PORT": str(port), "EXAI_WS_HOST": "127.0.0.1",
            "EXAI_HTTP_PORT": str(http_port), "EXAI_DATA_DIR": tmp, "EXAI_LOG_LEVEL": "warning",
            "EXAI_RATE_LIMIT_PER_MIN": "0",

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from exai.emulators.ports import free_port
 from exai.subprocesses import child_environment
 
 __all__ = ["CONFIG", "TempHaproxy", "ensure_haproxy"]
@@ -48,12 +49,6 @@ def ensure_haproxy() -> str:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class TempHaproxy:
     """``haproxy -f deploy/haproxy.cfg`` on a loopback port, for up to three daemons."""
 
@@ -62,7 +57,7 @@ class TempHaproxy:
             raise ValueError(f"the configuration has {_SERVERS} servers")
         self.config = config
         self.daemon_ports = list(daemon_ports)
-        self.port = _free_port()
+        self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -72,7 +67,7 @@ class TempHaproxy:
 
     def environment(self) -> dict[str, str]:
         # A server without a daemon points at a port nobody listens on: marked down.
-        ports = self.daemon_ports + [_free_port() for _ in range(_SERVERS - len(self.daemon_ports))]
+        ports = self.daemon_ports + [free_port() for _ in range(_SERVERS - len(self.daemon_ports))]
         env = {"EXAI_LB_BIND": f"127.0.0.1:{self.port}"}
         env.update({f"EXAI_DAEMON_{i + 1}": f"127.0.0.1:{p}" for i, p in enumerate(ports)})
         return env

@@ -18,13 +18,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import weakref
 from pathlib import Path
 from types import TracebackType
 
+from exai.emulators.ports import free_port
 from exai.subprocesses import child_environment
 
 __all__ = ["TempPostgres"]
@@ -46,12 +46,6 @@ def _bindir() -> Path:
     if not (path / "initdb").exists():
         raise RuntimeError(f"no initdb in {path}: install the Postgres server binaries")
     return path
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _cleanup(directory: str, pg_ctl: list[str], data: str) -> None:
@@ -108,7 +102,7 @@ class TempPostgres:
         log = directory / "postgres.log"
         last_error = ""
         for _ in range(5):
-            port = _free_port()
+            port = free_port()
             options = (
                 f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off"
                 " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"

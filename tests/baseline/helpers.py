@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 from exai.baseline.client import ClientConfig
@@ -10,14 +9,9 @@ from exai.baseline.progress import Progress
 from exai.baseline.records import CallRecord
 from exai.baseline.results import RunResult
 from exai.baseline.workload import Workload, WorkloadSet
+from exai.emulators.ports import free_port as free_port
 
 __all__ = ["RecordingProgress", "fast_client", "free_port", "synthetic_run", "workloads"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def fast_client(**overrides: Any) -> ClientConfig:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import pytest
 
 from exai.app import App
 from exai.bridge import Bridge
+from exai.emulators.ports import free_port as free_port
 from tests.conftest import make_settings, running_daemon
 from tests.reliability.harness import listening
 
@@ -24,12 +24,6 @@ FIXTURE = Path(__file__).with_name("fixture_server.py")
 
 def stdio_server_entry(**extra: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": [str(FIXTURE), "stdio"], **extra}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class HttpFixture:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from exai.emulators.ports import free_port as free_port
 from tests.reliability.harness import listening
 
 __all__ = ["EXAI", "Ran", "clean_env", "finish", "free_port", "listening", "run_exai", "spawn_exai"]
@@ -71,9 +71,3 @@ async def run_exai(
     """Run ``exai ARGS`` to its end."""
     proc = await spawn_exai(*args, env=env, cwd=cwd, stdin=stdin is not None)
     return await finish(proc, stdin)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

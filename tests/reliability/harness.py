@@ -34,6 +34,7 @@ from websockets.frames import Frame, Opcode
 
 from exai.audit.events import COLUMNS
 from exai.client import ExaiClient
+from exai.emulators.ports import free_port as free_port
 from exai.emulators.postgrest import PostgrestEmulator, Table
 from exai.emulators.provider import EmulatorServer
 
@@ -79,12 +80,6 @@ def scaled(n: float, minimum: int = 1) -> int:
 def results_dir() -> Path:
     root = Path(__file__).resolve().parents[2]
     return Path(os.environ.get("EXAI_RELIABILITY_RESULTS") or root / "build" / "reliability")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def listening(port: int, timeout_s: float = 0.5) -> bool:

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,15 +24,10 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from prometheus_client.parser import text_string_to_metric_families
 
+from exai.emulators.ports import free_port as free_port
 from tests.reliability.harness import listening
 
 __all__ = ["DaemonProcess", "free_port", "mcp_session", "shim_command", "shim_env"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class DaemonProcess:
