@@ -80,7 +80,8 @@ def _percentile(samples: list[int], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000.0
 
 
-async def _emit_cost(mode: str, events: int, emulator: PostgrestEmulator) -> dict[str, float]:
+async def _emit_cost(mode: str, events: int, emulator: PostgrestEmulator,
+                     stop_timeout_s: float) -> dict[str, float]:  # fmt: skip
     """Time each emit call while the writer and shipper run in the background."""
     with tempfile.TemporaryDirectory() as tmp:
         emulator.healthy()
@@ -97,13 +98,14 @@ async def _emit_cost(mode: str, events: int, emulator: PostgrestEmulator) -> dic
                 trail.emit("call_finished", **_fields(i))
                 samples.append(clock() - before)
             await asyncio.sleep(0)
-        await trail.stop(timeout_s=5.0)
+        await trail.stop(timeout_s=stop_timeout_s)
         emulator.healthy()
     return {"p50_us": _percentile(samples, 0.50), "p99_us": _percentile(samples, 0.99),
             "mean_us": statistics.fmean(samples) / 1000.0}  # fmt: skip
 
 
-async def _ingest_rate(events: int, emulator: PostgrestEmulator) -> dict[str, float]:
+async def _ingest_rate(events: int, emulator: PostgrestEmulator,
+                       stop_timeout_s: float) -> dict[str, float]:  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         emulator.hang()
         trail = AuditTrail(_settings(Path(tmp), emulator), send_timeout_s=600.0)
@@ -117,7 +119,7 @@ async def _ingest_rate(events: int, emulator: PostgrestEmulator) -> dict[str, fl
         await _until(lambda: trail.stats()["buffered"] == 0)
         durable = time.perf_counter()
         backlog = trail.stats()["backlog"]
-        await trail.stop(timeout_s=5.0)
+        await trail.stop(timeout_s=stop_timeout_s)
         emulator.healthy()
     assert backlog == events, f"expected {events} events in the outbox, found {backlog}"
     return {
@@ -154,12 +156,15 @@ async def _shipping_rate(events: int, batch_size: int, emulator: PostgrestEmulat
             "requests": len(emulator.writes())}  # fmt: skip
 
 
-async def _run(events: int, ship_events: int, batch_sizes: list[int]) -> dict[str, Any]:
+async def _run(events: int, ship_events: int, batch_sizes: list[int],
+               stop_timeout_s: float = 5.0) -> dict[str, Any]:  # fmt: skip
+    """``stop_timeout_s``: how long a trail whose sink hangs is given to stop (it
+    waits that long for the sink before it gives up and keeps the backlog)."""
     emulator = PostgrestEmulator({"audit_events": _TABLE}, api_key=_KEY).start()
     try:
-        emit = {mode: await _emit_cost(mode, events // 5, emulator)
+        emit = {mode: await _emit_cost(mode, events // 5, emulator, stop_timeout_s)
                 for mode in ("off", "healthy", "hanging")}  # fmt: skip
-        ingest = await _ingest_rate(events, emulator)
+        ingest = await _ingest_rate(events, emulator, stop_timeout_s)
         shipping = [await _shipping_rate(ship_events, size, emulator) for size in batch_sizes]
     finally:
         emulator.stop()
