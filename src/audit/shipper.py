@@ -12,6 +12,7 @@ idempotency on ``event_id`` absorbs the batch that may be sent twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -21,7 +22,6 @@ from tenacity import (
     AsyncRetrying,
     RetryCallState,
     retry_if_exception_type,
-    stop_never,
     wait_random_exponential,
 )
 
@@ -40,7 +40,13 @@ def _read_batch(outbox: AuditOutbox, limit: int) -> Batch:
 
 
 class Shipper:
-    """Drains an outbox into a sink. Run :meth:`run` as a task; cancel it to stop."""
+    """Drains an outbox into a sink. Run :meth:`run` as a task; :meth:`stop` ends it
+    after the batch in flight.
+
+    Cancelling it mid-batch is safe (nothing is lost) but not clean: a send that
+    runs in a thread, as the ``jsonl`` sink's write does, finishes after the
+    cancellation, unacknowledged, and the batch goes to the sink again.
+    """
 
     def __init__(
         self,
@@ -66,16 +72,29 @@ class Shipper:
         self.last_error: str | None = None
         self.last_shipped_at: float | None = None
         self.oldest_ts: str | None = None
+        self._stopping = asyncio.Event()
 
     async def run(self) -> None:
-        while True:
+        """Ship until :meth:`stop`; a batch the sink keeps refusing is left for later."""
+        while not self._stopping.is_set():
             rows, events, self.oldest_ts = await self._thread.call(
                 _read_batch, self._outbox, self._batch_size
             )
             if rows:
-                await self._deliver(rows, events)
+                try:
+                    await self._deliver(rows, events)
+                except SinkUnavailable:  # only once stopping: it retries until then
+                    return
             if len(rows) < self._batch_size:
-                await asyncio.sleep(self._interval_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), self._interval_s)
+
+    def stop(self) -> None:
+        """End :meth:`run` once the batch in flight is acknowledged, or its attempt fails."""
+        self._stopping.set()
+
+    def _stopped(self, state: RetryCallState) -> bool:
+        return self._stopping.is_set()
 
     async def ship_pending(self, deadline: float) -> int:
         """One attempt per batch until the outbox is empty, a send fails, or ``deadline``.
@@ -105,7 +124,7 @@ class Shipper:
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(SinkUnavailable),
             wait=wait_random_exponential(multiplier=self._interval_s, max=self._backoff_max_s),
-            stop=stop_never,
+            stop=self._stopped,
             before_sleep=self._before_retry,
             reraise=True,
         )

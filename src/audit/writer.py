@@ -127,10 +127,8 @@ class AuditWriter:
         """Serve the daemon until ``stop`` or the end of input; then close."""
         assert self._shipper is not None and self._sink is not None
         store = asyncio.create_task(self._store_loop(), name="audit-store")
-        tasks = [
-            asyncio.create_task(self._ship_loop(), name="audit-ship"),
-            asyncio.create_task(self._status_loop(), name="audit-status"),
-        ]
+        ship = asyncio.create_task(self._ship_loop(), name="audit-ship")
+        status = asyncio.create_task(self._status_loop(), name="audit-status")
         stop_timeout_s: float | None = None
         while True:
             message = await read_message(reader)
@@ -146,17 +144,20 @@ class AuditWriter:
                 raise FrameError(f"unexpected message {message[0]!r}")
         started = time.monotonic()
         deadline = started + (stop_timeout_s if stop_timeout_s is not None else _ORPHAN_STORE_S)
-        for task in tasks:
-            task.cancel()
+        # The shipper ends after the batch it is sending, so that batch is acknowledged
+        # rather than sent again below; past the deadline it is cancelled.
+        self._shipper.stop()
+        status.cancel()
         self._closing = True  # a write in progress finishes; then the loop ends
         self._arrived.set()
-        await asyncio.gather(store, *tasks, return_exceptions=True)
+        await asyncio.gather(store, status, return_exceptions=True)
         while self._waiting and time.monotonic() < deadline:
             if not await self._store_waiting():
                 await asyncio.sleep(min(self.config.retry_interval_s, 1.0))
         if self._waiting:
             unstored = sum(len(batch[3]) for batch in self._waiting)
             self._log.error("audit events not stored at exit", lost=unstored)
+        await _within(ship, deadline)
         if stop_timeout_s is not None:
             await _within(self._shipper.ship_pending(deadline), deadline)
         if not await _within(self._sink.close(), deadline, floor_s=0.5):
@@ -215,6 +216,7 @@ class AuditWriter:
         while True:
             try:
                 await self._shipper.run()
+                return  # stopped
             except Exception as exc:
                 self._shipper.last_error = f"shipper: {type(exc).__name__}: {exc}"
                 self._log.exception("audit shipper failed; restarting")
