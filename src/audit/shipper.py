@@ -96,6 +96,12 @@ class Shipper:
     def _stopped(self, state: RetryCallState) -> bool:
         return self._stopping.is_set()
 
+    async def _backoff(self, seconds: float) -> None:
+        """Tenacity's sleep between attempts, cut short by :meth:`stop`: a sink that is
+        down then gets one more attempt at once, rather than holding up the stop."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
     async def ship_pending(self, deadline: float) -> int:
         """One attempt per batch until the outbox is empty, a send fails, or ``deadline``.
 
@@ -125,6 +131,7 @@ class Shipper:
             retry=retry_if_exception_type(SinkUnavailable),
             wait=wait_random_exponential(multiplier=self._interval_s, max=self._backoff_max_s),
             stop=self._stopped,
+            sleep=self._backoff,
             before_sleep=self._before_retry,
             reraise=True,
         )
