@@ -86,8 +86,7 @@ class Shipper:
                 except SinkUnavailable:  # only once stopping: it retries until then
                     return
             if len(rows) < self._batch_size:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), self._interval_s)
+                await self.pause(self._interval_s)
 
     def stop(self) -> None:
         """End :meth:`run` once the batch in flight is acknowledged, or its attempt fails."""
@@ -96,9 +95,10 @@ class Shipper:
     def _stopped(self, state: RetryCallState) -> bool:
         return self._stopping.is_set()
 
-    async def _backoff(self, seconds: float) -> None:
-        """Tenacity's sleep between attempts, cut short by :meth:`stop`: a sink that is
-        down then gets one more attempt at once, rather than holding up the stop."""
+    async def pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or until :meth:`stop`. Every wait of the shipper's is one,
+        tenacity's between attempts included: a sink that is down then gets one more
+        attempt at once, rather than holding up the stop."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
@@ -131,7 +131,7 @@ class Shipper:
             retry=retry_if_exception_type(SinkUnavailable),
             wait=wait_random_exponential(multiplier=self._interval_s, max=self._backoff_max_s),
             stop=self._stopped,
-            sleep=self._backoff,
+            sleep=self.pause,
             before_sleep=self._before_retry,
             reraise=True,
         )

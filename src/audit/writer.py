@@ -220,7 +220,7 @@ class AuditWriter:
             except Exception as exc:
                 self._shipper.last_error = f"shipper: {type(exc).__name__}: {exc}"
                 self._log.exception("audit shipper failed; restarting")
-                await asyncio.sleep(self.config.backoff_max_s)
+                await self._shipper.pause(self.config.backoff_max_s)
 
     async def _status_loop(self) -> None:
         interval = min(self.config.ship_interval_s, _STATUS_INTERVAL_S)

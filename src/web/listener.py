@@ -21,18 +21,17 @@ The hooks are httptools' parser callbacks (``on_message_begin``,
 ``on_headers_complete``, ``on_message_complete``), which uvicorn's
 ``HttpToolsProtocol`` implements, and asyncio's ``connection_made``,
 ``data_received`` and ``connection_lost``; each calls uvicorn's own first or last.
+uvicorn is pinned to the minor release this was written against, and
+``tests/web/test_listener.py`` holds the seam.
 
 A refusal or a 408 is answered with a *lingering close*, as nginx and Apache
 do: the answer, then a FIN, then whatever the client still sends is read and
-dropped until it closes or ``LINGER_S`` passes. Refused connections are not
-counted against the caps, so no more of them linger at once than the cap on
-all connections; past that they are closed at once. Closing a socket with unread
-bytes in it sends a reset, and a reset can reach the client before it has
-read the answer, which it then never sees: a client that was still sending
-its headers (the very case of the 408) would see "connection reset" instead
-of why. uvicorn is pinned
-to the minor release this was written against, and ``tests/web/test_listener.py``
-holds the seam.
+dropped until it closes or ``LINGER_S`` passes. Closing a socket with unread
+bytes in it sends a reset, and a reset can reach the client before it has read
+the answer, which it then never sees: a client that was still sending its
+headers (the very case of the 408) would see "connection reset" instead of
+why. Refused connections are not counted against the caps, so no more of them
+linger at once than the cap on all connections; past that they are closed at once.
 """
 
 from __future__ import annotations
