@@ -144,3 +144,32 @@ def test_a_short_jwt_secret_gets_exais_own_message(monkeypatch):
         load_settings(_env_file=None)
     assert str(info.value).startswith("EXAI_JWT_SECRET: 10 bytes is too short for HS256")
     assert "0123456789" not in str(info.value)
+
+
+def test_misspelt_names_are_found_in_every_source_with_the_closest_setting():
+    from exai.settings import misspelt
+    from exai.settings.sources import Source
+
+    sources = [Source("the environment", {"EXAI_WS_PROT": "1", "PATH": "/bin", "GLM_HOME": "x"}),
+               Source("/p/.env", {"KIMI_APIKEY": "k", "EXAI_WS_PORT": "1"}),
+               Source("/u/env", {"ZHIPUAI_TOKEN": "z", "EXAI_BENCH_MCP": "1"})]  # fmt: skip
+    found = misspelt(sources)
+    assert [line.split(" is not")[0] for line in found] == [
+        "EXAI_WS_PROT (set in the environment)", "KIMI_APIKEY (set in /p/.env)",
+        "ZHIPUAI_TOKEN (set in /u/env)"]  # fmt: skip
+    assert [line.rsplit(" ", 1)[1] for line in found] == [
+        "EXAI_WS_PORT?", "KIMI_API_KEY?", "ZHIPUAI_API_KEY?"]  # fmt: skip
+
+
+def test_changed_names_the_source_that_wins_and_leaves_defaults_out(monkeypatch):
+    from exai.settings import changed
+    from exai.settings.sources import Source
+
+    environment = {"EXAI_WS_PORT": "9001", "EXAI_WS_HOST": "127.0.0.1", "ZAI_API_KEY": "zk"}
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings(_env_file=None)
+    sources = [Source("the environment", environment), Source("/p/.env", {"EXAI_WS_PORT": "7000"})]
+    rows = {name: (value, where) for name, value, where in changed(settings, sources)}
+    assert rows == {"EXAI_WS_PORT": (9001, "the environment"),
+                    "GLM_API_KEY": ("****", "the environment, as ZAI_API_KEY")}  # fmt: skip

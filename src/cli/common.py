@@ -10,9 +10,9 @@ from __future__ import annotations
 import sys
 from typing import Any, NoReturn
 
-from exai.settings import Settings, SettingsError, load_settings
+from exai.settings import Settings, SettingsError, load_settings, misspelt, read_sources
 
-__all__ = ["EXIT_FAILED", "EXIT_USAGE", "fail", "load_or_exit", "say"]
+__all__ = ["EXIT_FAILED", "EXIT_USAGE", "fail", "load_or_exit", "say", "warn_misspelt"]
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
 
@@ -34,3 +34,9 @@ def load_or_exit(**overrides: Any) -> Settings:
         return load_settings(**{k: v for k, v in overrides.items() if v is not None})
     except SettingsError as exc:
         fail(*exc.problems)
+
+
+def warn_misspelt() -> None:
+    """Warn, one line each, about variables meant for exai that it ignores (a misspelt
+    name is otherwise silent: the setting keeps its default)."""
+    say(*(f"warning: {line}" for line in misspelt(read_sources())))

@@ -2,7 +2,10 @@
 
 ``exai config`` checks the settings as ``exai serve`` does (the values, and the
 files and model names they point at; see :mod:`exai.cli.preflight`), so a
-setting it accepts does not stop the daemon later.
+setting it accepts does not stop the daemon later, and warns as it does about a
+variable that looks meant for exai but is ignored (:mod:`exai.settings.sources`).
+``--changed`` shows only what differs from the defaults, and where each value
+came from.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ import json
 import sys
 from pathlib import Path
 
-from exai.cli.common import EXIT_USAGE, fail, load_or_exit, say
+from exai.cli.common import EXIT_USAGE, fail, load_or_exit, say, warn_misspelt
 from exai.cli.numbers import number
-from exai.settings import SettingsError, env_files
+from exai.settings import SettingsError, changed, env_files, read_sources
 
 __all__ = ["register"]
 
@@ -26,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "then ./.env, then ~/.config/exai/env; the first that sets a variable "
                        "wins.")  # fmt: skip
     c.add_argument("--json", action="store_true", help="print JSON")
+    c.add_argument("--changed", action="store_true",
+                   help="only the settings that differ from their defaults, and where each "
+                   "value came from")  # fmt: skip
     c.add_argument("--example", action="store_true",
                    help="print .env.example: every setting with its default")  # fmt: skip
     c.add_argument("--reference", action="store_true",
@@ -57,6 +63,7 @@ def _config(args: argparse.Namespace) -> int:
 
         print(env_example() if args.example else settings_reference(), end="")
         return 0
+    warn_misspelt()
     settings = load_or_exit()
     from exai.cli.preflight import check_settings
 
@@ -68,6 +75,8 @@ def _config(args: argparse.Namespace) -> int:
         say(f"{variable}: {name!r} is not in the catalogue; the daemon will look for it among "
             "the models the OpenAI-compatible server reports at start-up")  # fmt: skip
     print("settings from: " + ", then ".join(sources()), file=sys.stderr)
+    if args.changed:
+        return _print_changed(changed(settings, read_sources()), as_json=args.json)
     values = settings.masked()
     if args.json:
         print(json.dumps(values, indent=2, default=str))
@@ -77,6 +86,28 @@ def _config(args: argparse.Namespace) -> int:
             shown = ",".join(value) if isinstance(value, list) else value
             print(f"{key.ljust(width)}  {shown}")
     return 0
+
+
+def _print_changed(rows: list[tuple[str, object, str]], *, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({name: {"value": value, "from": where} for name, value, where in rows},
+                         indent=2, default=str))  # fmt: skip
+        return 0
+    shown = [(name, _as_written(value), where) for name, value, where in rows]
+    width = max((len(name) for name, _, _ in shown), default=0)
+    value_width = max((len(value) for _, value, _ in shown), default=0)
+    for name, value, where in shown:
+        print(f"{name.ljust(width)}  {value.ljust(value_width)}  from {where}")
+    if not rows:
+        say("every setting has its default")
+    return 0
+
+
+def _as_written(value: object) -> str:
+    """A value as its variable would be written (``false``, ``a,b``)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return ",".join(value) if isinstance(value, list) else str(value)
 
 
 def _token_issue(args: argparse.Namespace) -> int:

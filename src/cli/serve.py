@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from exai.cli.common import EXIT_FAILED, EXIT_USAGE, fail, load_or_exit, say
+from exai.cli.common import EXIT_FAILED, EXIT_USAGE, fail, load_or_exit, say, warn_misspelt
 from exai.cli.numbers import number
 from exai.redact import mask_url_credentials
 from exai.settings import Settings, SettingsError
@@ -62,6 +62,7 @@ def pid_file(settings: Settings, port: int | None = None) -> Path:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    warn_misspelt()
     settings = load_or_exit(ws_host=args.host, ws_port=args.port)
     from exai.audit.scrub import log_scrubber, text_scrubber
     from exai.cli.preflight import check_settings

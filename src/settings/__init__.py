@@ -15,8 +15,9 @@ declares its settings; :mod:`~exai.settings.model` joins them into
 :class:`Settings`; :mod:`~exai.settings.values` parses the values that are small
 languages (budgets, memory type weights, the token list); :mod:`~exai.settings.env`
 loads them and writes ``.env.example``, :mod:`~exai.settings.reference` writes
-``docs/settings.md``. Settings carry plain data and import nothing of exai's but
-:mod:`exai.redact`.
+``docs/settings.md``; :mod:`~exai.settings.sources` says where each value came from
+and which variables look meant for exai but are ignored. Settings carry plain data
+and import nothing of exai's but :mod:`exai.redact`.
 """
 
 from __future__ import annotations
@@ -25,14 +26,18 @@ from exai.settings.env import SettingsError, env_example, load_settings
 from exai.settings.fields import env_files, user_env_file
 from exai.settings.model import Settings, env_name
 from exai.settings.reference import settings_reference
+from exai.settings.sources import changed, misspelt, read_sources
 
 __all__ = [
     "Settings",
     "SettingsError",
+    "changed",
     "env_example",
     "env_files",
     "env_name",
     "load_settings",
+    "misspelt",
+    "read_sources",
     "settings_reference",
     "user_env_file",
 ]

@@ -36,6 +36,13 @@ does not know in `EXAI_DEFAULT_MODEL`, `EXAI_FALLBACK_MODELS` or a rule of \
 `EXAI_ROUTING_RULES`, and a file that `EXAI_MODELS_FILE` or `EXAI_MCP_SERVERS_FILE` names \
 but that cannot be read.
 
+A name exai does not read is ignored, so both also warn, one line each, about a variable \
+that looks meant for exai: any `EXAI_*` name that is not a setting, and a name close to a \
+provider key's (`KIMI_APIKEY`, `GLM_API_TOKEN`). The warning says where it was set and the \
+setting it was probably meant to be (`did you mean EXAI_WS_PORT?`); the daemon starts all \
+the same. `exai config --changed` lists only the settings that differ from their defaults \
+and where each value came from (the environment, or the file's path), secrets masked.
+
 A daemon started in the background (by the shim's autostart, or `exai serve --detach`) gets \
 the exai settings of the environment it was started from (not the rest of an IDE's \
 environment), the `.env` of its working directory, and the user's file.
