@@ -45,6 +45,7 @@ from exai.protocol import (
 from exai.tools.artifacts import may_spill, spill_if_large
 from exai.tools.base import NullAudit, ToolContext, ToolResult
 from exai.tracing import state as tracing_state
+from exai.tracing.errors import describe_error
 
 if TYPE_CHECKING:
     from exai.daemon.dispatch import Dispatcher
@@ -158,7 +159,8 @@ def _outcome(
             log.exception("tool returned an unsendable result")
             error = InternalError(f"{tool} returned an invalid result: {exc}")
     assert error is not None
-    log.info("call failed", code=error.code.value, message=error.message,
+    log.info("call failed", code=error.code.value,
+             error=describe_error(error, content=tracing_state.content),
              latency_ms=round(latency_ms, 2))  # fmt: skip
     return dump_frame_bytes(error_result(call.request_id, tool, error, latency_ms,
                                          trace_id)), error  # fmt: skip

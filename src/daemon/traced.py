@@ -61,9 +61,8 @@ class CallSpan:
         if result is not None and sp.is_recording():
             tracing.set_attributes(sp, _result_attributes(result.metadata))
         if error is not None:
-            tracing.fail(sp, error)
             tracing.fail(self.parent, error)
-        sp.end()
+        tracing.finish(sp, error)
         with contextlib.suppress(ValueError):  # detached from another context: harmless
             otel_context.detach(self.token)
 

@@ -11,12 +11,14 @@ collector, and a dead collector loses spans, never calls.
 What the rest of exai uses:
 
 - :data:`state` (``state.tracer``, ``state.content``): whether tracing is on,
-  and whether prompt and completion text may be put on spans
-  (``EXAI_TRACE_CONTENT``; off unless an operator turns it on);
+  and whether prompt and completion text may be put on spans and error
+  messages into their status and the log (``EXAI_TRACE_CONTENT``; off unless
+  an operator turns it on);
 - :func:`span`: a context manager for the spans where the work happens (a model
   turn, a provider request, a store write); it yields ``None`` when tracing is
-  off, and records an error on the span as exai reports it (status ``ERROR``,
-  ``error.type`` the exai error code);
+  off, ends the span with status ``OK`` when the block does, and records an
+  error on the span as exai reports it (status ``ERROR`` with
+  :func:`describe_error`'s text, ``error.type`` the exai error code);
 - :func:`start` / :func:`finish`: the same for spans that begin in one place
   and end in another (a WebSocket call ends when its task does);
 - :func:`extract`: the context a W3C ``traceparent`` and ``tracestate`` carry,
@@ -42,9 +44,11 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from exai.errors import ExaiError
+from exai.tracing.errors import ERROR_TEXT_MAX, describe_error, error_code, stack_without_message
 
 __all__ = [
     "CLIENT",
+    "ERROR_TEXT_MAX",
     "INTERNAL",
     "ROOT",
     "SERVER",
@@ -52,6 +56,7 @@ __all__ = [
     "Span",
     "activate",
     "carrier",
+    "describe_error",
     "event",
     "extract",
     "extract_from",
@@ -65,6 +70,7 @@ __all__ = [
     "span",
     "start",
     "state",
+    "succeed",
     "trace_id",
     "trace_id_of",
 ]
@@ -193,29 +199,53 @@ def activate(sp: Span | None) -> Iterator[None]:
 
 
 def finish(sp: Span | None, error: BaseException | None = None) -> None:
+    """End ``sp``: failed with ``error``, else a success (status ``OK``) unless it
+    was marked failed before."""
     if sp is None:
         return
     if error is not None:
         fail(sp, error)
+    else:
+        succeed(sp)
     sp.end()
+
+
+def succeed(sp: Span | None) -> None:
+    """Status ``OK`` on a span that ends well; a span already failed stays failed
+    (the SDK would let ``OK`` overwrite ``ERROR``, so it is checked here)."""
+    if sp is None or not sp.is_recording():
+        return
+    status = getattr(sp, "status", None)
+    if status is None or status.status_code is StatusCode.UNSET:
+        sp.set_status(Status(StatusCode.OK))
 
 
 def fail(sp: Span | None, error: BaseException | Any) -> None:
     """Mark ``sp`` failed as exai reports it: ``error.type`` and ``exai.error.code``
-    are the exai error code; a bug (not an ExaiError) is also recorded as an exception."""
+    are the exai error code; a bug (not an ExaiError) is also recorded as an exception.
+
+    The status description is :func:`~exai.tracing.errors.describe_error`: with
+    content off, the code and the vendor's status and code, never the message,
+    which may quote the prompt; a bug's exception event then carries its type and
+    frames, not its message.
+    """
     if sp is None or not sp.is_recording():
         return
-    code = getattr(error, "code", None)
-    code = getattr(code, "value", code)
-    if isinstance(error, ExaiError) or isinstance(code, str):
-        message = getattr(error, "message", str(error))
+    content = state.content
+    code = error_code(error)
+    if isinstance(error, ExaiError) or code is not None:
         sp.set_attributes({"error.type": str(code), "exai.error.code": str(code)})
-        sp.set_status(Status(StatusCode.ERROR, str(message)[:500]))
+        sp.set_status(Status(StatusCode.ERROR, describe_error(error, content=content)))
         return
     sp.set_attribute("error.type", type(error).__qualname__)
     if isinstance(error, BaseException):
-        sp.record_exception(error)
-    sp.set_status(Status(StatusCode.ERROR, str(error)[:500]))
+        if content:
+            sp.record_exception(error)
+        else:
+            where = stack_without_message(error)
+            sp.add_event("exception", {"exception.type": type(error).__qualname__,
+                                       "exception.stacktrace": where})  # fmt: skip
+    sp.set_status(Status(StatusCode.ERROR, describe_error(error, content=content)))
 
 
 def event(name: str, attributes: Mapping[str, Any] | None = None) -> None:
@@ -261,6 +291,7 @@ def span(
                 raise
             fail(sp, _Cancelled() if _is_cancel(exc) else exc)
             raise
+        succeed(sp)
 
 
 def set_attributes(sp: Span | None, attributes: Mapping[str, Any]) -> None:

@@ -101,6 +101,7 @@ def configure(settings: Settings, scrub: Callable[[str], str] | None = None) -> 
     url = traces_url(settings.otel_exporter_otlp_endpoint,
                      settings.otel_exporter_otlp_traces_endpoint)  # fmt: skip
     if url is None:
+        state.content = settings.trace_content  # it also decides what error text the log gets
         return False
     secret = settings.otel_exporter_otlp_headers
     headers = headers_from(secret.get_secret_value() if secret is not None else None)

@@ -243,7 +243,7 @@ class _Frames:
         if task is None or span is None:
             tracing.finish(span)
         else:
-            task.add_done_callback(lambda _task: span.end())
+            task.add_done_callback(lambda _task: tracing.finish(span))
 
     def _other(self, frame: Any) -> None:
         core, session = self.core, self.session

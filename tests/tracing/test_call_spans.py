@@ -70,6 +70,19 @@ async def test_a_chat_call_is_one_trace_with_genai_attributes(
                for s in spans.all)  # fmt: skip
 
 
+async def test_every_span_of_a_call_that_succeeds_has_status_ok(
+    tmp_path, emulator, spans, client_factory
+):
+    async with running_daemon(_settings(tmp_path, emulator)) as daemon:
+        client = await client_factory(daemon)
+        res = await client.call("chat", {"prompt": "what is WAL?", "model": "kimi-k2.6"})
+        echoed = await client.call("echo", {"text": "hi"})
+    assert res.error is None and echoed.error is None
+    names = {s.name for s in spans.all}
+    assert {"call_tool chat", "execute_tool chat", "chat kimi-k2.6", "call_tool echo"} <= names
+    assert {s.name: s.status.status_code for s in spans.all} == dict.fromkeys(names, StatusCode.OK)
+
+
 async def test_a_streamed_call_records_the_time_to_first_chunk(
     tmp_path, emulator, spans, client_factory
 ):
