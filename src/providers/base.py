@@ -28,6 +28,7 @@ from typing import Any, Literal
 from exai.providers.reasoning import ReplayRule
 
 __all__ = [
+    "EFFORTS",
     "ChatRequest",
     "ChatResponse",
     "Delta",
@@ -38,6 +39,11 @@ __all__ = [
 ]
 
 
+# Reasoning effort levels, least to most, as the OpenAI, Anthropic and Z.ai APIs name
+# them between them; a model takes some of them (the catalogue's reasoning_efforts).
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
 @dataclass(slots=True)
 class Usage:
     prompt_tokens: int = 0
@@ -46,6 +52,9 @@ class Usage:
     # Prompt tokens the vendor served from its prompt cache and bills at the cached
     # price; they are part of ``prompt_tokens``, not in addition to them.
     cached_prompt_tokens: int = 0
+    # Searches the vendor ran for the answer and bills per call (Moonshot's
+    # ``$web_search``, Z.ai's ``web_search`` tool), on top of the tokens.
+    web_searches: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -56,6 +65,7 @@ class Usage:
         self.completion_tokens += other.completion_tokens
         self.reasoning_tokens += other.reasoning_tokens
         self.cached_prompt_tokens += other.cached_prompt_tokens
+        self.web_searches += other.web_searches
 
     @property
     def cache_hit(self) -> bool:
@@ -66,13 +76,16 @@ class Usage:
         return {"usage": self.as_dict(), "cache_hit": self.cache_hit}
 
     def as_dict(self) -> dict[str, int]:
-        return {
+        out = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "reasoning_tokens": self.reasoning_tokens,
             "cached_prompt_tokens": self.cached_prompt_tokens,
             "total_tokens": self.total_tokens,
         }
+        if self.web_searches:
+            out["web_searches"] = self.web_searches
+        return out
 
 
 @dataclass(slots=True)
@@ -82,6 +95,10 @@ class ChatRequest:
     temperature: float | None = None
     max_output_tokens: int | None = None
     thinking: bool | None = None  # None: the model's default
+    # How hard the model reasons. Asked: one of EFFORTS (the faces' and tools'
+    # vocabulary); once fitted to a model (exai.providers.params), the level that
+    # model's API takes, or None when it has no such knob or none was asked.
+    reasoning_effort: str | None = None
     # Whether the model reasons on this call, as the catalogue knows it (None: not
     # known). Decides which stored reasoning is sent back with the history.
     thinks: bool | None = None
@@ -109,6 +126,9 @@ class ChatRequest:
     # Stream the arguments of tool calls as the model writes them, where the vendor
     # streams them only when asked (Z.ai's tool_stream); set from the catalogue.
     tool_stream: bool = False
+    # Every earlier assistant message's reasoning goes back with the history
+    # (Moonshot's Preserved Thinking); set from the catalogue.
+    preserved_thinking: bool = False
 
 
 @dataclass(slots=True)
@@ -180,6 +200,9 @@ class ParamSupport:
     max_stop: int = 4  # stop sequences at most
     max_stop_bytes: int | None = None  # each one at most, in UTF-8
     response_formats: frozenset[str] = frozenset({"text", "json_object", "json_schema"})
+    # The vendor's web search works while the model thinks (Moonshot's does not: "thinking
+    # must be disabled when $web_search is used").
+    web_search_thinking: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ from exai.providers.base import ChatRequest, ChatResponse, Delta, Provider
 from exai.providers.catalogue import Catalogue, ModelInfo
 from exai.providers.params import Fitted, fit_request
 from exai.providers.pricing import call_cost
+from exai.providers.routing import ModelNeeds, rank_models
 from exai.providers.tool_reasoning import ToolReasoning, settle_reasoning
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ class ModelCalls:
                 fitted = self.prepare(info, request)
                 response = await self._complete_with(info, request, fitted)
             except ExaiError as exc:
+                self._explain_unserved(info, exc)
                 if first_error is None and not _falls_back(exc):
                     raise
                 first_error = first_error or exc
@@ -147,6 +149,7 @@ class ModelCalls:
                 continue
             if first_error is not None:
                 response.fallback_from = model_info.name
+                response.notes.append(_fallback_note(model_info, info, first_error))
             return response
         assert first_error is not None
         raise _with_attempts(first_error, attempts)
@@ -170,6 +173,7 @@ class ModelCalls:
                 try:
                     first = await anext(deltas)
                 except ExaiError as exc:
+                    self._explain_unserved(info, exc)
                     if first_error is None and not _falls_back(exc):
                         raise
                     first_error = first_error or exc
@@ -182,11 +186,30 @@ class ModelCalls:
                 while delta is not None:
                     if delta.response is not None:
                         delta.response.fallback_from = fallback_from
+                        if first_error is not None:
+                            delta.response.notes.append(
+                                _fallback_note(model_info, info, first_error)
+                            )
                     yield delta
                     delta = await anext(deltas, None)
                 return
         assert first_error is not None
         raise _with_attempts(first_error, attempts)
+
+    def _explain_unserved(self, info: ModelInfo, exc: ExaiError) -> None:
+        """A vendor's 404 for a model the catalogue thinks current: it has most likely
+        been retired since. Say so, and which current model of the vendor to use."""
+        if (exc.details or {}).get("kind") != "not_found":
+            return
+        others = [m for m in rank_models(self._catalogue, ModelNeeds())
+                  if m.provider == info.provider and m.name != info.name]  # fmt: skip
+        instead = f"; use {others[0].name}" if others else ""
+        exc.message = (
+            f"{exc.message}. {info.name} is in exai's catalogue, so the vendor has most "
+            f"likely retired it{instead} (or set retired = true for it in EXAI_MODELS_FILE)"
+        )
+        exc.details = {**(exc.details or {}), "model": info.name,
+                       **({"successor": others[0].name} if others else {})}  # fmt: skip
 
     def _chain(self, first: ModelInfo, request: ChatRequest) -> list[ModelInfo]:
         chain, seen = [first], {first.name}
@@ -249,6 +272,12 @@ class ModelCalls:
     ) -> None:
         response.model = info.name
         response.notes = [*fitted.notes, *response.notes]
+        searches = response.usage.web_searches
+        if searches and info.price is not None and info.price.web_search_call is None:
+            response.notes.append({"param": "cost", "message": (
+                f"the vendor bills each web search, and {info.name}'s catalogue entry has no "
+                f"confirmed fee for it; the cost leaves out {searches} search fee(s)"
+            )})  # fmt: skip
         if (
             self.reasoning is not None
             and request.client_history
@@ -322,11 +351,33 @@ async def _closing(deltas: AsyncIterator[Delta]) -> AsyncIterator[AsyncIterator[
             await aclose()
 
 
+# Failures of one vendor that no retry cures but another vendor's model may not share:
+# an account out of balance or quota, a model the vendor no longer serves.
+_FALLBACK_KINDS = frozenset({"balance", "not_found"})
+
+
 def _falls_back(exc: ExaiError) -> bool:
-    """Whether another model might answer: the provider is down, busy or limiting."""
+    """Whether another model might answer: the provider is down, busy or limiting, the
+    account is out of balance, or the vendor no longer serves the model."""
     if isinstance(exc, (RateLimitedError, OverCapacityError)):
         return True
-    return isinstance(exc, ProviderError) and exc.retryable
+    if not isinstance(exc, ProviderError):
+        return False
+    return exc.retryable or (exc.details or {}).get("kind") in _FALLBACK_KINDS
+
+
+def _fallback_note(first: ModelInfo, answered: ModelInfo, exc: ExaiError) -> dict[str, str]:
+    """What the caller should know when another model answered: which, why, at what price."""
+    price = answered.price
+    rates = (f"{price.currency} {price.input:g} in / {price.output:g} out per 1M tokens"
+             if price is not None else "no published price")  # fmt: skip
+    return {
+        "param": "model",
+        "message": (
+            f"{first.name} could not answer ({exc.code.value}: {exc.message}); "
+            f"{answered.name} answered instead, at its own price ({rates})"
+        ),
+    }
 
 
 def _failed(attempts: list[dict[str, Any]]) -> set[str]:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from exai.providers.base import ChatRequest
+from exai.providers.base import EFFORTS, ChatRequest
 from exai.providers.pricing import Price
 
 __all__ = [
@@ -70,6 +70,17 @@ class ModelInfo(BaseModel):
     # The vendor streams a tool call's arguments as they are written only when asked
     # (Z.ai's tool_stream); without it they arrive whole, in one piece.
     tool_stream: bool = False
+    # The levels the API's ``reasoning_effort`` takes, least to most (empty: the model
+    # has no such knob, only the thinking switch, if any), and the vendor's default.
+    reasoning_efforts: tuple[str, ...] = ()
+    default_effort: str | None = None
+    # The vendor wants the reasoning of every earlier assistant message back, as it
+    # was (Moonshot's Preserved Thinking, always on for K2.7 Code), not only that of
+    # tool-call rounds; see exai.providers.reasoning.
+    preserved_thinking: bool = False
+    # tool_choice values the model takes while it thinks, where it differs from its
+    # vendor's rule (ParamSupport.tool_choice_thinking): K3 takes a forced choice.
+    tool_choice_thinking: tuple[str, ...] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelInfo:
@@ -80,6 +91,13 @@ class ModelInfo(BaseModel):
             raise ValueError("default_temperature lies outside the temperature range")
         if self.max_output_tokens > self.context_window:
             raise ValueError("max_output_tokens exceeds context_window")
+        unknown = [e for e in self.reasoning_efforts if e not in EFFORTS]
+        if unknown:
+            raise ValueError(f"reasoning_efforts {unknown} are not among {list(EFFORTS)}")
+        if list(self.reasoning_efforts) != sorted(self.reasoning_efforts, key=EFFORTS.index):
+            raise ValueError(f"reasoning_efforts are listed least to most: {list(EFFORTS)}")
+        if self.default_effort is not None and self.default_effort not in self.reasoning_efforts:
+            raise ValueError("default_effort is not among reasoning_efforts")
         return self
 
     @property
@@ -103,6 +121,9 @@ class ModelInfo(BaseModel):
             "max_output_tokens": self.max_output_tokens,
             "thinking": self.supports_thinking,
             "thinking_mode": self.thinking,
+            "reasoning_efforts": list(self.reasoning_efforts),
+            "default_effort": self.default_effort,
+            "preserved_thinking": self.preserved_thinking,
             "web_search": self.web_search,
             "images": self.images,
             "aliases": list(self.aliases),

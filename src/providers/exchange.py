@@ -24,7 +24,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any, Protocol, TypeVar
 
-from exai.errors import ExaiError, ProviderError
+from exai.errors import ContextTooLongError, ExaiError, ProviderError
 from exai.providers.base import ChatRequest, ChatResponse, Delta, Provider, Usage
 from exai.providers.reasoning import replay_messages
 from exai.providers.retry import RetryPolicy
@@ -47,6 +47,10 @@ def pool_shards(max_inflight: int) -> tuple[int, int]:
 
 
 T = TypeVar("T")
+
+# Finish reasons that mean the vendor's content filter stopped the answer: OpenAI's and
+# Moonshot's name, and Z.ai's ("sensitive", docs.z.ai/api-reference/api-code).
+_REFUSALS = frozenset({"content_filter", "sensitive"})
 
 CONTINUE_PROMPT = (
     "Your previous reply was cut off by the output limit. Continue exactly where it "
@@ -102,8 +106,11 @@ class ChatCompletionsProvider(Provider):
         """The tool message answering a call to one of :attr:`own_tools`."""
         raise NotImplementedError
 
-    def _continuation(self, messages: list[dict[str, Any]], partial: str) -> list[dict[str, Any]]:
-        """Messages asking for the rest of a reply cut at ``partial``."""
+    def _continuation(
+        self, messages: list[dict[str, Any]], partial: str, reasoning: str
+    ) -> list[dict[str, Any]]:
+        """Messages asking for the rest of a reply cut at ``partial``, whose reasoning
+        so far was ``reasoning``."""
         return [
             *messages,
             {"role": "assistant", "content": partial},
@@ -153,6 +160,8 @@ class ChatCompletionsProvider(Provider):
             retries += outcome.retries
             usage.add(outcome.usage)
             search.extend(outcome.search_results)
+            if outcome.search_results:
+                usage.web_searches += 1  # Z.ai bills each request that searched
             if outcome.reasoning:
                 reasoning.append(outcome.reasoning)
             own = [c for c in outcome.tool_calls if c["function"]["name"] in self.own_tools]
@@ -163,6 +172,7 @@ class ChatCompletionsProvider(Provider):
                 text.append(outcome.text)
                 break
             if own:
+                usage.web_searches += len(own)  # Moonshot bills each $web_search call
                 tool_rounds += 1
                 if tool_rounds > self.max_tool_rounds:
                     raise ProviderError(
@@ -181,15 +191,24 @@ class ChatCompletionsProvider(Provider):
             cut = request.continue_cut and outcome.finish_reason == "length" and outcome.text
             if cut and continuations < self.max_continuations:
                 continuations += 1
-                messages = self._continuation(base, "".join(text))
+                messages = self._continuation(base, "".join(text), "".join(reasoning))
                 continue
             break
         answer = "".join(text)
         finish = outcome.finish_reason
+        if finish in _REFUSALS:
+            notes.append({"param": "answer", "message": (
+                f"{self.label}'s content filter stopped the answer (finish_reason {finish!r})"
+            )})  # fmt: skip
+            finish = "content_filter"
         if returned:
             finish = "length" if finish == "length" else "tool_calls"
         else:
             produced.append({"role": "assistant", "content": answer})
+            if not answer and finish != "content_filter":
+                notes.append({"param": "answer", "message": (
+                    f"{self.label} returned an empty answer (finish_reason {finish!r})"
+                )})  # fmt: skip
         response = ChatResponse(
             text=answer,
             model=request.model,
@@ -264,10 +283,13 @@ class ChatCompletionsProvider(Provider):
     async def _whole_round(
         self, request: ChatRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> AsyncGenerator[Delta | Round, None]:
-        completion, retries = await self.retry.run(
-            lambda: self._guarded(lambda: self._send(request, messages, tools))
-        )
-        outcome = round_from_completion(completion)
+        async def attempt() -> Round:
+            completion = await self._guarded(lambda: self._send(request, messages, tools))
+            outcome = round_from_completion(completion)
+            self._raise_for_finish(outcome.finish_reason, streamed=False)
+            return outcome
+
+        outcome, retries = await self.retry.run(attempt)
         outcome.retries = retries
         yield outcome
 
@@ -292,8 +314,33 @@ class ChatCompletionsProvider(Provider):
         finally:
             await chunks.aclose()
         outcome = assembler.result()
+        self._raise_for_finish(outcome.finish_reason, streamed=True)
         outcome.retries = retries
         yield outcome
+
+    def _raise_for_finish(self, finish: str | None, *, streamed: bool) -> None:
+        """A failure the vendor reports as a finish reason in a 200, as the error it is.
+
+        Z.ai documents that a stream ending abnormally "will not return the error codes;
+        the reason for the exception will be provided in the finish_reason"
+        (docs.z.ai/api-reference/api-code), and reports a prompt over the window as
+        ``model_context_window_exceeded``. A dropped connection is retried like any
+        other when the reply was whole; a streamed one has already been shown in part,
+        so it ends the call, retryable by the caller.
+        """
+        if finish == "model_context_window_exceeded":
+            raise ContextTooLongError(
+                f"the prompt does not fit the model's context window ({self.label} ended the "
+                f"reply with finish_reason {finish!r})",
+                details={"provider": self.name, "kind": "context_length", "finish_reason": finish},
+            )
+        if finish == "network_error":
+            raise ProviderError(
+                f"{self.label} lost its connection while answering (finish_reason {finish!r})",
+                retryable=True,
+                details={"provider": self.name, "kind": "stream" if streamed else "connection",
+                         "finish_reason": finish},
+            )  # fmt: skip
 
     async def _guarded(self, call: Callable[[], Awaitable[T]]) -> T:
         try:

@@ -23,8 +23,12 @@ see :mod:`exai.providers.params`), one stop word, ``response_format`` text or
 ``json_object``; ``seed`` is a parameter of the SDK. A streamed request with
 tools asks for ``tool_stream`` on the models that have it (the catalogue's
 ``tool_stream``), so a call's arguments arrive as they are written rather than
-whole at the end. ``top_p`` goes in the body as given: the SDK would turn 1.0,
-which the API takes, into 0.99.
+whole at the end. ``temperature`` and ``top_p`` go in the body as given: the SDK
+would turn 1.0, which the API takes, into 0.99, and a temperature of 0 into 0.01
+with sampling off. GLM-5.2 and later take ``reasoning_effort``; GLM-5.3 always
+thinks. A failure Z.ai reports as a finish reason (``sensitive``,
+``network_error``, ``model_context_window_exceeded``) is read as the failure it
+is (see :mod:`exai.providers.exchange`).
 """
 
 from __future__ import annotations
@@ -159,8 +163,11 @@ class GLMProvider(ChatCompletionsProvider):
         self, request: ChatRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": request.model, "messages": messages}
+        extra: dict[str, Any] = {}
         if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
+            # In the body, not through the SDK, which would send 1.0 as 0.99 and 0.0 as
+            # 0.01 with sampling off: Z.ai takes [0, 1] as given.
+            extra["temperature"] = request.temperature
         if request.max_output_tokens is not None:
             kwargs["max_tokens"] = request.max_output_tokens
         if request.thinking is not None:
@@ -170,7 +177,9 @@ class GLMProvider(ChatCompletionsProvider):
         fields = vendor_fields(request, self.params, tools_sent=bool(tools))
         top_p = fields.pop("top_p", None)
         if top_p is not None:
-            kwargs["extra_body"] = {"top_p": top_p}
+            extra["top_p"] = top_p
+        if extra:
+            kwargs["extra_body"] = extra
         kwargs.update(fields)
         return kwargs
 

@@ -22,6 +22,14 @@ with Moonshot's differences:
   enabled"); at most 5 stop sequences of 32 bytes; ``response_format`` text or
   ``json_object`` (JSON Mode); no ``seed`` and no ``parallel_tool_calls`` are
   documented, so neither is sent.
+- Callers' tool schemas are patched as Moonshot's own client patches them: a
+  property without ``type`` (an enum-only one, common in MCP servers' schemas) is
+  refused by Moonshot, so it gets one (:mod:`exai.providers.schemas`).
+- The output cap is sent as ``max_completion_tokens``; Moonshot deprecates
+  ``max_tokens``. Kimi K3 takes ``reasoning_effort`` (low, high, max) and no
+  thinking switch; K2.7 Code always thinks and wants every earlier answer's
+  reasoning back (Preserved Thinking); Moonshot's ``$web_search`` needs thinking
+  off (see :mod:`exai.providers.params`).
 - Errors carry a ``type`` (``exceeded_current_quota_error`` is a 429 that no
   amount of waiting fixes, for example).
 """
@@ -36,6 +44,7 @@ from exai.providers.error_mapping import ErrorKind, VendorFailure
 from exai.providers.openai_compat import OpenAICompatibleProvider
 from exai.providers.reasoning import ReplayRule
 from exai.providers.retry import RetryPolicy
+from exai.providers.schemas import moonshot_parameters
 
 if TYPE_CHECKING:
     from exai.providers.base import ChatRequest
@@ -119,12 +128,25 @@ class KimiProvider(OpenAICompatibleProvider):
         return ExtractedFile(file_id=created.id, content=content.text)
 
     def _tools(self, request: ChatRequest) -> list[dict[str, Any]]:
-        return [WEB_SEARCH_TOOL, *request.tools] if request.web_search else list(request.tools)
+        tools = [_typed(tool) for tool in request.tools]
+        return [WEB_SEARCH_TOOL, *tools] if request.web_search else tools
 
     def replay_rule(self, request: ChatRequest) -> ReplayRule:
         thinks = request.thinks if request.thinks is not None else request.thinking is True
         return ReplayRule(tool_reasoning=thinks, requires_tool_reasoning=thinks,
-                          builtin_tools=True)  # fmt: skip
+                          builtin_tools=True,
+                          all_reasoning=thinks and request.preserved_thinking)  # fmt: skip
+
+    def _body(
+        self, request: ChatRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        body = super()._body(request, messages, tools)
+        # Moonshot's API reference deprecates max_tokens for max_completion_tokens, and
+        # its own client sends the latter: a cap the vendor may stop honouring would no
+        # longer bound the reply, nor the budget's hold on it.
+        if "max_tokens" in body:
+            body["max_completion_tokens"] = body.pop("max_tokens")
+        return body
 
     def _tool_result(self, call: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -134,8 +156,15 @@ class KimiProvider(OpenAICompatibleProvider):
             "content": call["function"]["arguments"],
         }
 
-    def _continuation(self, messages: list[dict[str, Any]], partial: str) -> list[dict[str, Any]]:
-        return [*messages, {"role": "assistant", "content": partial, "partial": True}]
+    def _continuation(
+        self, messages: list[dict[str, Any]], partial: str, reasoning: str
+    ) -> list[dict[str, Any]]:
+        # A thinking model's continuation carries the reasoning so far (Moonshot's
+        # partial mode), or Moonshot refuses it.
+        cut: dict[str, Any] = {"role": "assistant", "content": partial, "partial": True}
+        if reasoning:
+            cut["reasoning_content"] = reasoning
+        return [*messages, cut]
 
     def _extra_body(self, request: ChatRequest) -> dict[str, Any]:
         if request.thinking is None:
@@ -147,6 +176,15 @@ class KimiProvider(OpenAICompatibleProvider):
         if kind == "rate_limit" and failure.status >= 500:
             return "server"
         return kind
+
+
+def _typed(tool: dict[str, Any]) -> dict[str, Any]:
+    """A caller's function tool with its parameter schema as Moonshot accepts it."""
+    function = tool.get("function")
+    parameters = function.get("parameters") if isinstance(function, dict) else None
+    if not isinstance(parameters, dict):
+        return tool
+    return {**tool, "function": {**function, "parameters": moonshot_parameters(parameters)}}
 
 
 def create(settings: Settings) -> KimiProvider:

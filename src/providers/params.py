@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exai.errors import ValidationError_
-from exai.providers.base import ChatRequest, ParamSupport
+from exai.providers.base import EFFORTS, ChatRequest, ParamSupport
 from exai.providers.catalogue import ModelInfo
 
 __all__ = ["Fitted", "choice_kind", "fit_request", "note", "vendor_fields"]
@@ -63,10 +63,14 @@ def _refuse(param: str, message: str) -> ValidationError_:
 def fit_request(info: ModelInfo, request: ChatRequest, support: ParamSupport) -> Fitted:
     """``request`` as ``info``'s API takes it; raises ``ValidationError_`` naming the
     parameter when it cannot be served by this model."""
-    fitted = Fitted(dataclasses.replace(info.fit(request), tool_stream=info.tool_stream))
+    fitted = Fitted(dataclasses.replace(info.fit(request), tool_stream=info.tool_stream,
+                                        preserved_thinking=info.preserved_thinking))  # fmt: skip
     _note_fitted_basics(info, request, fitted)
     vendor = _VENDORS.get(info.provider, info.provider)
+    _fit_effort(info, request, fitted)
     out = fitted.request
+    if out.web_search and out.thinks and not support.web_search_thinking:
+        _search_without_thinking(info, request, fitted, vendor)
     if out.top_p is not None and info.fixed_top_p is not None:
         if abs(out.top_p - info.fixed_top_p) > 1e-9:
             raise _refuse(
@@ -185,6 +189,8 @@ def _fit_tools(
             f"{vendor}'s API ({info.name}) takes tool_choice {_listed(support.tool_choice)} only",
         )
     while_thinking = support.tool_choice_thinking
+    if info.tool_choice_thinking is not None:
+        while_thinking = frozenset(info.tool_choice_thinking)
     if out.thinks and while_thinking is not None and kind not in while_thinking:
         if info.thinking == "switchable" and asked.thinking is not True:
             out.thinking, out.thinks = False, False
@@ -205,6 +211,91 @@ def _fit_tools(
             )
 
 
+def _fit_effort(info: ModelInfo, asked: ChatRequest, fitted: Fitted) -> None:
+    """The caller's reasoning effort as ``info``'s own knob.
+
+    A model with effort levels gets the nearest level at or above the one asked (the
+    highest, if none is), as Moonshot itself runs K3's "medium" as "high". A model
+    with only a thinking switch gets thinking off for "none" and "minimal" and on for
+    the rest. Every change from what was asked is a note; an effort that contradicts
+    the caller's own thinking switch is refused.
+    """
+    out = fitted.request
+    effort = asked.reasoning_effort
+    out.reasoning_effort = None
+    if effort is None:
+        return
+    if effort not in EFFORTS:
+        raise _refuse("reasoning_effort", f"reasoning_effort is one of {', '.join(EFFORTS)}")
+    off = effort in ("none", "minimal")
+    if asked.thinking is not None and asked.thinking == off:
+        raise _refuse(
+            "reasoning_effort",
+            f"reasoning_effort {effort!r} contradicts thinking "
+            f"{'on' if asked.thinking else 'off'}; send one of them",
+        )
+    levels = info.reasoning_efforts
+    if not levels or (effort == "none" and "none" not in levels and info.thinking != "always"):
+        _effort_as_switch(info, effort, off, fitted)
+        return
+    rank = EFFORTS.index(effort)
+    chosen = next((lvl for lvl in levels if EFFORTS.index(lvl) >= rank), levels[-1])
+    out.reasoning_effort = chosen
+    if chosen == "none":
+        out.thinks = False
+    if chosen != effort:
+        why = f"; {info.name} always reasons" if effort == "none" else ""
+        fitted.notes.append(
+            note(
+                "reasoning_effort",
+                f"{info.name} takes reasoning_effort {', '.join(levels)}; {effort!r} was sent "
+                f"as {chosen!r}{why}",
+            )
+        )
+
+
+def _effort_as_switch(info: ModelInfo, effort: str, off: bool, fitted: Fitted) -> None:
+    """An effort level on a model whose only knob is a thinking switch (or none)."""
+    out = fitted.request
+    if info.thinking == "switchable":
+        out.thinking = out.thinks = not off
+        if effort != "none":
+            fitted.notes.append(
+                note(
+                    "reasoning_effort",
+                    f"{info.name} has no reasoning_effort, only a thinking switch; {effort!r} "
+                    f"turned thinking {'off' if off else 'on, at the model’s own depth'}",
+                )
+            )
+        return
+    if info.thinking == "none" and effort == "none":
+        return  # exactly what the model does
+    state = "does not think" if info.thinking == "none" else "always reasons at its own depth"
+    fitted.notes.append(
+        note(
+            "reasoning_effort",
+            f"{info.name} has no reasoning_effort and {state}; {effort!r} was not sent",
+        )
+    )
+
+
+def _search_without_thinking(
+    info: ModelInfo, asked: ChatRequest, fitted: Fitted, vendor: str
+) -> None:
+    """Web search on a vendor whose search refuses a thinking model: thinking off for
+    the request where it can be switched off and the caller did not ask for it."""
+    out = fitted.request
+    if info.thinking == "switchable" and asked.thinking is not True and not out.reasoning_effort:
+        out.thinking, out.thinks = False, False
+        fitted.notes.append(note("thinking", f"{vendor}'s web search needs thinking off; "
+                                 f"{info.name} answered this search without thinking"))  # fmt: skip
+        return
+    why = "it always thinks" if info.thinking == "always" else "thinking was asked for"
+    raise _refuse("web_search", f"{vendor}'s web search needs thinking off, and {info.name} "
+                  f"cannot search: {why}; turn web search off or choose a model that "
+                  "can search without thinking")  # fmt: skip
+
+
 def vendor_fields(
     request: ChatRequest, support: ParamSupport, *, tools_sent: bool
 ) -> dict[str, Any]:
@@ -214,7 +305,7 @@ def vendor_fields(
         body["tool_choice"] = request.tool_choice
     if tools_sent and request.parallel_tool_calls is not None and support.parallel_tool_calls:
         body["parallel_tool_calls"] = request.parallel_tool_calls
-    for name in ("stop", "top_p", "seed", "response_format"):
+    for name in ("stop", "top_p", "seed", "response_format", "reasoning_effort"):
         value = getattr(request, name)
         if value is not None:
             body[name] = value

@@ -4,8 +4,10 @@ A :class:`Price` is the ``[models."<name>".price]`` sub-table of the catalogue:
 a currency and three rates per million tokens (``input``, ``cached_input``,
 ``output``). :func:`call_cost` applies one to a :class:`~exai.providers.base.Usage`:
 the prompt tokens the vendor billed at its cached rate (``cached_prompt_tokens``)
-at ``cached_input``, the rest of ``prompt_tokens`` at ``input``, and every
-completion token (reasoning included, as the vendors bill it) at ``output``.
+at ``cached_input``, the rest of ``prompt_tokens`` at ``input``, every
+completion token (reasoning included, as the vendors bill it) at ``output``, and
+each web search the vendor ran at ``web_search_call``. Cache writes, which Kimi K3
+bills, cost its input rate: what every uncached prompt token is charged already.
 
 Money is :class:`~decimal.Decimal`, never float: the rates are decimal numbers
 as the vendors publish them, and the sum of many small costs must not drift.
@@ -68,6 +70,9 @@ class Price(BaseModel):
     input: Decimal = Field(ge=0)
     cached_input: Decimal = Field(default=None, ge=0)  # type: ignore[assignment]
     output: Decimal = Field(ge=0)
+    # What one web search the vendor runs costs, in currency units (not per million);
+    # None: the vendor's fee is not known, and a cost with searches says so.
+    web_search_call: Decimal | None = Field(default=None, ge=0, le=MAX_RATE)
 
     @field_validator("input", "cached_input", "output")
     @classmethod
@@ -87,9 +92,12 @@ class Price(BaseModel):
 
     def describe(self) -> dict[str, Any]:
         """What ``listmodels`` shows: the rates as numbers, per million tokens."""
-        return {"currency": self.currency, "input": float(self.input),
-                "cached_input": float(self.cached_input), "output": float(self.output),
-                "per": "1M tokens"}  # fmt: skip
+        out = {"currency": self.currency, "input": float(self.input),
+               "cached_input": float(self.cached_input), "output": float(self.output),
+               "per": "1M tokens"}  # fmt: skip
+        if self.web_search_call is not None:
+            out["web_search_call"] = float(self.web_search_call)
+        return out
 
 
 def _part(tokens: int, rate: Decimal) -> Decimal:
@@ -113,10 +121,12 @@ class Cost:
     input: Decimal = Decimal(0)
     cached_input: Decimal = Decimal(0)
     output: Decimal = Decimal(0)
+    # Per-call fees of the vendor's own tools (web search), beside the tokens.
+    tools: Decimal = Decimal(0)
 
     @property
     def total(self) -> Decimal:
-        return self.input + self.cached_input + self.output
+        return self.input + self.cached_input + self.output + self.tools
 
     def __add__(self, other: Cost) -> Cost:
         if not isinstance(other, Cost):
@@ -126,13 +136,17 @@ class Cost:
                 f"cannot add a cost in {other.currency} to one in {self.currency}"
             )
         return Cost(self.currency, self.input + other.input,
-                    self.cached_input + other.cached_input, self.output + other.output)  # fmt: skip
+                    self.cached_input + other.cached_input, self.output + other.output,
+                    self.tools + other.tools)  # fmt: skip
 
     def as_dict(self) -> dict[str, Any]:
         """The result metadata's ``cost``: amounts as floats in currency units."""
-        return {"currency": self.currency, "input": float(self.input),
-                "cached_input": float(self.cached_input), "output": float(self.output),
-                "total": float(self.total)}  # fmt: skip
+        out = {"currency": self.currency, "input": float(self.input),
+               "cached_input": float(self.cached_input), "output": float(self.output),
+               "total": float(self.total)}  # fmt: skip
+        if self.tools:
+            out["tools"] = float(self.tools)
+        return out
 
 
 def call_cost(price: Price, usage: Usage) -> Cost:
@@ -142,11 +156,13 @@ def call_cost(price: Price, usage: Usage) -> Cost:
     tokens than prompt tokens is believed only up to the prompt.
     """
     cached = min(max(usage.cached_prompt_tokens, 0), max(usage.prompt_tokens, 0))
+    fee = price.web_search_call or Decimal(0)
     return Cost(
         price.currency,
         input=_part(usage.prompt_tokens - cached, price.input),
         cached_input=_part(cached, price.cached_input),
         output=_part(usage.completion_tokens, price.output),
+        tools=(fee * max(usage.web_searches, 0)).quantize(QUANTUM, rounding=ROUND_HALF_EVEN),
     )
 
 

@@ -14,6 +14,11 @@ message that produced it. Sending it back is a per-vendor rule:
   reject a request without it. Reasoning of earlier plain answers is kept only in
   Z.ai's "preserved thinking" mode (``clear_thinking: false``), which exai does not
   use, so it is not sent.
+- A model with Preserved Thinking (Moonshot's K2.7 Code: "you must keep the
+  reasoning_content of every historical assistant message as-is") gets every
+  assistant message's reasoning back, and an empty ``reasoning_content`` where a
+  message had none (an answer from a model that did not think), as Moonshot's own
+  client sends it.
 - A model that does not think, or an endpoint whose rules are unknown, gets no
   reasoning at all, and a vendor that does not define Moonshot's built-in tools
   (``builtin_function``, e.g. ``$web_search``) does not get those rounds either:
@@ -47,6 +52,9 @@ class ReplayRule:
     tool_reasoning: bool = False  # send reasoning back with assistant tool-call messages
     requires_tool_reasoning: bool = False  # a tool-call message without it is rejected
     builtin_tools: bool = False  # the vendor defines Moonshot's ``builtin_function`` tools
+    # Every assistant message carries its reasoning, as it was, and the field is there
+    # even when it was empty (Moonshot's Preserved Thinking, as its own client sends it).
+    all_reasoning: bool = False
 
 
 def _reasoning(message: dict[str, Any]) -> str:
@@ -88,7 +96,7 @@ def replay_messages(
         if leave_out:
             dropped_calls.update(str(c.get("id")) for c in calls if isinstance(c, dict))
             continue
-        keep = bool(calls) and rule.tool_reasoning and bool(reasoning)
+        keep = rule.all_reasoning or (bool(calls) and rule.tool_reasoning and bool(reasoning))
         if keep and message.get("reasoning_content") == reasoning and "reasoning" not in message:
             out.append(message)
             continue

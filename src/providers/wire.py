@@ -173,7 +173,9 @@ class StreamAssembler:
         call["id"] = call["id"] or field_of(piece, "id") or ""
         call["type"] = field_of(piece, "type") or call["type"]
         function = field_of(piece, "function")
-        call["function"]["name"] += field_of(function, "name", "") or ""
+        # A name arrives whole with a call's first piece; some GLM servers repeat it on
+        # every piece, so the first one stands rather than the pieces joined.
+        call["function"]["name"] = call["function"]["name"] or field_of(function, "name", "") or ""
         arguments = field_of(function, "arguments", "") or ""
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments, ensure_ascii=False)

@@ -12,7 +12,7 @@ from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
-from exai.tools.turn import ThinkingMode, TurnRequest, run_turn
+from exai.tools.turn import ReasoningEffort, ThinkingMode, TurnRequest, run_turn
 
 __all__ = ["TOOLS", "ChatInput", "ChatTool"]
 
@@ -42,6 +42,9 @@ class ChatInput(ToolInput):
     )
     temperature: float | None = Field(default=None, ge=0, le=2)
     thinking_mode: ThinkingMode = Field(default="auto", description="Model reasoning on/off.")
+    reasoning_effort: ReasoningEffort | None = Field(
+        default=None, description="How hard the model reasons, where it takes a level."
+    )
     use_websearch: bool = Field(default=False, description="Let the model search the web.")
     stream: bool = Field(default=False, description="Stream the answer as it is written.")
     sensitive: bool = Field(default=False, description="Route to models allowed sensitive data.")
@@ -75,6 +78,7 @@ class ChatTool(Tool):
                 files=arguments.files,
                 temperature=arguments.temperature,
                 thinking_mode=arguments.thinking_mode,
+                reasoning_effort=arguments.reasoning_effort,
                 use_websearch=arguments.use_websearch,
                 sensitive=arguments.sensitive,
                 keep_system_prompt=arguments.system_prompt,

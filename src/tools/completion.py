@@ -48,7 +48,7 @@ from exai.providers.catalogue import ModelInfo
 from exai.store.tokens import estimator_for
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
 from exai.tools.completion_context import keep_response, stored_messages, with_memory
-from exai.tools.turn import ThinkingMode, ask_model, response_cost
+from exai.tools.turn import ReasoningEffort, ThinkingMode, ask_model, response_cost
 
 __all__ = ["TOOLS", "CompletionInput", "CompletionTool", "Message", "ToolSpec"]
 
@@ -143,6 +143,11 @@ class CompletionInput(ToolInput):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, description="Longest reply, in tokens.")
     thinking_mode: ThinkingMode = Field(default="auto", description="Model reasoning on/off.")
+    reasoning_effort: ReasoningEffort | None = Field(
+        default=None,
+        description="How hard the model reasons; sent as the nearest level the model takes, "
+        "or as its thinking switch.",
+    )
     stream: bool = Field(default=False, description="Stream the answer as it is written.")
     tools: list[ToolSpec] | None = Field(
         default=None, max_length=128, description="Functions the model may call."
@@ -169,6 +174,22 @@ class CompletionInput(ToolInput):
         pattern=RESPONSE_ID,
         description="Keep this request's messages and the answer as a response under this id.",
     )
+
+    @field_validator("messages")
+    @classmethod
+    def _tool_results_answer_calls(cls, messages: list[Message]) -> list[Message]:
+        # A tool result answering no earlier call is refused by the vendors (and by
+        # OpenAI); naming the message here beats a provider error after the fact.
+        called: set[str] = set()
+        for index, message in enumerate(messages):
+            if message.role == "assistant":
+                called.update(call.id for call in message.tool_calls or [])
+            elif message.role == "tool" and message.tool_call_id not in called:
+                raise ValueError(
+                    f"messages[{index}] is a tool result for tool_call_id "
+                    f"{message.tool_call_id!r}, which no earlier assistant message called"
+                )
+        return messages
 
     @field_validator("tools")
     @classmethod
@@ -241,6 +262,7 @@ class CompletionTool(Tool):
                 temperature=arguments.temperature,
                 max_output_tokens=arguments.max_tokens,
                 thinking=None if thinking == "auto" else thinking == "on",
+                reasoning_effort=arguments.reasoning_effort,
                 request_id=context.request_id,
                 continue_cut=arguments.max_tokens is None,
                 tools=tools,

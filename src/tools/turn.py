@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 from exai import tracing
 from exai.accounting.ledger import Charge
-from exai.errors import ExaiError, InternalError, ValidationError_
+from exai.errors import ExaiError, InternalError, ProviderError, ValidationError_
 from exai.files import acheck_paths
 from exai.providers import ChatRequest, ChatResponse, ModelInfo, ModelNeeds, Usage
 from exai.providers.pricing import Cost, call_cost
@@ -60,6 +60,7 @@ from exai.tools.chunker import StreamChunker
 from exai.tools.turn_store import THREAD_PROMPT_KEY, answer_of, input_end, store_turn
 
 __all__ = [
+    "ReasoningEffort",
     "ThinkingMode",
     "TurnRequest",
     "TurnResult",
@@ -69,6 +70,8 @@ __all__ = [
 ]
 
 ThinkingMode = Literal["auto", "on", "off"]
+# exai.providers.EFFORTS, as a type the tools' schemas show.
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 
 # The thread state entry holding a thread's frozen memory block and its memory ids.
 _MEMORY_BLOCK_KEY = "memory_block"
@@ -83,6 +86,7 @@ class TurnRequest:
     files: Sequence[str] = ()
     temperature: float | None = None
     thinking_mode: ThinkingMode = "auto"
+    reasoning_effort: ReasoningEffort | None = None
     use_websearch: bool = False
     sensitive: bool = False
     store_turn: bool = True
@@ -192,10 +196,12 @@ async def _run_turn(context: ToolContext, turn: TurnRequest, span: Any) -> TurnR
         messages=assembled.messages,
         temperature=turn.temperature,
         thinking=None if turn.thinking_mode == "auto" else turn.thinking_mode == "on",
+        reasoning_effort=turn.reasoning_effort,
         web_search=turn.use_websearch,
         request_id=context.request_id,
     )
     response = await ask_model(context, request, info)
+    _refuse_unusable(response)
 
     text = response.text
     if turn.store_turn:
@@ -233,6 +239,28 @@ async def _run_turn(context: ToolContext, turn: TurnRequest, span: Any) -> TurnR
     if skipped:
         metadata["files_skipped"] = [{"path": p, "reason": r} for p, r in skipped]
     return TurnResult(text, response, info, thread_id, assembled, metadata)
+
+
+def _refuse_unusable(response: ChatResponse) -> None:
+    """An answer the vendor's content filter stopped, or an empty one, is an error, never
+    a turn stored as a plain success: a person reading the thread would take it for the
+    model's answer. The cost of the call stays charged."""
+    if response.finish_reason == "content_filter":
+        raise ProviderError(
+            f"{response.model}'s content filter stopped the answer; nothing was stored. "
+            "Rephrase the request, or ask another model",
+            retryable=False,
+            details={"kind": "content_filter", "model": response.model,
+                     "provider": response.provider},
+        )  # fmt: skip
+    if not response.text.strip() and not response.tool_calls:
+        raise ProviderError(
+            f"{response.model} returned an empty answer (finish_reason "
+            f"{response.finish_reason!r}); nothing was stored. Ask again",
+            retryable=True,
+            details={"kind": "empty_answer", "model": response.model,
+                     "provider": response.provider},
+        )  # fmt: skip
 
 
 def _resolve(providers: Any, model: str | None, needs: ModelNeeds, *, images: bool) -> ModelInfo:
