@@ -14,6 +14,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from pydantic_core import from_json
+
 from exai.web.model_call import RequestRefused
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "Send",
     "disconnected",
     "headers_of",
+    "parse_json",
     "read_body",
     "read_json",
     "send_json",
@@ -65,6 +68,24 @@ async def read_body(receive: Receive, headers: dict[str, str], limit: int) -> by
             return b"".join(chunks)
 
 
+def parse_json(body: bytes) -> Any:
+    """A request body as JSON, parsed as the WebSocket face parses a frame
+    (pydantic-core's parser, :func:`exai.protocol.parse_client_frame`).
+
+    So what no call could serve is refused here, with a :class:`ValueError` naming
+    it: nesting past the parser's depth bound (``json`` recurses until a
+    RecursionError) and a lone surrogate escape (``"\\ud800"``, which ``json``
+    accepts and no provider request can encode).
+    """
+    try:
+        return from_json(body)
+    except ValueError as exc:
+        message = str(exc)
+        if "hex escape" in message:  # pydantic-core's words for a surrogate left alone
+            message += " (\\ud800-\\udfff escapes come only in surrogate pairs)"
+        raise ValueError(message) from None
+
+
 async def read_json(receive: Receive, headers: dict[str, str], limit: int) -> Any:
     """The request body as JSON; None if the client disconnected while sending it.
 
@@ -81,7 +102,7 @@ async def read_json(receive: Receive, headers: dict[str, str], limit: int) -> An
     if body is None:
         return None
     try:
-        return json.loads(body)
+        return parse_json(body)
     except ValueError as exc:
         raise RequestRefused(f"the request body is not valid JSON: {exc}") from None
 

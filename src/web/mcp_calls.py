@@ -20,14 +20,17 @@ branch), on an answer that may still become a stream:
 
 Everything else (a progress token, the 2025-11-25 handshake era, GET and
 DELETE, anything malformed) goes to the session manager unchanged, as does the
-validation of the request itself: this module only chooses the branch.
+validation of the request itself: this module only chooses the branch. The one
+exception is a body no call could serve, which the SDK's 2026-07-28 branch would
+take (it parses with ``json``): a lone surrogate escape is refused here as JSON-RPC's
+parse error, by the parser every HTTP face shares (:func:`exai.web.asgi.parse_json`;
+the handshake era parses with pydantic-core already).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -35,9 +38,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
+from mcp_types import PARSE_ERROR
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from exai.web.asgi import disconnected
+from exai.web.asgi import disconnected, parse_json, send_json
 
 __all__ = ["STREAM_AFTER_S", "McpEndpoint", "is_modern"]
 
@@ -77,7 +81,13 @@ class McpEndpoint:
     async def _post(self, scope: Any, receive: Any, send: Any) -> None:
         manager = self.manager
         body = await _body(receive)
-        if _asks_for_progress(body):
+        try:
+            decoded = parse_json(body)
+        except ValueError as exc:
+            error = {"code": PARSE_ERROR, "message": f"Parse error: {exc}"}
+            await send_json(send, 400, {"jsonrpc": "2.0", "id": None, "error": error})
+            return
+        if _asks_for_progress(decoded):
             # The SDK's stream mode watches receive() for the disconnect itself.
             await manager.handle_request(scope, _Replay(body, then=receive), send)
             return
@@ -180,13 +190,9 @@ async def _body(receive: Any) -> bytes:
     return b"".join(chunks)
 
 
-def _asks_for_progress(body: bytes) -> bool:
+def _asks_for_progress(decoded: Any) -> bool:
     """Whether the request has a progress token; a body that is not a JSON-RPC request
     counts as asking, so the SDK's own path answers it."""
-    try:
-        decoded = json.loads(body)
-    except (ValueError, RecursionError):
-        return True
     if not isinstance(decoded, dict) or not isinstance(decoded.get("params"), dict | None):
         return True
     return progress_token_from_params(decoded.get("params")) is not None
