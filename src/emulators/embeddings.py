@@ -7,6 +7,12 @@ and crudely stemmed, adds a signed unit at a position hashed from it; its
 character trigrams add smaller ones, so that "target" and "targets" are near.
 The vector is normalised to length 1. Nothing here is meant to be a good
 embedding model, only a faithful and repeatable one.
+
+The two paths check ``dimensions`` as their vendors do [G-9]: Z.ai's
+``embedding-3`` takes 256, 512, 1024 or 2048 and defaults to 2048 (3p zai-rs,
+rubydoc smart_prompt; VENDORS.md row 46), anything else is code 1210 (the
+exact message was not found: the emulator's own); the OpenAI-compatible
+``/v1/embeddings`` takes 1..4096 and defaults to 256 here.
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ import math
 import re
 from typing import Any, Final
 
-__all__ = ["DEFAULT_DIMENSIONS", "embed_text", "embeddings_body"]
+__all__ = ["DEFAULT_DIMENSIONS", "GLM_DIMENSIONS", "embed_text", "embeddings_body"]
 
-DEFAULT_DIMENSIONS: Final = 256
+DEFAULT_DIMENSIONS: Final = 256  # the OpenAI-compatible path's default
+GLM_DIMENSIONS: Final = (256, 512, 1024, 2048)  # embedding-3; the last is its default
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOP: Final = frozenset(
     "a an and are as at be by do does for from has have i in is it of on or that the this "
@@ -59,17 +66,32 @@ def embed_text(text: str, dimensions: int = DEFAULT_DIMENSIONS) -> list[float]:
     return [x / norm for x in vector]
 
 
-def embeddings_body(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    """``(status, body)`` of an OpenAI-shaped (and Z.ai-shaped) embeddings reply."""
+def _error(glm: bool, message: str) -> tuple[int, dict[str, Any]]:
+    inner = (
+        {"code": "1210", "message": message}
+        if glm
+        else {"message": message, "type": "invalid_request_error"}
+    )
+    return 400, {"error": inner}
+
+
+def embeddings_body(body: dict[str, Any], vendor: str = "kimi") -> tuple[int, dict[str, Any]]:
+    """``(status, body)`` of an OpenAI-shaped (or, for ``vendor="glm"``, Z.ai's)
+    embeddings reply."""
+    glm = vendor == "glm"
     raw = body.get("input")
     texts = [raw] if isinstance(raw, str) else raw
     if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
-        return 400, {"error": {"message": "input must be a string or a list of strings",
-                               "type": "invalid_request_error"}}  # fmt: skip
-    dimensions = body.get("dimensions") or DEFAULT_DIMENSIONS
-    if not isinstance(dimensions, int) or not 1 <= dimensions <= 4096:
-        return 400, {"error": {"message": "dimensions must be 1..4096",
-                               "type": "invalid_request_error"}}  # fmt: skip
+        return _error(glm, "input must be a string or a list of strings")
+    dimensions = body.get("dimensions")
+    if glm:
+        dimensions = GLM_DIMENSIONS[-1] if dimensions is None else dimensions
+        if type(dimensions) is not int or dimensions not in GLM_DIMENSIONS:
+            return _error(glm, f"dimensions must be one of {', '.join(map(str, GLM_DIMENSIONS))}")
+    else:
+        dimensions = dimensions or DEFAULT_DIMENSIONS
+        if not isinstance(dimensions, int) or not 1 <= dimensions <= 4096:
+            return _error(glm, "dimensions must be 1..4096")
     tokens = sum(len(_WORD.findall(t)) for t in texts)
     return 200, {
         "object": "list",

@@ -8,6 +8,14 @@ own token units (:func:`exai.emulators.replies.prompt_tokens`): it keeps the
 prompts it has seen per (vendor, model, API key) and reports the longest prefix a
 new prompt shares with any of them. A prompt that differs in one byte early on
 therefore gets little or nothing from the cache, as with the real vendors.
+
+Moonshot caches only prompts longer than 256 tokens (3p kimi-api skill quoting
+platform.moonshot.cn's context-caching guide; VENDORS.md E10) [K-11]: on its
+path a prompt of 256 tokens or fewer (in the emulator's units) is not
+remembered, so it never becomes a cached prefix; a later prompt still gets the
+whole prefix it shares with a remembered one. Z.ai documents no threshold and
+every prompt is remembered (docs.z.ai/help/faq: cache hits are billed at a
+reduced rate).
 """
 
 from __future__ import annotations
@@ -20,7 +28,10 @@ from typing import Any
 from exai.emulators.replies import message_text
 from exai.emulators.vendor_wire import split_tokens
 
-__all__ = ["PromptCache", "prompt_units"]
+__all__ = ["MOONSHOT_MIN_CACHED_PROMPT", "PromptCache", "prompt_units"]
+
+# Moonshot remembers a prompt for its cache only when it is longer than this.
+MOONSHOT_MIN_CACHED_PROMPT = 256
 
 # Each (vendor, model, key) remembers at most this many prefixes (units).
 _PREFIXES_KEPT = 2_000_000
@@ -57,9 +68,12 @@ class PromptCache:
         self._lock = threading.Lock()
         self._seen: dict[tuple[str, str, str], set[int]] = {}
 
-    def observe(self, key: tuple[str, str, str], messages: list[dict[str, Any]]) -> int:
-        """Remember this prompt; return how many of its tokens an earlier prompt
-        under ``key`` already had as a prefix."""
+    def observe(
+        self, key: tuple[str, str, str], messages: list[dict[str, Any]], *, longer_than: int = 0
+    ) -> int:
+        """Return how many of this prompt's tokens an earlier prompt under ``key``
+        already had as a prefix; remember the prompt if it has more than
+        ``longer_than`` tokens."""
         chain: list[int] = []
         tokens: list[int] = []
         digest, count = 0, 0
@@ -75,6 +89,8 @@ class PromptCache:
                 if digest not in seen:
                     break
                 cached = count
+            if (tokens[-1] if tokens else 0) <= longer_than:
+                return cached
             if len(seen) + len(chain) > _PREFIXES_KEPT:
                 seen.clear()  # a crude eviction: the vendors' caches expire too
             seen.update(chain)

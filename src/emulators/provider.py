@@ -19,18 +19,29 @@ Behaviour is scripted from tests, in order of precedence:
   callers that can only send prompts (benchmarks through the daemon);
 - the configuration (``POST /_emulator/config``): default latency, a delay
   between stream chunks, a prompt-token limit that triggers the vendor's
-  context-length error, an API key that every request must carry, and the
-  vendors' automatic prompt caches (on by default; see
+  context-length answer (Moonshot: HTTP 400; Z.ai: a 200 with
+  ``finish_reason: "model_context_window_exceeded"``), an API key that every
+  request must carry, the vendors' automatic prompt caches (on by default; see
   :mod:`exai.emulators.prompt_cache`), which report cached prompt tokens in
-  each vendor's usage field.
+  each vendor's usage field, and ``glm_tool_stream_repeat_name`` (Z.ai
+  ``tool_stream`` pieces repeat the function name).
+
+Z.ai's abnormal ends are scripted as finish reasons: ``{"finish_reason":
+"network_error"}`` or ``"sensitive"`` (or the marker
+``[emulate:finish_reason=network_error]``); scripting ``{"status": 400,
+"error": "context_length"}`` for Z.ai gives its overflow reply, a 200 (see
+:mod:`exai.emulators.replies`).
 
 Moonshot's files API is emulated too (:mod:`exai.emulators.files`): uploads
 for ``file-extract``, counted in :attr:`EmulatorServer.uploads`, and the text
 "extracted" from them by a fixed rule.
 
-What the vendors refuse (retired ids, locked temperatures, a thinking request
-without its reasoning, tool choices and stop lists they do not take, a tool result
-answering no call) is in :mod:`exai.emulators.vendor_rules`.
+What the vendors refuse (retired ids, deprecated or unsupported fields, locked
+sampling, a thinking request without its reasoning, untyped tool schemas, tool
+choices and stop lists they do not take, a tool result answering no call) is in
+:mod:`exai.emulators.vendor_rules`, what each model does in
+:mod:`exai.emulators.models`, and every rule with its source in
+:data:`exai.emulators.contract.RULES`.
 
 Every request is recorded (``GET /_emulator/requests``, :attr:`EmulatorServer.requests`)
 with its body, headers, the images it carried (``images``) and the times it
@@ -58,11 +69,13 @@ from starlette.routing import Route
 
 from exai.emulators.embeddings import embeddings_body
 from exai.emulators.files import file_routes, image_parts
-from exai.emulators.replies import compose_reply, prompt_tokens
+from exai.emulators.prompt_cache import MOONSHOT_MIN_CACHED_PROMPT
+from exai.emulators.replies import compose_reply, overflow_reply, prompt_tokens
 from exai.emulators.serving import ServedApp, serve_in_thread
 from exai.emulators.state import EmulatorConfig, EmulatorState, Scripted, marker
 from exai.emulators.vendor_rules import refusal
 from exai.emulators.vendor_wire import (
+    Reply,
     Vendor,
     completion_body,
     default_error_kind,
@@ -105,12 +118,15 @@ def build_app(state: EmulatorState) -> Starlette:
         if config.api_key is not None and token != config.api_key:
             kind = "auth"
         elif plan.status >= 400:
-            kind = plan.error or default_error_kind(plan.status)
+            kind = plan.error or default_error_kind(plan.status, vendor)
         elif refused is not None:
             kind, detail = refused
         elif config.max_prompt_tokens is not None:
             if prompt_tokens(body.get("messages") or []) > config.max_prompt_tokens:
                 kind = "context_length"
+        model = str(body.get("model", ""))
+        if kind == "context_length" and vendor == "glm" and plan.body is None:
+            return _answer(vendor, entry["seq"], model, body, overflow_reply(body), plan, config)
         if kind is not None:
             status, payload = error_body(vendor, kind, limit=config.max_prompt_tokens or 8192,
                                          detail=detail)  # fmt: skip
@@ -127,18 +143,13 @@ def build_app(state: EmulatorState) -> Starlette:
             vendor, body, entry["seq"], text=plan.text, reasoning=plan.reasoning,
             finish_reason=plan.finish_reason, tool_calls=plan.tool_calls,
         )  # fmt: skip
-        model = str(body.get("model", ""))
         if config.prompt_cache:
             key = (vendor, model, token)
-            reply.cached_tokens = state.prompt_cache.observe(key, body.get("messages") or [])
-        if not body.get("stream"):
-            return JSONResponse(completion_body(vendor, entry["seq"], model, reply))
-        chunks = stream_chunks(vendor, entry["seq"], model, reply,
-                               tool_stream=body.get("tool_stream") is True)  # fmt: skip
-        return StreamingResponse(
-            _sse(chunks, config.chunk_delay_ms, plan.fail_after_chunks),
-            media_type="text/event-stream",
-        )
+            floor = MOONSHOT_MIN_CACHED_PROMPT if vendor == "kimi" else 0
+            reply.cached_tokens = state.prompt_cache.observe(
+                key, body.get("messages") or [], longer_than=floor
+            )
+        return _answer(vendor, entry["seq"], model, body, reply, plan, config)
 
     async def embeddings(request: Request, vendor: Vendor) -> Response:
         try:
@@ -151,13 +162,13 @@ def build_app(state: EmulatorState) -> Starlette:
         })  # fmt: skip
         config = state.config
         if config.embeddings_status >= 400:
-            kind = default_error_kind(config.embeddings_status)
+            kind = default_error_kind(config.embeddings_status, vendor)
             _, payload = error_body(vendor, kind)
             headers = {}
             if config.embeddings_retry_after is not None:
                 headers["Retry-After"] = f"{config.embeddings_retry_after:g}"
             return JSONResponse(payload, status_code=config.embeddings_status, headers=headers)
-        status, reply = embeddings_body(body)
+        status, reply = embeddings_body(body, vendor)
         return JSONResponse(reply, status_code=status)
 
     async def kimi_embeddings(request: Request) -> Response:
@@ -219,6 +230,28 @@ def build_app(state: EmulatorState) -> Starlette:
         Route("/_emulator/requests", control_requests, methods=["GET"]),
         Route("/_emulator/reset", control_reset, methods=["POST"]),
     ])  # fmt: skip
+
+
+def _answer(
+    vendor: Vendor,
+    seq: int,
+    model: str,
+    body: dict[str, Any],
+    reply: Reply,
+    plan: Scripted,
+    config: EmulatorConfig,
+) -> Response:
+    """The reply, whole or as an SSE stream."""
+    if not body.get("stream"):
+        return JSONResponse(completion_body(vendor, seq, model, reply))
+    chunks = stream_chunks(
+        vendor, seq, model, reply, tool_stream=body.get("tool_stream") is True,
+        repeat_name=config.glm_tool_stream_repeat_name,
+    )  # fmt: skip
+    return StreamingResponse(
+        _sse(chunks, config.chunk_delay_ms, plan.fail_after_chunks),
+        media_type="text/event-stream",
+    )
 
 
 async def _sse(

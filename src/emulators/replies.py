@@ -14,12 +14,25 @@ history can read off what the model saw. The rest mimics vendor behaviour:
   ``response_format: {"type": "json_object"}`` makes the default reply a JSON
   object, ``{"reply": "<the reply>"}``.
 - GLM's ``web_search`` tool: the reply carries search results.
-- Reasoning whenever the model thinks (:func:`exai.emulators.vendor_rules.thinks`),
-  also before a ``$web_search`` call.
-- ``max_tokens`` cuts the reply (one token per word) with ``finish_reason=length``;
-  a continuation, either Moonshot's trailing ``partial`` assistant message or an
-  assistant message followed by a user message asking to continue, gets the
-  rest of the same reply, so continued replies join up exactly.
+- Reasoning whenever the model thinks (:func:`exai.emulators.models.thinks`).
+- The output cap cuts the reply (one token per word) with
+  ``finish_reason=length``: ``max_completion_tokens`` on the Moonshot path
+  (Moonshot deprecates ``max_tokens``, which it refuses for its models [K-5];
+  a generic OpenAI-compatible model there may still send ``max_tokens``), and
+  ``max_tokens`` on Z.ai's. A continuation, either Moonshot's trailing
+  ``partial`` assistant message or an assistant message followed by a user
+  message asking to continue, gets the rest of the same reply, so continued
+  replies join up exactly; a ``partial`` continuation carries no new reasoning
+  [K-10].
+- Z.ai's abnormal ends [G-5] (docs.z.ai/api-reference/api-code: in a stream
+  "the reason for the exception will be provided in the finish_reason"): a
+  scripted ``finish_reason`` of ``"sensitive"`` empties the reply's content and
+  ``"network_error"`` keeps its first half (a scripted ``text`` is taken as
+  what was sent before the cut, as is); script them with
+  ``{"finish_reason": "network_error"}`` or the marker
+  ``[emulate:finish_reason=sensitive]``. A prompt over the configured
+  ``max_prompt_tokens`` gets :func:`overflow_reply`, a 200 with empty content and
+  ``finish_reason: "model_context_window_exceeded"``.
 """
 
 from __future__ import annotations
@@ -27,11 +40,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from exai.emulators.models import thinks
 from exai.emulators.tool_replies import fill_template, planned_calls
-from exai.emulators.vendor_rules import thinks
+from exai.emulators.vendor_rules import offers_kimi_search
 from exai.emulators.vendor_wire import Reply, Vendor, split_tokens
 
-__all__ = ["compose_reply", "message_text", "prompt_tokens"]
+__all__ = ["ABNORMAL_ENDS", "compose_reply", "message_text", "overflow_reply", "prompt_tokens"]
+
+# Z.ai finish reasons for a reply that ended abnormally, and what they keep of the text.
+ABNORMAL_ENDS = frozenset({"sensitive", "network_error"})
+CONTEXT_EXCEEDED = "model_context_window_exceeded"
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -67,13 +85,6 @@ def _split_continuation(messages: list[dict[str, Any]]) -> tuple[list[dict[str, 
     ):
         return messages[:-2], message_text(messages[-2])
     return messages, ""
-
-
-def _offers_kimi_search(tools: list[dict[str, Any]]) -> bool:
-    return any(
-        t.get("type") == "builtin_function" and t.get("function", {}).get("name") == "$web_search"
-        for t in tools
-    )
 
 
 def _offers_glm_search(tools: list[dict[str, Any]]) -> bool:
@@ -120,7 +131,7 @@ def compose_reply(
                      finish_reason=finish_reason or "tool_calls")  # fmt: skip
 
     searched = any(m.get("role") == "tool" for m in messages[user_index + 1 :])
-    if vendor == "kimi" and _offers_kimi_search(tools) and not searched and text is None:
+    if vendor == "kimi" and offers_kimi_search(tools) and not searched and text is None:
         arguments = {"search_result": {"search_id": f"emu-search-{seq}"},
                      "usage": {"total_tokens": 42}}  # fmt: skip
         call = {
@@ -132,6 +143,8 @@ def compose_reply(
         return Reply(tool_calls=[call], finish_reason="tool_calls", prompt_tokens=tokens_in,
                      reasoning=(reasoning or planned) if thinks(vendor, body) else "")  # fmt: skip
 
+    partial = bool(messages and messages[-1].get("role") == "assistant"
+                   and messages[-1].get("partial"))  # fmt: skip
     conversation, given = _split_continuation(messages)
     turn = sum(1 for m in conversation if m.get("role") == "user")
     _, asked = _last_user(conversation)
@@ -147,11 +160,15 @@ def compose_reply(
     pieces = split_tokens(rest)
     finish = "stop"
     limit = body.get("max_tokens")
+    if vendor == "kimi" and "max_completion_tokens" in body:
+        limit = body["max_completion_tokens"]
     if isinstance(limit, int) and 0 < limit < len(pieces):
         pieces, finish = pieces[:limit], "length"
+    if vendor == "glm" and finish_reason in ABNORMAL_ENDS and text is None:
+        pieces = pieces[: len(pieces) // 2] if finish_reason == "network_error" else []
 
     if reasoning is None:
-        thinking = thinks(vendor, body) and not given
+        thinking = thinks(vendor, body) and not given and not partial
         reasoning = f"emulated reasoning about: {asked}" if thinking else ""
     search = []
     if vendor == "glm" and _offers_glm_search(tools):
@@ -171,3 +188,9 @@ def compose_reply(
         prompt_tokens=tokens_in,
         web_search=search,
     )
+
+
+def overflow_reply(body: dict[str, Any]) -> Reply:
+    """Z.ai's answer to a prompt longer than the model's context [G-5]."""
+    return Reply(finish_reason=CONTEXT_EXCEEDED,
+                 prompt_tokens=prompt_tokens(list(body.get("messages") or [])))  # fmt: skip

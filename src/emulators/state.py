@@ -97,13 +97,22 @@ class Scripted:
 class EmulatorConfig:
     latency_ms: float = 0.0
     chunk_delay_ms: float = 0.0
-    max_prompt_tokens: int | None = None  # longer prompts get the context-length error
+    # Longer prompts get the context-length error (Moonshot: HTTP 400; Z.ai: a 200
+    # with finish_reason "model_context_window_exceeded").
+    max_prompt_tokens: int | None = None
     embeddings_status: int = 200  # e.g. 429: every embeddings request gets that error
     embeddings_retry_after: float | None = None  # its Retry-After, seconds
     api_key: str | None = None  # when set, any other key gets the vendor's 401
     prompt_cache: bool = True  # report prefixes seen before as cached prompt tokens
-    models: list[str] = field(
-        default_factory=lambda: ["kimi-k2.6", "kimi-k2.5", "kimi-k2-thinking", "moonshot-v1-8k"]
+    # Z.ai tool_stream: repeat function.name on every argument piece (3p vllm#44098)
+    glm_tool_stream_repeat_name: bool = False
+    models: list[str] = field(  # what GET /v1/models lists: Moonshot's current chat models
+        default_factory=lambda: [
+            "kimi-k3",
+            "kimi-k2.7-code",
+            "kimi-k2.7-code-highspeed",
+            "kimi-k2.6",
+        ]
     )
 
     def update(self, raw: dict[str, Any]) -> None:

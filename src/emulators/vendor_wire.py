@@ -2,9 +2,17 @@
 where it matters: error bodies, whole completions and SSE stream chunks.
 
 Part of the provider emulator (a test fixture). The error bodies are the ones
-the vendors document: Moonshot names an error ``type``, Z.ai a numeric business
-``code`` as a string. Kept apart from the server so the formats can be read,
-and checked against the vendors' documentation, in one place.
+the vendors document: Moonshot names an error ``type`` (platform.kimi.ai/docs/api/errors),
+Z.ai a numeric business ``code`` as a string (docs.z.ai/api-reference/api-code,
+whose table gives 1305 as "The API has triggered a rate limit." [G-8]). Kept
+apart from the server so the formats can be read, and checked against the
+vendors' documentation, in one place.
+
+Z.ai reports a prompt longer than the model's context not as an error but as a
+200 reply with empty content and ``finish_reason: "model_context_window_exceeded"``
+(3p anomalyco/opencode#18813; code 1261, which the emulator used to send, is not
+in Z.ai's table) [G-5]: the ``context_length`` kind has no Z.ai body, and the
+server answers it with :func:`exai.emulators.replies.overflow_reply`.
 """
 
 from __future__ import annotations
@@ -34,12 +42,12 @@ _TOKEN_RE = re.compile(r"\S+\s*")
 _ARGUMENT_PIECE = 8
 
 # kind -> (HTTP status, Moonshot body, Z.ai body)
-_ERRORS: dict[str, tuple[int, dict[str, Any], dict[str, Any]]] = {
+_ERRORS: dict[str, tuple[int, dict[str, Any], dict[str, Any] | None]] = {
     "context_length": (
         400,
         {"message": "Invalid request: Your request exceeded model token limit: {limit}",
          "type": "invalid_request_error"},
-        {"code": "1261", "message": "Prompt exceeds max length"},
+        None,  # Z.ai: a 200 with finish_reason "model_context_window_exceeded"
     ),
     "bad_request": (
         400,
@@ -90,8 +98,7 @@ _ERRORS: dict[str, tuple[int, dict[str, Any], dict[str, Any]]] = {
         429,
         {"message": "The engine is currently overloaded, please try again later",
          "type": "engine_overloaded_error"},
-        {"code": "1305", "message": "The service may be temporarily overloaded, please try "
-                                    "again later"},
+        {"code": "1305", "message": "The API has triggered a rate limit."},
     ),
     "server": (
         500,
@@ -108,8 +115,11 @@ _ERRORS: dict[str, tuple[int, dict[str, Any], dict[str, Any]]] = {
 ERROR_KINDS = frozenset(_ERRORS)
 
 
-def default_error_kind(status: int) -> str:
-    """The error a bare status stands for, when a script names no kind."""
+def default_error_kind(status: int, vendor: Vendor = "kimi") -> str:
+    """The error a bare status stands for, when a script names no kind (a bare 400
+    is Moonshot's context-length error, Z.ai's invalid-parameter one)."""
+    if status == 400 and vendor == "glm":
+        return "bad_request"
     return {400: "context_length", 401: "auth", 402: "balance", 403: "balance",
             429: "rate_limit", 500: "server"}.get(status, "unavailable" if status >= 500
                                                   else "bad_request")  # fmt: skip
@@ -120,7 +130,10 @@ def error_body(
 ) -> tuple[int, dict[str, Any]]:
     """``(status, body)`` of the vendor's error of this kind."""
     status, moonshot, zai = _ERRORS[kind]
-    inner = dict(moonshot if vendor == "kimi" else zai)
+    chosen = moonshot if vendor == "kimi" else zai
+    if chosen is None:
+        raise ValueError(f"{vendor} answers {kind!r} with a reply, not an error body")
+    inner = dict(chosen)
     inner["message"] = inner["message"].format(limit=limit, detail=detail)
     return status, {"error": inner}
 
@@ -183,16 +196,27 @@ def completion_body(vendor: Vendor, seq: int, model: str, reply: Reply) -> dict[
 
 
 def stream_chunks(
-    vendor: Vendor, seq: int, model: str, reply: Reply, *, tool_stream: bool = False
+    vendor: Vendor,
+    seq: int,
+    model: str,
+    reply: Reply,
+    *,
+    tool_stream: bool = False,
+    repeat_name: bool = False,
 ) -> list[dict[str, Any]]:
     """The chunk objects of an SSE stream, in order (without ``[DONE]``).
 
     Moonshot reports usage inside the last choice; Z.ai at the top of the last
     chunk and its web search results at the top of the first. Calls to the
-    caller's tools come after the text: Moonshot sends each call's index, id and
-    name first and then its arguments in pieces; Z.ai sends every call whole in
-    one chunk, unless the request asked for ``tool_stream``, when it streams them
-    as Moonshot does. Kimi's built-in ``$web_search`` call comes whole.
+    caller's tools come after the text. Moonshot sends each call's index, id and
+    name with empty arguments first and then the arguments in pieces carrying
+    only the index. Z.ai sends every call whole in one chunk, unless the request
+    asked for ``tool_stream`` [G-6], when (3p braintrustdata/lingua#318) the
+    first argument fragment comes with the id and name, every continuation
+    repeats the id, and the last fragment of the last call rides on the finish
+    chunk; with ``repeat_name`` (config ``glm_tool_stream_repeat_name``) every
+    piece also repeats ``function.name``, as some GLM servers do (3p
+    vllm#44098). Kimi's built-in ``$web_search`` call comes whole.
     """
     head = {"id": f"chatcmpl-emu-{seq}", "created": int(time.time()), "model": model}
     if vendor == "kimi":
@@ -209,24 +233,15 @@ def stream_chunks(
     chunks += [chunk({"content": piece}) for piece in reply.pieces]
     calls = [{"index": i, **call} for i, call in enumerate(reply.tool_calls)]
     pieces = (vendor == "kimi" or tool_stream) and all(c["type"] == "function" for c in calls)
+    last = chunk({} if vendor == "kimi" else {"role": "assistant", "content": ""})
     if calls and not pieces:
         chunks.append(chunk({"tool_calls": calls}))
-    for call in calls if pieces else []:
-        function = call["function"]
-        start = {
-            "index": call["index"],
-            "id": call["id"],
-            "type": call["type"],
-            "function": {"name": function["name"], "arguments": ""},
-        }
-        chunks.append(chunk({"tool_calls": [start]}))
-        arguments = function["arguments"]
-        for at in range(0, len(arguments), _ARGUMENT_PIECE):
-            piece = arguments[at : at + _ARGUMENT_PIECE]
-            chunks.append(
-                chunk({"tool_calls": [{"index": call["index"], "function": {"arguments": piece}}]})
-            )
-    last = chunk({} if vendor == "kimi" else {"role": "assistant", "content": ""})
+    elif calls and vendor == "kimi":
+        chunks += [chunk({"tool_calls": [p]}) for p in _moonshot_call_pieces(calls)]
+    elif calls:
+        glm = _zai_call_pieces(calls, repeat_name=repeat_name)
+        chunks += [chunk({"tool_calls": [p]}) for p in glm[:-1]]
+        last["choices"][0]["delta"]["tool_calls"] = [glm[-1]]
     last["choices"][0]["finish_reason"] = reply.finish_reason
     if vendor == "kimi":
         last["choices"][0]["usage"] = reply.usage(vendor)
@@ -234,6 +249,41 @@ def stream_chunks(
         last["usage"] = reply.usage(vendor)
     chunks.append(last)
     return chunks
+
+
+def _argument_pieces(arguments: str) -> list[str]:
+    return [arguments[at : at + _ARGUMENT_PIECE]
+            for at in range(0, len(arguments), _ARGUMENT_PIECE)] or [""]  # fmt: skip
+
+
+def _moonshot_call_pieces(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for call in calls:
+        function = call["function"]
+        out.append({"index": call["index"], "id": call["id"], "type": call["type"],
+                    "function": {"name": function["name"], "arguments": ""}})  # fmt: skip
+        out += [{"index": call["index"], "function": {"arguments": piece}}
+                for piece in _argument_pieces(function["arguments"]) if piece]  # fmt: skip
+    return out
+
+
+def _zai_call_pieces(calls: list[dict[str, Any]], *, repeat_name: bool) -> list[dict[str, Any]]:
+    """Z.ai's tool_stream pieces; the caller puts the last one on the finish chunk
+    (so a call of one piece has it there only when it is the last call)."""
+    out: list[dict[str, Any]] = []
+    for call in calls:
+        name = call["function"]["name"]
+        for n, piece in enumerate(_argument_pieces(call["function"]["arguments"])):
+            function = (
+                {"name": name, "arguments": piece}
+                if n == 0 or repeat_name
+                else {"arguments": piece}
+            )
+            item = {"index": call["index"], "id": call["id"], "function": function}
+            if n == 0:
+                item["type"] = call["type"]
+            out.append(item)
+    return out
 
 
 def split_tokens(text: str) -> list[str]:

@@ -3,7 +3,9 @@
 The emulator reports the longest prefix a prompt shares with one it has seen
 before (for the same vendor, model and key) as
 ``usage.prompt_tokens_details.cached_tokens``; each plugin must carry that into
-``Usage.cached_prompt_tokens``, whole and streamed.
+``Usage.cached_prompt_tokens``, whole and streamed. Moonshot only caches prompts
+longer than 256 tokens (rule K-11 of :mod:`exai.emulators.contract`), so the
+thread's system prompt here is longer than that.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from exai.providers.base import ChatRequest, ChatResponse, Usage
 from exai.providers.exchange import ChatCompletionsProvider
 from exai.providers.wire import usage_from
 
-SYSTEM = {"role": "system", "content": "You review code. " * 40}
+SYSTEM = {"role": "system", "content": "You review code. " * 100}  # 300 tokens
+KIMI = "kimi-k2.6"  # asked with thinking off: a plain Moonshot model
 
 
 def turn(n: int) -> list[dict[str, Any]]:
@@ -31,7 +34,8 @@ def turn(n: int) -> list[dict[str, Any]]:
 
 async def ask(provider: ChatCompletionsProvider, model: str, messages: list[dict[str, Any]],
               *, streamed: bool) -> ChatResponse:  # fmt: skip
-    request = ChatRequest(model=model, messages=messages)
+    request = ChatRequest(model=model, messages=messages,
+                          thinking=False if model.startswith("kimi-") else None)  # fmt: skip
     if not streamed:
         return await provider.complete(request)
     async for delta in provider.stream(request):
@@ -41,7 +45,7 @@ async def ask(provider: ChatCompletionsProvider, model: str, messages: list[dict
 
 
 @pytest.mark.parametrize("streamed", [False, True])
-@pytest.mark.parametrize(("vendor", "model"), [("kimi", "moonshot-v1-128k"), ("glm", "glm-4.6")])
+@pytest.mark.parametrize(("vendor", "model"), [("kimi", KIMI), ("glm", "glm-4.6")])
 async def test_a_stable_prefix_is_reported_cached_on_the_next_turn(
     kimi: Any, glm: Any, emulator: EmulatorServer, vendor: str, model: str, streamed: bool
 ) -> None:
@@ -59,17 +63,31 @@ async def test_a_stable_prefix_is_reported_cached_on_the_next_turn(
 
 
 async def test_a_changed_prefix_is_not_cached(kimi: Any, emulator: EmulatorServer) -> None:
-    await ask(kimi, "moonshot-v1-128k", turn(2), streamed=False)
+    await ask(kimi, KIMI, turn(2), streamed=False)
     changed = [{"role": "system", "content": "Now: 12:00. " + SYSTEM["content"]}, *turn(2)[1:]]
-    again = await ask(kimi, "moonshot-v1-128k", changed, streamed=False)
+    again = await ask(kimi, KIMI, changed, streamed=False)
 
     assert again.usage.cached_prompt_tokens == 0  # one byte early on spoils the cache
 
 
-async def test_the_cache_belongs_to_one_model(kimi: Any, emulator: EmulatorServer) -> None:
-    await ask(kimi, "moonshot-v1-128k", turn(1), streamed=False)
-    other = await ask(kimi, "moonshot-v1-32k", turn(1), streamed=False)
+async def test_the_cache_belongs_to_one_model(glm: Any, emulator: EmulatorServer) -> None:
+    await ask(glm, "glm-4.6", turn(1), streamed=False)
+    other = await ask(glm, "glm-4.5", turn(1), streamed=False)
     assert other.usage.cached_prompt_tokens == 0
+
+
+@pytest.mark.parametrize(("vendor", "model", "cached"), [("kimi", KIMI, False),
+                                                         ("glm", "glm-4.6", True)])  # fmt: skip
+async def test_moonshot_does_not_cache_a_short_prompt(
+    kimi: Any, glm: Any, vendor: str, model: str, cached: bool
+) -> None:
+    provider: ChatCompletionsProvider = kimi if vendor == "kimi" else glm
+    short = [{"role": "system", "content": "You review code. " * 80}]  # 240 tokens
+    first = await ask(provider, model, [*short, {"role": "user", "content": "q 1"}], streamed=False)
+    again = await ask(provider, model, [*short, {"role": "user", "content": "q 2"}], streamed=False)
+
+    assert first.usage.prompt_tokens <= 256
+    assert (again.usage.cached_prompt_tokens > 0) is cached  # Z.ai has no threshold
 
 
 @pytest.mark.parametrize(
@@ -102,6 +120,7 @@ def test_the_emulated_cache_reports_the_longest_shared_prefix_in_tokens() -> Non
 
     cache, key = PromptCache(), ("kimi", "m", "k")
     one = [{"role": "system", "content": "a b c"}, {"role": "user", "content": "d e"}]
+    assert cache.observe(key, one, longer_than=5) == 0  # not remembered: 5 tokens only
     assert cache.observe(key, one) == 0
     assert cache.observe(key, one) == 5  # the same prompt again: all of it
     longer = [*one[:1], {"role": "user", "content": "d e f"}]

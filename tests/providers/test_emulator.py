@@ -61,7 +61,8 @@ def test_marker_in_the_prompt(emulator: EmulatorServer) -> None:
          "token limit: 8192", "type": "invalid_request_error"}),
         ("kimi", "auth", 401, {"message": "Invalid Authentication",
                                "type": "invalid_authentication_error"}),
-        ("glm", "context_length", 400, {"code": "1261", "message": "Prompt exceeds max length"}),
+        ("glm", "overloaded", 429, {"code": "1305", "message": "The API has triggered a rate "
+         "limit."}),
         ("glm", "rate_limit", 429, {"code": "1302", "message": "High concurrency usage of this "
          "API, please reduce concurrency or contact customer service to increase limits"}),
     ],
@@ -80,6 +81,15 @@ def test_prompt_token_limit_gives_the_context_error(emulator: EmulatorServer) ->
     too_long = chat(emulator, "kimi", hello("one two three four"))
     assert too_long.status_code == 400
     assert "exceeded model token limit: 3" in too_long.json()["error"]["message"]
+
+
+def test_glm_reports_an_over_long_prompt_as_a_finish_reason(emulator: EmulatorServer) -> None:
+    emulator.configure(max_prompt_tokens=3)
+    too_long = chat(emulator, "glm", {**hello("one two three four"), "model": "glm-5.1"})
+    assert too_long.status_code == 200  # Z.ai: no HTTP error, a finish reason [G-5]
+    choice = too_long.json()["choices"][0]
+    assert choice["finish_reason"] == "model_context_window_exceeded"
+    assert choice["message"]["content"] == ""
 
 
 def test_api_key_is_checked_when_configured(emulator: EmulatorServer) -> None:

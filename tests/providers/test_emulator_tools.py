@@ -26,7 +26,11 @@ def chat(emulator: EmulatorServer, vendor: str, body: dict[str, Any]) -> httpx.R
     )
 
 
-def body(text: str = "hi", model: str = "moonshot-v1-8k", **extra: Any) -> dict[str, Any]:
+def body(text: str = "hi", model: str = "kimi-k2.6", **extra: Any) -> dict[str, Any]:
+    if model == "kimi-k2.6":  # a plain (not thinking) Moonshot model, unless thinking=None
+        extra.setdefault("thinking", {"type": "disabled"})
+    if extra.get("thinking", 0) is None:
+        del extra["thinking"]
     return {"model": model, "messages": [{"role": "user", "content": text}], **extra}
 
 
@@ -70,7 +74,11 @@ def test_conditions_on_the_last_message_and_the_model(emulator: EmulatorServer) 
         {"role": "tool", "tool_call_id": "c1", "content": "42"},
     ]
 
-    other_model = chat(emulator, "kimi", {"model": "moonshot-v1-8k", "messages": tool_round})
+    other_model = chat(
+        emulator, "kimi",
+        {"model": "kimi-k2.7-code", "messages": [*tool_round[:1],
+         {**tool_round[1], "reasoning_content": "r"}, *tool_round[2:]]},
+    )  # fmt: skip
     right = chat(
         emulator,
         "kimi",
@@ -121,7 +129,7 @@ def test_streamed_calls_in_each_vendors_shape(
         {**STEP, "tool_calls": [{"name": "read_file", "arguments": {"path": "a/long/path.py"}}]}
     )
     extra = {"tool_stream": True} if tool_stream else {}
-    model = "moonshot-v1-8k" if vendor == "kimi" else "glm-4.6"
+    model = "kimi-k2.6" if vendor == "kimi" else "glm-4.6"
     response = chat(emulator, vendor, body("x", model=model, tools=[READ], stream=True, **extra))
 
     pieces = [
@@ -130,9 +138,12 @@ def test_streamed_calls_in_each_vendors_shape(
         if c["choices"][0]["delta"].get("tool_calls")
     ]
     assert pieces[0]["index"] == 0 and pieces[0]["function"]["name"] == "read_file"
-    if pieced:
+    if pieced and vendor == "kimi":
         assert pieces[0]["id"] and pieces[0]["function"]["arguments"] == ""
         assert len(pieces) > 2 and all("id" not in p for p in pieces[1:])
+    elif pieced:  # Z.ai's tool_stream: the tests in tests/emulators/test_glm_streams.py
+        assert pieces[0]["id"] and pieces[0]["function"]["arguments"]
+        assert len(pieces) > 2 and all(p["id"] == pieces[0]["id"] for p in pieces)
     else:
         assert len(pieces) == 1  # the whole call at once
     joined = "".join(p["function"].get("arguments", "") for p in pieces)
@@ -145,7 +156,7 @@ def test_streamed_calls_in_each_vendors_shape(
     [
         (
             "kimi",
-            body(model="kimi-k2.6", tools=[READ], tool_choice="required"),
+            body(model="kimi-k2.6", tools=[READ], tool_choice="required", thinking=None),
             400,
             {
                 "message": "tool_choice 'required' is incompatible with thinking enabled",
@@ -155,7 +166,7 @@ def test_streamed_calls_in_each_vendors_shape(
         (
             "kimi",
             body(
-                model="kimi-k2-thinking",
+                model="kimi-k2.7-code",
                 tools=[READ],
                 tool_choice={"type": "function", "function": {"name": "read_file"}},
             ),
@@ -207,6 +218,6 @@ def test_a_tool_result_that_answers_no_call_is_refused(
         {"role": "user", "content": "x"},
         {"role": "tool", "tool_call_id": "call_nobody", "content": "42"},
     ]
-    model = "moonshot-v1-8k" if vendor == "kimi" else "glm-4.5"
+    model = "kimi-k2.6" if vendor == "kimi" else "glm-4.5"
     response = chat(emulator, vendor, {"model": model, "messages": messages})
     assert response.status_code == 400 and "call_nobody" in str(response.json())
