@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench lint baseline reliability clean setup clients browser trace-demo
+.PHONY: run test bench lint baseline reliability clean setup clients browser trace-demo vendor-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,12 @@ reliability: $(STAMP)
 # of its own (build/phoenix/venv, created on first use). ARGS="--screenshot FILE.png".
 trace-demo: $(STAMP)
 	$(BIN)/python -m scripts.trace_demo $(ARGS)
+
+# Moonshot's and Z.ai's documented rules checked against the live APIs, with the keys
+# of .env or the environment (docs/vendors.md); without keys it says what it would
+# check. ARGS="--vendor kimi", "--record", "--list".
+vendor-check: $(STAMP)
+	$(BIN)/python -m scripts.vendor_check $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts
