@@ -9,7 +9,9 @@ Each request is one ``completion`` call through the core's port
 and :mod:`exai.web.anthropic_errors` shape its answer.
 
 ``/v1/messages/count_tokens`` answers from exai's token estimate for the model
-the request would be served by, without a call to the model.
+the request would be served by, without a call to the model, to a principal
+whose scopes let it make that call (a token that may not call ``completion``
+is refused here as on ``/v1/messages``, with the dispatcher's words).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from starlette.routing import BaseRoute, Route
 
+from exai.errors import ForbiddenError
 from exai.port import Caller, Port
 from exai.protocol import CallToolResult
 from exai.web.anthropic_errors import error_response, refusal_response
@@ -31,7 +34,8 @@ from exai.web.anthropic_request import (
 )
 from exai.web.anthropic_response import MessageStream, message_body
 from exai.web.asgi import Receive, Send, headers_of, read_json, send_json
-from exai.web.model_call import RequestRefused
+from exai.web.guard import principal_of
+from exai.web.model_call import TOOL, RequestRefused
 from exai.web.model_face import ModelFace, Whole
 from exai.web.model_stream import result_text
 
@@ -81,6 +85,11 @@ class _CountTokens:
             arguments = parse_count_tokens(body, self.rules)
         except RequestRefused as exc:
             await send_json(send, *refusal_response(exc))
+            return
+        principal = principal_of(scope)
+        if not principal.may_call(TOOL):
+            refused = ForbiddenError(f"principal {principal.name!r} may not call {TOOL!r}")
+            await send_json(send, *error_response(refused.info()))
             return
         counted = self.core.reads.count_tokens(
             arguments["model"], arguments["messages"], arguments.get("tools") or []

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "TOOL",
     "ModelCall",
     "Note",
     "RequestRefused",
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 
-TOOL = "completion"
+TOOL = "completion"  # the tool every model face calls
 
 
 @dataclass(frozen=True, slots=True)
