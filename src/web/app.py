@@ -44,6 +44,9 @@ from exai.web.session_book import SessionBook
 __all__ = ["WebFace"]
 
 log = get_logger("exai.web")
+# The face each path prefix belongs to, as the audit trail names it (the longest wins).
+FACES = {"/v1": "openai", "/v1/messages": "anthropic", "/v1/responses": "responses",
+         "/mcp": "mcp-http"}  # fmt: skip
 
 
 class _Uvicorn(uvicorn.Server):
@@ -103,7 +106,8 @@ class WebFace:
                      error_bodies={"/v1": openai_error_body,
                                    "/v1/messages": anthropic_error_body},
                      api_key_paths=("/v1/messages",),
-                     cookie_realms=(self.console.realm(),))  # fmt: skip
+                     cookie_realms=(self.console.realm(),),
+                     faces=FACES, audit=self.core.emit)  # fmt: skip
 
     @property
     def own_url(self) -> str:

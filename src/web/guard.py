@@ -31,6 +31,13 @@ route keeps its bearer check, and the Host and Origin checks apply to all.
 Failed sign-ins count against the same allowance as failed bearer tokens
 (:func:`check_token`).
 
+A refused bearer token (wrong, missing, expired, or not a bearer header at all)
+is an ``auth_failed`` audit event, as a refused WebSocket ``hello`` and a failed
+console sign-in are: the client's address, the reason and the face (named by the
+longest prefix of ``faces`` the path falls under), never the token. While an
+address is throttled its requests are refused without an event each, as on the
+WebSocket face: that is what a guessing flood looks like.
+
 Each face answers in its own dialect: a refusal's body is exai's
 ``{"error": {"code", "message"}}`` unless the path falls under a prefix given
 an ``error_bodies`` shaper, the longest such prefix winning (``/v1`` answers as
@@ -46,7 +53,7 @@ import ipaddress
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 from exai.auth import Authenticator, Principal
@@ -55,10 +62,19 @@ from exai.files.roots import is_loopback
 from exai.protocol import ErrorCode, ErrorInfo
 from exai.web.asgi import headers_of, send_json
 
-__all__ = ["CookieRealm", "ErrorBody", "Guard", "check_token", "parse_host", "principal_of"]
+__all__ = [
+    "CookieRealm",
+    "ErrorBody",
+    "Guard",
+    "LoginThrottled",
+    "check_token",
+    "parse_host",
+    "principal_of",
+]
 
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 ErrorBody = Callable[[ErrorInfo], dict[str, Any]]
+T = TypeVar("T")
 _STATE_KEY = "exai_principal"
 # RFC 3986 reg-name as browsers and HTTP clients send it: letters, digits, - and .
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
@@ -119,15 +135,19 @@ class CookieRealm:
         return path in self.open_paths or path.startswith(self.open_prefixes)
 
 
+class LoginThrottled(UnauthorizedError):
+    """A login refused unchecked: its address has spent its allowance of failed ones."""
+
+
 def check_token(auth: Authenticator, throttle: Any, token: str | None, peer: str) -> Principal:
     """The principal of ``token``, under the login throttle every face shares.
 
     While ``peer`` has spent its allowance of failed logins, its attempts are
-    refused unchecked, the right token too: that is what guessing looks like.
-    A wrong token counts against the allowance.
+    refused unchecked (:class:`LoginThrottled`), the right token too: that is
+    what guessing looks like. A wrong token counts against the allowance.
     """
     if throttle is not None and (wait_s := throttle.login_wait_s(peer)) > 0:
-        raise UnauthorizedError(f"too many failed logins from {peer}; try again in {wait_s:.0f} s")
+        raise LoginThrottled(f"too many failed logins from {peer}; try again in {wait_s:.0f} s")
     try:
         return auth.authenticate(token)
     except UnauthorizedError:
@@ -153,6 +173,8 @@ class Guard:
         error_bodies: Mapping[str, ErrorBody] | None = None,
         api_key_paths: tuple[str, ...] = (),
         cookie_realms: tuple[CookieRealm, ...] = (),
+        faces: Mapping[str, str] | None = None,
+        audit: Callable[..., None] | None = None,
     ) -> None:
         self.app = app
         self.auth = auth
@@ -162,10 +184,11 @@ class Guard:
         self.open_paths = open_paths
         self.throttle = throttle
         self.on_login = on_login
-        # Longest prefix first, so the most specific face's shape wins.
-        self.error_bodies = sorted((error_bodies or {}).items(), key=lambda kv: -len(kv[0]))
+        self.error_bodies = _longest_first(error_bodies)
         self.api_key_paths = api_key_paths
         self.cookie_realms = cookie_realms
+        self.faces = _longest_first(faces)
+        self.audit = audit
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -199,6 +222,9 @@ class Guard:
             try:
                 principal = self._authenticate(header, str(peer))
             except UnauthorizedError as exc:
+                if self.audit is not None and not isinstance(exc, LoginThrottled):
+                    face = _by_prefix(scope["path"], self.faces) or "http"
+                    self.audit("auth_failed", peer=str(peer), reason=exc.message, face=face)
                 challenge = 'Bearer realm="exai", error="invalid_token"'
                 if header is None:
                     challenge = 'Bearer realm="exai"'
@@ -228,9 +254,9 @@ class Guard:
         await send_json(send, 401, self._body(scope["path"], info))
 
     def _body(self, path: str, info: ErrorInfo) -> dict[str, Any]:
-        for prefix, shape in self.error_bodies:
-            if _under(path, (prefix,)):
-                return shape(info)
+        shape = _by_prefix(path, self.error_bodies)
+        if shape is not None:
+            return shape(info)
         return {"error": {"code": info.code.value, "message": info.message}}
 
     def _authenticate(self, header: str | None, peer: str) -> Principal:
@@ -254,6 +280,16 @@ class Guard:
         if self.loopback and _is_own_loopback_origin(origin, self.port):
             return None
         return f"requests from the web origin {origin!r} are not allowed (EXAI_ALLOWED_ORIGINS)"
+
+
+def _longest_first(table: Mapping[str, T] | None) -> list[tuple[str, T]]:
+    """A prefix table, longest prefix first, so the most specific face wins."""
+    return sorted((table or {}).items(), key=lambda kv: -len(kv[0]))
+
+
+def _by_prefix(path: str, table: list[tuple[str, T]]) -> T | None:
+    """The value of the first (longest) prefix ``path`` falls under."""
+    return next((value for prefix, value in table if _under(path, (prefix,))), None)
 
 
 def _under(path: str, prefixes: tuple[str, ...]) -> bool:
