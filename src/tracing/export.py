@@ -7,7 +7,13 @@ processor's thread, never on a call's path, and for every span it sends
   attributes, the status message), with the scrubber the edge hands in: the
   audit trail's, so a trace masks what an audit event masks;
 - counts what happened: spans exported, spans and batches that failed (a dead
-  collector shows up here and in ``/metrics``, and loses spans, never calls).
+  collector shows up here and in ``/metrics``, and loses spans, never calls);
+- after :meth:`GuardedExporter.refuse_after`'s deadline, fails every batch at
+  once without sending it, so a stop keeps to one deadline however many
+  batches are still queued.
+
+:class:`CountingProcessor` counts the spans that ended (sampled), so a stop can
+say how many never went out.
 
 Prompt and completion text are kept off spans where they are made (see
 ``exai.tracing.state.content``), not filtered here.
@@ -17,16 +23,18 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import Status
 
 from exai.logs import get_logger
 
-__all__ = ["ExportStats", "GuardedExporter"]
+__all__ = ["CountingProcessor", "ExportStats", "GuardedExporter"]
 
 log = get_logger("exai.tracing")
 
@@ -37,12 +45,14 @@ class ExportStats:
     """Counts kept by the exporter's thread and read by /metrics (ints: no lock needed to read)."""
 
     def __init__(self) -> None:
+        self.spans_ended = 0  # sampled spans handed to the processor
         self.spans_exported = 0
         self.spans_failed = 0
         self.batches_failed = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {"spans_exported": self.spans_exported, "spans_failed": self.spans_failed,
+        return {"spans_ended": self.spans_ended, "spans_exported": self.spans_exported,
+                "spans_failed": self.spans_failed,
                 "batches_failed": self.batches_failed}  # fmt: skip
 
 
@@ -54,14 +64,25 @@ class GuardedExporter(SpanExporter):
         self.scrub = functools.lru_cache(maxsize=4096)(scrub) if scrub is not None else None
         self.stats = ExportStats()
         self._lock = threading.Lock()
+        self._deadline: float | None = None  # time.monotonic(); None: no stop under way
+        self._closed = False
+
+    def refuse_after(self, deadline: float) -> None:
+        """From ``deadline`` (``time.monotonic()``) on, fail every batch unsent."""
+        self._deadline = deadline
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        batch = [self._scrubbed(s) for s in spans] if self.scrub is not None else list(spans)
-        try:
-            result = self.inner.export(batch)
-        except Exception as exc:  # an exporter bug must not kill the processor's thread
-            log.warning("trace export raised", error=repr(exc))
+        deadline = self._deadline
+        if deadline is not None and time.monotonic() >= deadline:
+            batch: list[ReadableSpan] = list(spans)
             result = SpanExportResult.FAILURE
+        else:
+            batch = [self._scrubbed(s) for s in spans] if self.scrub is not None else list(spans)
+            try:
+                result = self.inner.export(batch)
+            except Exception as exc:  # an exporter bug must not kill the processor's thread
+                log.warning("trace export raised", error=repr(exc))
+                result = SpanExportResult.FAILURE
         with self._lock:
             if result is SpanExportResult.SUCCESS:
                 self.stats.spans_exported += len(batch)
@@ -75,6 +96,12 @@ class GuardedExporter(SpanExporter):
         return result
 
     def shutdown(self) -> None:
+        """Shut the inner exporter down once (a stop that gave up on the processor
+        does it at its deadline, and the processor again when it gets there)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         self.inner.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
@@ -131,6 +158,30 @@ class GuardedExporter(SpanExporter):
     def _text(self, text: str) -> str:
         assert self.scrub is not None
         return self.scrub(text)
+
+
+class CountingProcessor(SpanProcessor):
+    """The batch processor, counting the spans handed to it in ``stats.spans_ended``."""
+
+    def __init__(self, inner: SpanProcessor, stats: ExportStats) -> None:
+        self.inner = inner
+        self.stats = stats
+        self._lock = threading.Lock()  # spans may end on any thread
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        self.inner.on_start(span, parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if span.context is not None and span.context.trace_flags.sampled:
+            with self._lock:
+                self.stats.spans_ended += 1
+        self.inner.on_end(span)
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.inner.force_flush(timeout_millis))
 
 
 def _worth_logging(failures: int) -> bool:

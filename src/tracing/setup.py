@@ -15,17 +15,29 @@ meaning the OpenTelemetry specification gives them:
 - ``OTEL_TRACES_SAMPLER`` and ``OTEL_TRACES_SAMPLER_ARG``: the sampler, one of
   the specification's built-in names (``parentbased_always_on`` by default).
 
-The rest (timeout, compression, certificates, the batch processor's queue and
-delay: ``OTEL_EXPORTER_OTLP_TIMEOUT``, ``OTEL_BSP_*``...) is read by the SDK
-itself from the environment. Export is OTLP over HTTP/protobuf, through a
-:class:`~exai.tracing.export.GuardedExporter` that masks credentials and
-counts failures, behind the SDK's batch processor.
+The rest (compression, certificates, the batch processor's queue and delay:
+``OTEL_EXPORTER_OTLP_COMPRESSION``, ``OTEL_BSP_*``...) is read by the SDK
+itself from the environment. The export timeout
+(``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT``, else ``OTEL_EXPORTER_OTLP_TIMEOUT``,
+seconds, 10 by default) is read here, as the SDK reads it, and handed to the
+exporter, because :func:`shutdown` keeps to it too. Export is OTLP over
+HTTP/protobuf, through a :class:`~exai.tracing.export.GuardedExporter` that
+masks credentials and counts failures, behind the SDK's batch processor.
+
+:func:`shutdown` has one deadline, the export timeout, for the processor and
+the exporter together: batches still queued at the deadline are dropped
+unsent, a batch still in flight is left to its thread (a daemon thread, gone
+with the process), and what never went out is counted and logged.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -42,15 +54,39 @@ from opentelemetry.sdk.trace.sampling import (
     TraceIdRatioBased,
 )
 
+from exai.logs import get_logger
 from exai.tracing import install, reset, state
-from exai.tracing.export import ExportStats, GuardedExporter
+from exai.tracing.export import CountingProcessor, ExportStats, GuardedExporter
 
 if TYPE_CHECKING:
     from exai.settings import Settings
 
-__all__ = ["configure", "export_stats", "headers_from", "sampler_from", "shutdown", "traces_url"]
+__all__ = [
+    "StopReport",
+    "configure",
+    "export_stats",
+    "export_timeout_s",
+    "headers_from",
+    "sampler_from",
+    "shutdown",
+    "traces_url",
+]
 
+log = get_logger("exai.tracing")
+
+_DEFAULT_TIMEOUT_S: Final = 10.0  # the SDK's
 _exporter: GuardedExporter | None = None
+_timeout_s = _DEFAULT_TIMEOUT_S
+
+
+@dataclass(frozen=True, slots=True)
+class StopReport:
+    """What :func:`shutdown` did within its deadline."""
+
+    timeout_s: float  # the one deadline, from the start of the stop
+    finished: bool  # the processor and the exporter were done by then
+    spans_exported: int
+    spans_unexported: int  # ended but not delivered: failed, dropped at the deadline, queued
 
 
 def traces_url(endpoint: str | None, traces_endpoint: str | None) -> str | None:
@@ -76,6 +112,18 @@ def headers_from(text: str | None) -> dict[str, str]:
             raise ValueError("expected key=value pairs separated by commas")
         out[unquote(key.strip())] = unquote(value.strip())
     return out
+
+
+def export_timeout_s(environ: Any = os.environ) -> float:
+    """The exporter's timeout in seconds, from the variables the SDK reads, as it reads them."""
+    raw = environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or environ.get(
+        "OTEL_EXPORTER_OTLP_TIMEOUT"
+    )
+    try:
+        value = float(raw) if raw else _DEFAULT_TIMEOUT_S
+    except ValueError:
+        return _DEFAULT_TIMEOUT_S
+    return value if value > 0 else _DEFAULT_TIMEOUT_S
 
 
 def sampler_from(name: str, arg: float | None) -> Sampler:
@@ -105,12 +153,14 @@ def configure(settings: Settings, scrub: Callable[[str], str] | None = None) -> 
         return False
     secret = settings.otel_exporter_otlp_headers
     headers = headers_from(secret.get_secret_value() if secret is not None else None)
-    exporter = OTLPSpanExporter(endpoint=url, headers=headers)
+    timeout_s = export_timeout_s()
+    exporter = OTLPSpanExporter(endpoint=url, headers=headers, timeout=timeout_s)
     provider = build_provider(
         exporter,
         service_name=settings.otel_service_name,
         sampler=sampler_from(settings.otel_traces_sampler, settings.otel_traces_sampler_arg),
         scrub=scrub,
+        timeout_s=timeout_s,
     )
     install(provider, content=settings.trace_content)
     return True
@@ -123,17 +173,19 @@ def build_provider(
     sampler: Sampler | None = None,
     scrub: Callable[[str], str] | None = None,
     processor: Callable[[Any], Any] = BatchSpanProcessor,
+    timeout_s: float = _DEFAULT_TIMEOUT_S,
 ) -> TracerProvider:
     """A provider exporting through :class:`GuardedExporter` (``processor``: the batch
-    processor; tests may pass the SDK's simple one to see spans as they end)."""
-    global _exporter
+    processor; tests may pass the SDK's simple one to see spans as they end).
+    ``timeout_s`` is the exporter's timeout, which :func:`shutdown` keeps to."""
+    global _exporter, _timeout_s
     from exai import __version__
 
     guarded = GuardedExporter(exporter, scrub)
     resource = Resource.create({"service.name": service_name, "service.version": __version__})
     provider = TracerProvider(resource=resource, sampler=sampler or DEFAULT_ON)
-    provider.add_span_processor(processor(guarded))
-    _exporter = guarded
+    provider.add_span_processor(CountingProcessor(processor(guarded), guarded.stats))
+    _exporter, _timeout_s = guarded, timeout_s
     return provider
 
 
@@ -149,8 +201,26 @@ def flush(timeout_s: float = 5.0) -> bool:
     return bool(provider.force_flush(int(timeout_s * 1000)))
 
 
-def shutdown() -> None:
-    """Export what is queued (bounded by the exporter's timeout), then turn tracing off."""
+def shutdown(timeout_s: float | None = None) -> StopReport | None:
+    """Turn tracing off and export what is queued, all within ``timeout_s`` (the
+    exporter's timeout unless given); None if tracing was not on."""
     provider = reset()
-    if provider is not None:
-        provider.shutdown()
+    guarded = _exporter
+    if provider is None or guarded is None:
+        return None
+    limit = _timeout_s if timeout_s is None else timeout_s
+    guarded.refuse_after(time.monotonic() + limit)
+    stopping = threading.Thread(target=provider.shutdown, name="exai-trace-stop", daemon=True)
+    stopping.start()
+    stopping.join(limit)
+    finished = not stopping.is_alive()
+    if not finished:
+        guarded.shutdown()  # ends the exporter's retries; the batch in flight is lost
+    exported = guarded.stats.spans_exported
+    unexported = max(0, guarded.stats.spans_ended - exported)
+    report = StopReport(timeout_s=limit, finished=finished, spans_exported=exported,
+                        spans_unexported=unexported)  # fmt: skip
+    if report.spans_unexported:
+        log.warning("traces not exported at stop", spans=report.spans_unexported,
+                    timeout_s=limit, finished=finished)  # fmt: skip
+    return report
