@@ -22,6 +22,7 @@ import pytest
 
 from exai.emulators.provider import EmulatorServer
 from scripts.vendor_check import select
+from scripts.vendor_checks.glm import tool_stream_shape
 from tests.providers.vendor_fixtures import fixture_paths, load, replay_recorded
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,3 +155,27 @@ def test_record_writes_fixtures_without_the_keys_that_replay(
         replay_recorded(fixture)
     kinds = {load(p)["kind"] for p in paths}
     assert {"completion", "stream", "error"} <= kinds
+
+
+def test_the_tool_stream_shape_says_how_a_call_arrived() -> None:
+    # As a third party saw GLM stream a call (lingua#318), with the name repeated too.
+    def piece(finish: str | None = None, **call: Any) -> dict[str, Any]:
+        choice = {"index": 0, "delta": {"tool_calls": [{"index": 0, **call}]}}
+        return {"choices": [{**choice, "finish_reason": finish}]}
+
+    chunks = [
+        piece(id="call_1", type="function", function={"name": "lookup_word", "arguments": '{"wo'}),
+        piece(id="call_1", function={"name": "lookup_word", "arguments": 'rd": "ap'}),
+        piece("tool_calls", id="call_1", function={"arguments": 'ple"}'}),
+    ]
+    assert tool_stream_shape(chunks) == {
+        "pieces": 3,
+        "first_piece_has_arguments": True,
+        "id_repeated": True,
+        "name_repeated": True,
+        "arguments_on_finish_chunk": True,
+        "name": "lookup_word",
+        "id": "call_1",
+        "arguments": '{"word": "apple"}',
+    }
+    assert tool_stream_shape([{"choices": [{"index": 0, "delta": {"content": "hi"}}]}]) == {}

@@ -181,7 +181,7 @@ async def web_search(probe: Probe) -> Outcome:
     )
     if not answer.ok:
         return fails(answer.said())
-    results = (answer.body or {}).get("web_search")
+    results = answer.data.get("web_search")
     if isinstance(results, list) and results:
         fields = sorted({k for r in results if isinstance(r, dict) for k in r})
         return holds(f"{len(results)} results with {', '.join(fields)}")
@@ -208,7 +208,7 @@ async def embedding_dimensions(probe: Probe) -> Outcome:
     if 400 <= answer.status < 500:
         return holds(answer.said())
     if answer.ok:
-        data = (answer.body or {}).get("data") or [{}]
+        data = answer.data.get("data") or [{}]
         size = len(data[0].get("embedding") or []) if isinstance(data[0], dict) else "?"
         return fails(f"accepted: a vector of {size} dimensions")
     return fails(answer.said())

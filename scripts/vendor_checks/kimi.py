@@ -94,7 +94,7 @@ async def k3_refuses_thinking(probe: Probe) -> Outcome:
 async def k3_reasoning_effort(probe: Probe) -> Outcome:
     answer = await probe.chat(_body(ask("Reply with: ok"), 512, reasoning_effort="low"))
     if answer.ok:
-        usage = (answer.body or {}).get("usage") or {}
+        usage = answer.data.get("usage") or {}
         return holds(f"accepted; completion_tokens {usage.get('completion_tokens')}")
     return fails(answer.said())
 
@@ -249,7 +249,7 @@ async def max_tokens_deprecated(probe: Probe) -> Outcome:
 def _bounded(answer: Exchange, yes: Any, no: Any) -> Outcome:
     if not answer.ok:
         return no(answer.said())
-    usage = (answer.body or {}).get("usage") or {}
+    usage = answer.data.get("usage") or {}
     detail = f"finish_reason {answer.finish_reason()}, completion_tokens " \
              f"{usage.get('completion_tokens')}"  # fmt: skip
     cut = answer.finish_reason() == "length" and int(usage.get("completion_tokens") or 0) <= 5
@@ -293,7 +293,7 @@ async def retired_preview_id(probe: Probe) -> Outcome:
 
 
 def _not_found(answer: Exchange) -> Outcome:
-    code = (answer.body or {}).get("error", {}) if isinstance(answer.body, dict) else {}
+    code = answer.data.get("error") or {}
     kind = code.get("type") if isinstance(code, dict) else None
     if answer.status == 404 and kind == "resource_not_found_error":
         return holds(answer.said())

@@ -152,9 +152,13 @@ class Exchange:
         return parse_error_body(self.body)[1]
 
     @property
+    def data(self) -> dict[str, Any]:
+        """The body when it is a JSON object, else an empty one."""
+        return self.body if isinstance(self.body, dict) else {}
+
+    @property
     def choice(self) -> dict[str, Any]:
-        body = self.body if isinstance(self.body, dict) else {}
-        first = (body.get("choices") or [{}])[0]
+        first = (self.data.get("choices") or [{}])[0]
         return first if isinstance(first, dict) else {}
 
     @property
