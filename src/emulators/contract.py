@@ -59,7 +59,7 @@ RULES: list[Rule] = [
          "Fixed sampling: temperature 1 (k3, k2.7-code) or 1.0 thinking / 0.6 not (k2.6); "
          "top_p 0.95; another value sent is refused (\"设置其他值会报错\").",
          "platform.kimi.ai/docs/api/models-overview; " + _THINKING_GUIDE,
-         "models.EmulatedModel.temperature/top_p, vendor_rules._kimi_refusal",
+         "models.EmulatedModel.temperature, models.EmulatedModel.top_p, vendor_rules._kimi_refusal",
          "400 invalid_request_error \"Invalid request: invalid temperature: only 1 is allowed "
          "for this model\" (top_p alike); wording as users report it"),
     Rule("K-4", "kimi",
