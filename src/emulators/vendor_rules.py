@@ -25,7 +25,10 @@ or from a trailing ``partial`` message. At most 5 stop sequences of 32 bytes
 
 Z.ai [G-*]: ``tool_choice`` other than "auto", more than one stop word, turning
 off the thinking of a model that cannot, and ``reasoning_effort`` where the
-model does not take it or with a value it does not take.
+model does not take it or with a value it does not take. Z.ai asks for
+reasoning to come back with tool results ("必须显式保留 Reasoning content",
+docs.bigmodel.cn thinking-mode) but is not known to refuse a request without
+it, so the emulator does not either: tests read the request log.
 
 Both [B-*]: a ``tool`` message whose ``tool_call_id`` answers no earlier
 assistant tool call, worded after OpenAI's message (Moonshot's and Z.ai's own
