@@ -13,7 +13,8 @@ more of those, in order:
   assistant message with ``tool_calls`` and ``reasoning_content``;
 - a ``system`` message in the conversation (Claude Code's mid-conversation system
   turns) stays a system message; a message's own ``output_config`` (an effort
-  level for that turn) is checked and adapted as the request's is.
+  level for that turn) is checked and kept for the request to weigh against its own
+  (:mod:`exai.web.anthropic_request`).
 
 Ids: a vendor's tool-call ids (Moonshot's ``functions.Read:0``) may hold
 characters Anthropic's ``tool_use`` ids do not, so such an id goes out as
@@ -116,7 +117,8 @@ class Converted:
     messages: list[dict[str, Any]] = field(default_factory=list)
     loaded_tools: set[str] = field(default_factory=set)
     notes: list[Note] = field(default_factory=list)
-    efforts: list[str] = field(default_factory=list)  # where a turn asked for an effort level
+    # (where, level) of each turn that asked for an effort level, in order
+    efforts: list[tuple[str, str]] = field(default_factory=list)
 
 
 def convert_messages(messages: Any) -> Converted:
@@ -259,14 +261,15 @@ def _assistant(blocks: list[Any], where: str, out: Converted) -> dict[str, Any]:
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 
 
-def _turn_effort(config: Any, where: str) -> str:
+def _turn_effort(config: Any, where: str) -> tuple[str, str]:
     """Check a message's own ``output_config`` (Claude Code's per-turn control, which
-    carries only an effort level); where its effort is."""
+    carries only an effort level); where its effort is, and the level."""
     config = want_dict(config, where)
     check_known(config, ("effort",), f"{where}.")
-    if config.get("effort") not in EFFORTS:
+    effort = config.get("effort")
+    if effort not in EFFORTS:
         raise RequestRefused(f"{where}.effort is one of {list(EFFORTS)}", param=f"{where}.effort")
-    return f"{where}.effort"
+    return f"{where}.effort", effort
 
 
 def _image(block: dict[str, Any], at: str) -> dict[str, Any]:

@@ -17,7 +17,10 @@ What Claude Code 2.1.330 sends, and what becomes of it (docs/agents.md):
   blocks without their text; ``budget_tokens`` is adapted (Kimi and GLM take no
   budget: noted);
 - ``output_config``: ``format`` (a JSON schema) is the response format;
-  ``effort`` is adapted (no such knob: noted);
+  ``effort`` is the call's ``reasoning_effort`` (the core sends each model the
+  knob it has, a level or a thinking switch, and notes what it did); without
+  one, the latest turn's own ``output_config.effort`` is, and where the two
+  differ the request's wins (noted);
 - ``context_management``: ``clear_thinking`` edits are applied to the history;
 - ``metadata.user_id`` goes into the audit trail as the client's reference;
 - ``cache_control`` marks are served by the vendors' automatic prefix caching;
@@ -292,8 +295,10 @@ def _context_management(raw: Any, converted: Converted) -> None:
             message.pop("reasoning_content")
 
 
-def _output_config(raw: Any, arguments: dict[str, Any], turn_efforts: list[str]) -> list[Note]:
-    """Apply ``output_config``; an effort level, the request's or a turn's, is noted once."""
+def _output_config(
+    raw: Any, arguments: dict[str, Any], turn_efforts: list[tuple[str, str]]
+) -> list[Note]:
+    """Apply ``output_config``, and the effort level of the request or its latest turn."""
     config = want_dict(raw, "output_config") if raw is not None else {}
     check_known(config, ("effort", "format"), "output_config.")
     notes = []
@@ -302,10 +307,15 @@ def _output_config(raw: Any, arguments: dict[str, Any], turn_efforts: list[str])
         raise RequestRefused(
             f"output_config.effort is one of {list(EFFORTS)}", param="output_config.effort"
         )
-    if effort is not None or turn_efforts:
-        where = "output_config.effort" if effort is not None else turn_efforts[0]
-        message = "Kimi and GLM take no effort level; the model worked at its own"
-        notes.append(Note(where, message))
+    # An earlier turn's level was for that turn; the latest one's is this request's.
+    turn = turn_efforts[-1] if turn_efforts else None
+    if effort is None and turn is not None:
+        effort = turn[1]
+    elif turn is not None and turn[1] != effort:
+        used = f"the request's output_config.effort {effort!r} was used, not this turn's"
+        notes.append(Note(turn[0], f"{used} {turn[1]!r}"))
+    if effort is not None:
+        arguments["reasoning_effort"] = effort
     if config.get("format") is not None:
         fmt = want_dict(config["format"], "output_config.format")
         check_known(fmt, ("type", "schema"), "output_config.format.")

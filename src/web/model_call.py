@@ -8,8 +8,10 @@ fourth:
 
 - **applied**: it becomes an argument of the call (``tools``, ``stop``...);
 - **adapted**: exai serves it in a documented way that differs from the API's
-  own (Claude Code's ``output_config.effort``, which Kimi and GLM have no knob
-  for), and says so in the answer's ``exai.notes``;
+  own (Anthropic's ``thinking.budget_tokens``, which Kimi and GLM have no knob
+  for), and says so in the answer's ``exai.notes``. What the core adapts (an
+  effort level a model takes as a thinking switch) it notes itself, and the
+  answer carries those notes too;
 - **refused**: a :class:`RequestRefused` naming the field, before any call.
 
 A field a face does not know is refused too: nothing is accepted and ignored.

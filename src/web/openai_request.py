@@ -8,6 +8,9 @@ A request runs in one of two modes, chosen by whether it names an exai thread
   GLM know), with the caller's function tools (``tools``, or the legacy
   ``functions``), ``tool_choice``, ``parallel_tool_calls`` and sampling
   parameters. The model's calls of those tools come back in OpenAI's shape.
+  ``reasoning_effort`` goes to the core as it is (the core sends each model the
+  knob it has, a level or a thinking switch, and notes what it did); ``thinking``,
+  Moonshot's and Z.ai's own switch, is the call's ``thinking_mode``.
 - **Thread**: ``"new"`` starts a conversation, a ``continuation_id`` continues
   one. The request becomes a ``chat`` call: its last message, which must be the
   user's, is the prompt, and exai adds the history from its store exactly as it
@@ -26,12 +29,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from exai.tools.chat import UUID_PATTERN
+from exai.tools.turn import ReasoningEffort
 from exai.web.model_call import (
     ModelCall,
-    Note,
     RequestRefused,
     check_known,
     want_bool,
@@ -98,8 +101,8 @@ _STATELESS_ONLY = (
     "thinking",
     *LEGACY_FIELDS,
 )
-_EFFORT_OFF = frozenset({"none", "minimal"})
-_EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh"})
+# The levels the core takes; it sends each model the nearest knob it has and notes it.
+_EFFORTS: tuple[str, ...] = get_args(ReasoningEffort)
 
 
 @dataclass(frozen=True)
@@ -141,15 +144,13 @@ def parse_request(body: Any, headers: Mapping[str, str]) -> CompletionCall:
         "include_usage": include_usage,
     }
     if thread is None:
-        notes, legacy = _stateless(body, raw, arguments)
-        return CompletionCall(arguments=arguments, notes=tuple(notes), legacy=legacy, **common)
+        legacy = _stateless(body, raw, arguments)
+        return CompletionCall(arguments=arguments, legacy=legacy, **common)
     return _thread_call(body, raw, arguments, thread, common)
 
 
-def _stateless(
-    body: dict[str, Any], raw: list[dict[str, Any]], arguments: dict[str, Any]
-) -> tuple[list[Note], bool]:
-    notes: list[Note] = []
+def _stateless(body: dict[str, Any], raw: list[dict[str, Any]], arguments: dict[str, Any]) -> bool:
+    """Apply a stateless request's fields; whether it asked in the legacy functions' terms."""
     legacy = any(body.get(key) is not None for key in LEGACY_FIELDS)
     if legacy and any(body.get(key) is not None for key in ("tools", "tool_choice")):
         raise RequestRefused(
@@ -180,11 +181,11 @@ def _stateless(
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     if max_tokens is not None:
         arguments["max_tokens"] = max_tokens
-    notes += _thinking(body, arguments)
-    return notes, legacy
+    _thinking(body, arguments)
+    return legacy
 
 
-def _thinking(body: dict[str, Any], arguments: dict[str, Any]) -> list[Note]:
+def _thinking(body: dict[str, Any], arguments: dict[str, Any]) -> None:
     """``thinking`` (Moonshot's and Z.ai's own switch) or ``reasoning_effort``."""
     thinking, effort = body.get("thinking"), body.get("reasoning_effort")
     if thinking is not None and effort is not None:
@@ -195,22 +196,12 @@ def _thinking(body: dict[str, Any], arguments: dict[str, Any]) -> list[Note]:
         if kind not in ("enabled", "disabled"):
             raise RequestRefused('thinking.type is "enabled" or "disabled"', param="thinking.type")
         arguments["thinking_mode"] = "on" if kind == "enabled" else "off"
-        return []
-    if effort is None:
-        return []
-    if effort not in _EFFORTS:
-        raise RequestRefused(
-            f"reasoning_effort is one of {sorted(_EFFORTS)}", param="reasoning_effort"
-        )
-    arguments["thinking_mode"] = "off" if effort in _EFFORT_OFF else "on"
-    if effort in _EFFORT_OFF:
-        return []
-    return [
-        Note(
-            "reasoning_effort",
-            f"Kimi and GLM think or do not; {effort!r} turned thinking on at the model's own depth",
-        )
-    ]
+    elif effort is not None:
+        if effort not in _EFFORTS:
+            raise RequestRefused(
+                f"reasoning_effort is one of {list(_EFFORTS)}", param="reasoning_effort"
+            )
+        arguments["reasoning_effort"] = effort
 
 
 def _thread_call(

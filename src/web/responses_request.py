@@ -9,8 +9,9 @@ What Codex 0.169.0 and the Agents SDK send, and what becomes of it
 - ``tools`` (functions, and Codex's namespaces of functions), ``tool_choice``,
   ``parallel_tool_calls``, ``max_output_tokens``, ``temperature``, ``top_p``,
   ``text.format``: applied; hosted tools (``web_search``...) are refused;
-- ``reasoning.effort``: ``none``/``minimal`` turn thinking off, the others on (the
-  depth is the model's own: noted); ``reasoning.summary`` asks for the reasoning
+- ``reasoning.effort``: the call's ``reasoning_effort`` (the core sends each model
+  the knob it has, a level or a thinking switch, and notes what it did);
+  ``reasoning.summary`` asks for the reasoning
   in the reasoning item's summary; ``include: ["reasoning.encrypted_content"]``
   puts it in ``encrypted_content``, which brings it back with the next request;
 - ``store`` (default true) keeps the answer in exai's conversation store under
@@ -27,8 +28,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
+from exai.tools.turn import ReasoningEffort
 from exai.web.model_call import (
     ModelCall,
     Note,
@@ -69,8 +71,7 @@ _FIELDS = (
     "stream_options",
 )
 _INCLUDE = frozenset({"reasoning.encrypted_content"})
-_EFFORT_OFF = frozenset({"none", "minimal"})
-_EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh"})
+_EFFORTS: tuple[str, ...] = get_args(ReasoningEffort)  # the levels the core takes
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def parse_responses(body: Any, response_id: str) -> ResponsesCall:
     for key in ("temperature", "top_p"):
         if body.get(key) is not None:
             arguments[key] = want_number(body[key], key)
-    summary = _reasoning(body.get("reasoning"), arguments, notes)
+    summary = _reasoning(body.get("reasoning"), arguments)
     notes += _text(body.get("text"), arguments)
     include = [
         want_str(i, f"include[{n}]")
@@ -200,7 +201,7 @@ def _tool_choice(raw: Any, names: ToolNames) -> Any:
     return {"type": "function", "function": {"name": name}}
 
 
-def _reasoning(raw: Any, arguments: dict[str, Any], notes: list[Note]) -> bool:
+def _reasoning(raw: Any, arguments: dict[str, Any]) -> bool:
     """Apply ``reasoning``; whether its summary is asked for."""
     if raw is None:
         return False
@@ -210,17 +211,9 @@ def _reasoning(raw: Any, arguments: dict[str, Any], notes: list[Note]) -> bool:
     if effort is not None:
         if effort not in _EFFORTS:
             raise RequestRefused(
-                f"reasoning.effort is one of {sorted(_EFFORTS)}", param="reasoning.effort"
+                f"reasoning.effort is one of {list(_EFFORTS)}", param="reasoning.effort"
             )
-        arguments["thinking_mode"] = "off" if effort in _EFFORT_OFF else "on"
-        if effort not in _EFFORT_OFF:
-            notes.append(
-                Note(
-                    "reasoning.effort",
-                    f"Kimi and GLM think or do not; {effort!r} "
-                    "turned thinking on at the model's own depth",
-                )
-            )
+        arguments["reasoning_effort"] = effort
     summary = reasoning.get("summary", reasoning.get("generate_summary"))
     if summary not in (None, "auto", "concise", "detailed"):
         raise RequestRefused(

@@ -109,7 +109,21 @@ def test_claude_codes_first_request_becomes_one_completion_call():
     assert args["max_tokens"] == 128000 and "thinking_mode" not in args
     assert not call.show_thinking
     assert call.client_ref == '{"device_id":"d1","session_id":"s1"}'
-    assert [n.param for n in call.notes] == ["output_config.effort"]
+    # The effort level reaches the core, which sends each model its own knob and notes it.
+    assert args["reasoning_effort"] == "medium" and call.notes == ()
+
+
+def test_the_requests_effort_wins_over_a_turns_and_says_so():
+    turn = {**ENVIRONMENT, "output_config": {"effort": "low"}}
+    both = parse_messages(claude_code_request([FIRST, turn]), RULES)
+    assert both.arguments["reasoning_effort"] == "medium"
+    (note,) = both.notes
+    assert note.param == "messages[1].output_config.effort" and "'low'" in note.message
+    request = claude_code_request([FIRST, turn])
+    del request["output_config"]
+    assert parse_messages(request, RULES).arguments["reasoning_effort"] == "low"
+    request["messages"] = [FIRST]
+    assert "reasoning_effort" not in parse_messages(request, RULES).arguments
 
 
 def test_a_tool_round_comes_back_whole_with_its_reasoning():
@@ -343,9 +357,7 @@ def test_a_whole_answer_is_a_message_with_thinking_text_and_tool_use():
         "cache_read_input_tokens": 60,
         "cache_creation_input_tokens": 0,
     }
-    assert body["exai"]["model"] == "kimi-k2.6" and body["exai"]["notes"][0]["param"] == (
-        "output_config.effort"
-    )
+    assert body["exai"]["model"] == "kimi-k2.6" and "notes" not in body["exai"]
 
 
 def _events(data: bytes) -> list[tuple[str, dict]]:

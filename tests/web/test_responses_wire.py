@@ -158,7 +158,8 @@ def test_store_previous_response_and_instructions_are_passed_to_the_call():
     assert args["instructions"] == "be brief" and args["messages"] == [
         {"role": "user", "content": "hi"}
     ]
-    assert args["max_tokens"] == 50 and args["thinking_mode"] == "off"
+    assert args["max_tokens"] == 50 and args["reasoning_effort"] == "minimal"
+    assert "thinking_mode" not in args and call.notes == ()
     assert args["response_format"] == {
         "type": "json_schema",
         "json_schema": {"name": "x", "schema": {}},
