@@ -16,7 +16,9 @@ from .helpers import overlapping, user
 
 
 def request(text: str = "hello", **kw: object) -> ChatRequest:
-    return ChatRequest(model="moonshot-v1-128k", messages=user(text), **kw)
+    """Kimi K2.6 with thinking off: a plain answer, no reasoning to carry back."""
+    kw.setdefault("thinking", False)
+    return ChatRequest(model="kimi-k2.6", messages=user(text), **kw)
 
 
 async def collect(kimi: KimiProvider, req: ChatRequest) -> list[Delta]:
@@ -42,12 +44,15 @@ async def test_reply_shows_what_the_model_saw(kimi: KimiProvider, emulator: Emul
 
 
 async def test_only_given_parameters_are_sent(kimi: KimiProvider, emulator: EmulatorServer) -> None:
-    await kimi.complete(request())
-    await kimi.complete(request(temperature=0.3, max_output_tokens=500))
+    await kimi.complete(request(thinking=None))
+    # K2.6 takes only 0.6 without thinking; the plugin sends what it is given.
+    await kimi.complete(request(temperature=0.6, max_output_tokens=500))
 
     bare, full = (r["body"] for r in emulator.requests)
     assert set(bare) == {"model", "messages"}
-    assert full["temperature"] == 0.3 and full["max_tokens"] == 500
+    assert full["temperature"] == 0.6 and full["thinking"] == {"type": "disabled"}
+    # Moonshot deprecates max_tokens: the cap goes as max_completion_tokens only.
+    assert full["max_completion_tokens"] == 500 and "max_tokens" not in full
 
 
 async def test_web_search_round_trip_echoes_the_arguments(
@@ -105,6 +110,22 @@ async def test_length_continues_with_partial_mode(
     assert continued[-1] == {"role": "assistant", "content": "emulated reply #1 to: ",
                              "partial": True}  # fmt: skip
     assert len(emulator.requests) == 3
+    assert all(r["body"]["max_completion_tokens"] == 4 for r in emulator.requests)
+
+
+async def test_a_thinking_continuation_carries_the_reasoning_so_far(
+    kimi: KimiProvider, emulator: EmulatorServer
+) -> None:
+    # Moonshot refuses a thinking model's partial continuation without its reasoning.
+    response = await kimi.complete(request("a long question", thinking=None,
+                                           max_output_tokens=4))  # fmt: skip
+
+    assert response.text == "emulated reply #1 to: a long question (saw 1 messages)"
+    assert response.reasoning == "emulated reasoning about: a long question"
+    cut = emulator.requests[1]["body"]["messages"][-1]
+    assert cut == {"role": "assistant", "content": "emulated reply #1 to: ", "partial": True,
+                   "reasoning_content": response.reasoning}  # fmt: skip
+    assert len(emulator.requests) == 3
 
 
 async def test_length_continuations_are_bounded(
@@ -130,7 +151,7 @@ async def test_a_reply_capped_on_purpose_is_not_continued(
 
 
 async def test_reasoning_is_kept_apart(kimi: KimiProvider) -> None:
-    req = ChatRequest(model="kimi-k2-thinking", messages=user("why?"))
+    req = ChatRequest(model="kimi-k2.7-code", messages=user("why?"))  # always thinks
     response = await kimi.complete(req)
     deltas = await collect(kimi, req)
 
