@@ -18,25 +18,48 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-KIMI_MODELS = ("kimi-k2.6", "kimi-k2.5", "kimi-k2-thinking", "moonshot-v1-8k", "moonshot-v1-32k",
-               "moonshot-v1-128k")  # fmt: skip
-GLM_MODELS = ("glm-5.1", "glm-5", "glm-5-turbo", "glm-4.7", "glm-4.7-flash", "glm-5v-turbo",
-              "glm-4.6", "glm-4.5", "glm-4.5-air", "glm-4.5-flash", "glm-4.5v")  # fmt: skip
+KIMI_MODELS = ("kimi-k3", "kimi-k2.7-code", "kimi-k2.7-code-highspeed", "kimi-k2.6")
+GLM_MODELS = ("glm-5.3", "glm-5.2", "glm-5.1", "glm-5", "glm-5-turbo", "glm-4.7", "glm-4.7-flash",
+              "glm-5v-turbo", "glm-4.6", "glm-4.5", "glm-4.5-air", "glm-4.5-flash",
+              "glm-4.5v")  # fmt: skip
+RETIRED_KIMI = ("kimi-k2.5", "kimi-k2-thinking", "moonshot-v1-8k", "moonshot-v1-32k",
+                "moonshot-v1-128k", "moonshot-v1-auto", "kimi-latest")  # fmt: skip
 
 
 def test_builtin_catalogue_covers_current_models() -> None:
     catalogue = load_catalogue()
     assert {catalogue.get(name).provider for name in KIMI_MODELS} == {"kimi"}
     assert {catalogue.get(name).provider for name in GLM_MODELS} == {"glm"}
-    assert catalogue.get("kimi-k2-thinking").thinking == "always"
+    k3 = catalogue.get("kimi-k3")
+    assert k3.thinking == "always" and k3.reasoning_efforts == ("low", "high", "max")
+    assert k3.default_effort == "max" and k3.fixed_temperature and k3.fixed_top_p == 0.95
+    assert not k3.web_search and "required" in k3.tool_choice_thinking
+    for code in ("kimi-k2.7-code", "kimi-k2.7-code-highspeed"):
+        assert catalogue.get(code).thinking == "always" and catalogue.get(code).preserved_thinking
+    assert catalogue.get("glm-5.3").thinking == "always"
+    assert catalogue.get("glm-5.3").reasoning_efforts[0] == "minimal"
+    assert catalogue.get("glm-5.2").thinking == "switchable"
+    assert catalogue.get("glm-5.2").reasoning_efforts[0] == "none"
     assert catalogue.get("glm-4.5v").images
-    assert catalogue.get("moonshot-v1-8k").context_window == 8192
+    assert catalogue.get("kimi-k3").context_window == 1_048_576
+
+
+def test_retired_kimi_models_are_no_longer_served() -> None:
+    catalogue = load_catalogue()
+    for name in RETIRED_KIMI:
+        assert catalogue.get(name) is None and name not in catalogue.names()
+        gone = catalogue.retired(name)
+        assert gone is not None and gone.provider == "kimi"
+        assert catalogue.get(gone.successor) is not None  # a current model
+    assert catalogue.retired("kimi-thinking").name == "kimi-k2-thinking"  # an old alias
+    assert catalogue.retired("kimi-latest").successor == "kimi-k3"
 
 
 def test_aliases_resolve_case_insensitively() -> None:
     catalogue = load_catalogue()
     assert catalogue.get("K2").name == "kimi-k2.6"
-    assert catalogue.get(" glm ").name == "glm-5.1"
+    assert catalogue.get(" glm ").name == "glm-5.3"
+    assert catalogue.get("KIMI").name == "kimi-k3"
     assert catalogue.get("nope") is None
 
 
@@ -107,14 +130,28 @@ def test_fit_sends_only_what_the_model_accepts() -> None:
     request = ChatRequest(model="alias", messages=user("x"), temperature=1.7,
                           max_output_tokens=10**6, thinking=True, web_search=True)  # fmt: skip
 
-    kimi = catalogue.get("kimi-k2-thinking").fit(request)
-    assert kimi.model == "kimi-k2-thinking"
-    assert kimi.temperature == 1.0 and kimi.max_output_tokens == 65536
-    assert kimi.thinking is None  # always on: there is no switch to send
+    always = catalogue.get("glm-5.3").fit(request)
+    assert always.model == "glm-5.3"
+    assert always.temperature == 1.0 and always.max_output_tokens == 131072
+    assert always.thinking is None  # always on: there is no switch to send
+    kimi = catalogue.get("kimi-k3").fit(request)
+    assert kimi.temperature is None and kimi.thinking is None  # fixed; no switch
+    assert kimi.web_search is False  # K3 cannot search
     glm = catalogue.get("glm-4.5v").fit(request)
     assert glm.thinking is True and glm.web_search is False
-    assert kimi.thinks is True and glm.thinks is True
-    default = catalogue.get("moonshot-v1-8k").fit(ChatRequest(model="k", messages=[]))
+    assert always.thinks is True and kimi.thinks is True and glm.thinks is True
+
+
+def test_a_default_temperature_is_sent_when_none_is_asked(tmp_path: Path) -> None:
+    path = write(tmp_path, """
+[models."local"]
+provider = "openai_compat"
+context_window = 8192
+max_output_tokens = 4096
+temperature = [0.0, 1.0]
+default_temperature = 0.3
+""")  # fmt: skip
+    default = load_catalogue(path).get("local").fit(ChatRequest(model="k", messages=[]))
     assert default.temperature == 0.3 and default.max_output_tokens is None
     assert default.thinks is False
 
@@ -136,9 +173,17 @@ def test_current_models_carry_the_vendors_prices() -> None:
         "cached_input": 0.16,
         "output": 4.0,
         "per": "1M tokens",
+        "web_search_call": 0.005,  # each $web_search, in USD
     }
     assert catalogue.get("glm-5.1").describe()["price"]["cached_input"] == 0.26
-    assert catalogue.get("moonshot-v1-8k").price is None  # no confirmed price: no cost
+    assert catalogue.get("kimi-k3").describe()["price"] == {
+        "currency": "USD",
+        "input": 3.0,
+        "cached_input": 0.3,
+        "output": 15.0,
+        "per": "1M tokens",
+    }
+    assert catalogue.get("glm-4.7-flash").price is None  # no confirmed price: no cost
 
 
 def test_the_reported_windows_hold() -> None:
