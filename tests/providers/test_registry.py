@@ -67,7 +67,10 @@ async def test_describe_models_says_which_are_configured(make_registry: Any) -> 
     assert set(models["glm-4.6"]) >= {"name", "provider", "configured", "context_window",
                                        "max_output_tokens", "thinking", "web_search", "images",
                                        "aliases"}  # fmt: skip
-    assert models["kimi-k2-thinking"]["thinking"] is True
+    assert models["kimi-k3"]["thinking"] is True
+    assert models["kimi-k3"]["reasoning_efforts"] == ["low", "high", "max"]
+    assert models["kimi-k2.7-code"]["preserved_thinking"] is True
+    assert "kimi-k2-thinking" not in models  # retired: not a model to list
     assert "k2" in models["kimi-k2.6"]["aliases"]
 
 
@@ -102,17 +105,19 @@ async def test_model_of_an_unconfigured_provider_says_what_to_set(make_registry:
 
 
 async def test_aliases_and_the_default_model(make_registry: Any) -> None:
-    registry = make_registry(**BOTH, default_model="k2-thinking")
-    assert registry.resolve("GLM").name == "glm-5.1"
-    assert registry.resolve("kimi").name == "kimi-k2.6"
+    registry = make_registry(**BOTH, default_model="kimi-code")
+    assert registry.resolve("GLM").name == "glm-5.3"
+    assert registry.resolve("kimi").name == "kimi-k3"
     assert registry.resolve("glm-flash").name == "glm-4.7-flash"
-    assert registry.resolve(None).name == "kimi-k2-thinking"
+    assert registry.resolve(None).name == "kimi-k2.7-code"
 
 
 @pytest.mark.parametrize(
     ("asked", "successor"),
     [("kimi-k2-0711-preview", "kimi-k2.6"), ("K2-Turbo", "kimi-k2.6"),
-     ("kimi-latest", "kimi-k2.6"), ("kimi-k2-thinking-turbo", "kimi-k2-thinking")],
+     ("kimi-latest", "kimi-k3"), ("kimi-k2-thinking-turbo", "kimi-k2.6"),
+     ("kimi-k2-thinking", "kimi-k2.6"), ("kimi-thinking", "kimi-k2.6"),
+     ("kimi-k2.5", "kimi-k2.6"), ("moonshot-v1-128k", "kimi-k2.6")],
 )  # fmt: skip
 async def test_a_retired_model_is_refused_with_its_successor(
     make_registry: Any, asked: str, successor: str
@@ -135,14 +140,17 @@ async def test_explicit_model_without_a_needed_capability(make_registry: Any) ->
 @pytest.mark.parametrize(
     ("keys", "needs", "expected"),
     [
-        (BOTH, ModelNeeds(), "kimi-k2.6"),
-        ({"glm_api_key": "g"}, ModelNeeds(), "glm-5.1"),
-        ({"kimi_api_key": "sk"}, ModelNeeds(thinking=True), "kimi-k2.6"),
-        (BOTH, ModelNeeds(min_context_tokens=250_000), "kimi-k2.6"),
-        ({"glm_api_key": "g"}, ModelNeeds(min_context_tokens=199_000), "glm-5.1"),
-        (BOTH, ModelNeeds(images=True), "kimi-k2.6"),
+        (BOTH, ModelNeeds(), "glm-5.3"),
+        ({"glm_api_key": "g"}, ModelNeeds(), "glm-5.3"),
+        ({"kimi_api_key": "sk"}, ModelNeeds(), "kimi-k3"),
+        ({"kimi_api_key": "sk"}, ModelNeeds(thinking=True), "kimi-k3"),
+        # K3 and K2.7 Code cannot search: K2.6 (which searches without thinking) can.
+        ({"kimi_api_key": "sk"}, ModelNeeds(web_search=True), "kimi-k2.6"),
+        ({"kimi_api_key": "sk"}, ModelNeeds(min_context_tokens=300_000), "kimi-k3"),
+        ({"glm_api_key": "g"}, ModelNeeds(min_context_tokens=1_000_001), "glm-5.3"),
+        (BOTH, ModelNeeds(images=True), "kimi-k3"),
         ({"glm_api_key": "g"}, ModelNeeds(images=True), "glm-5v-turbo"),
-        ({"glm_api_key": "g"}, ModelNeeds(web_search=True, thinking=True), "glm-5.1"),
+        ({"glm_api_key": "g"}, ModelNeeds(web_search=True, thinking=True), "glm-5.3"),
     ],
 )
 async def test_auto_is_deterministic(
@@ -160,14 +168,14 @@ async def test_auto_with_nothing_configured(make_registry: Any) -> None:
 
 async def test_auto_when_no_window_is_large_enough(make_registry: Any) -> None:
     registry = make_registry(**BOTH)
-    with pytest.raises(ContextTooLongError, match="262144"):
+    with pytest.raises(ContextTooLongError, match="1048576"):
         registry.resolve("auto", ModelNeeds(min_context_tokens=2_000_000))
 
 
 async def test_routing_rules_in_order(make_registry: Any, emulator: EmulatorServer) -> None:
     rules = [
         {"when": {"sensitive": True}, "model": "llama3.1:8b"},
-        {"when": {"tool": ["codereview", "precommit"]}, "model": "kimi-k2-thinking"},
+        {"when": {"tool": ["codereview", "precommit"]}, "model": "kimi-k2.7-code"},
         {"when": {"min_context_tokens": 150_000}, "model": "kimi-k2.6"},
     ]
     registry = make_registry(
@@ -181,9 +189,9 @@ async def test_routing_rules_in_order(make_registry: Any, emulator: EmulatorServ
     assert registry.resolve("auto", ModelNeeds(sensitive=True, tool="codereview")).name == (
         "llama3.1:8b"
     )
-    assert registry.resolve("auto", ModelNeeds(tool="codereview")).name == "kimi-k2-thinking"
+    assert registry.resolve("auto", ModelNeeds(tool="codereview")).name == "kimi-k2.7-code"
     assert registry.resolve("auto", ModelNeeds(min_context_tokens=200_000)).name == ("kimi-k2.6")
-    assert registry.resolve("auto", ModelNeeds(tool="chat")).name == "kimi-k2.6"
+    assert registry.resolve("auto", ModelNeeds(tool="chat")).name == "glm-5.3"  # no rule
 
     local = registry.resolve("auto", ModelNeeds(sensitive=True))
     response = await registry.complete(ask("private"), local)
@@ -242,12 +250,13 @@ async def test_registry_sends_what_the_model_accepts(
 ) -> None:
     registry = make_registry(**BOTH)
     await registry.complete(ask(temperature=5.0, thinking=True), registry.resolve("glm-4.6"))
-    await registry.complete(ask(thinking=True), registry.resolve("kimi-k2-thinking"))
+    await registry.complete(ask(thinking=True, temperature=0.3), registry.resolve("kimi-k3"))
 
     glm, kimi = (r["body"] for r in emulator.requests)
-    assert glm["model"] == "glm-4.6" and glm["temperature"] <= 1.0  # the SDK keeps it below 1
+    assert glm["model"] == "glm-4.6" and glm["temperature"] == 1.0  # the top of its range
     assert glm["thinking"] == {"type": "enabled"}
-    assert "thinking" not in kimi and kimi["temperature"] == 1.0
+    # K3 always reasons and fixes its temperature: neither a switch nor 0.3 is sent.
+    assert kimi["model"] == "kimi-k3" and "thinking" not in kimi and "temperature" not in kimi
 
 
 async def test_fallback_when_rate_limited(
@@ -259,6 +268,8 @@ async def test_fallback_when_rate_limited(
 
     assert response.provider == "glm" and response.model == "glm-4.6"
     assert response.fallback_from == "kimi-k2.6"
+    (note,) = response.notes  # who answered instead, and at what price
+    assert note["param"] == "model" and "glm-4.6 answered instead" in note["message"]
     assert [(f["provider"], f["status"], f["error_code"]) for _, f in events] == [
         ("kimi", "error", "RATE_LIMITED"),
         ("glm", "ok", None),
@@ -278,7 +289,7 @@ async def test_no_fallback_for_errors_the_caller_must_fix(
 async def test_fallback_skips_models_of_the_failed_provider(
     make_registry: Any, emulator: EmulatorServer
 ) -> None:
-    registry = make_registry(**BOTH, fallback_models=["kimi-k2-thinking", "glm-4.5-air"])
+    registry = make_registry(**BOTH, fallback_models=["kimi-k2.7-code", "glm-4.5-air"])
     emulator.script({"status": 503}, vendor="kimi")
     response = await registry.complete(ask(), registry.resolve("kimi-k2"))
 
