@@ -30,7 +30,7 @@ import socket
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -66,7 +66,8 @@ class AuditTrail:
 
     ``send_timeout_s`` bounds one delivery attempt, so a hanging sink becomes
     a retry. ``backoff_max_s`` caps the wait between attempts; by default it
-    is 30 times ``audit_ship_interval_s``.
+    is 30 times ``audit_ship_interval_s``. ``clock`` (monotonic seconds) times
+    the last drop, which ``/ready`` looks at (:mod:`exai.audit.readiness`).
     """
 
     def __init__(
@@ -76,7 +77,9 @@ class AuditTrail:
         *,
         send_timeout_s: float = 30.0,
         backoff_max_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self.clock = clock
         self.instance_id = instance_id or default_instance_id()
         self.enabled = settings.audit_enabled
         self._settings = settings
@@ -103,6 +106,7 @@ class AuditTrail:
         self._dropped = 0
         self._dropped_unpersisted = 0
         self._dropped_unlogged = 0
+        self._last_drop: float | None = None  # on self.clock
         self._last_drop_log = 0.0
         self._write_error: str | None = None
 
@@ -136,6 +140,7 @@ class AuditTrail:
         self._dropped += 1
         self._dropped_unpersisted += 1
         self._dropped_unlogged += 1
+        self._last_drop = self.clock()
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -267,6 +272,7 @@ class AuditTrail:
             if overflow:
                 self._dropped += overflow
                 self._dropped_unlogged += overflow
+                self._last_drop = self.clock()
             self._apply(status)
         elif name in ("status", "stopped"):
             self._apply(message[1])
@@ -295,7 +301,11 @@ class AuditTrail:
     # --- observation -----------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        """Counters for /metrics, /ready and ``exai status``; cheap, no I/O."""
+        """Counters for /metrics, /ready and ``exai status``; cheap, no I/O.
+
+        ``dropped`` counts every event this outbox ever dropped;
+        ``last_drop_age_s`` is the time since this process last dropped one.
+        """
         status = self._status
         buffered = self._in_flight + len(self._buffer)
         oldest = status.get("oldest_ts") if self._pending else None
@@ -314,6 +324,9 @@ class AuditTrail:
             "shipped": int(status.get("shipped") or 0),
             "quarantined": self._quarantined,
             "dropped": (self._dropped_base or 0) + self._dropped,
+            "last_drop_age_s": (
+                None if self._last_drop is None else max(0.0, self.clock() - self._last_drop)
+            ),
             "last_error": self._write_error or status.get("last_error"),
             "last_shipped_at": status.get("last_shipped_at"),
             "max_outbox_events": self._max_events,

@@ -19,6 +19,7 @@ from typing import Any
 
 from exai import __version__
 from exai.admission import Admission
+from exai.audit.readiness import audit_check
 from exai.auth import Authenticator, Credential, Principal, parse_token_list
 from exai.bridge import Bridge
 from exai.cluster import ClusterState, open_cluster
@@ -207,8 +208,7 @@ class Core:
                 checks["store"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         audit_stats = getattr(getattr(services, "audit", None), "stats", None)
         if callable(audit_stats):
-            st = audit_stats()
-            checks["audit"] = {"ok": st.get("dropped", 0) == 0, **st}
+            checks["audit"] = audit_check(audit_stats())
         providers = getattr(services, "providers", None)
         if providers is not None:
             checks["providers"] = {"ok": True, **providers.status()}
