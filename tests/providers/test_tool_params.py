@@ -52,20 +52,22 @@ def refused(excinfo: pytest.ExceptionInfo[ExaiError], param: str) -> bool:
 
 
 @pytest.mark.parametrize(
-    ("model", "choice"),
+    ("model", "thinking", "choice"),
     [
-        ("moonshot-v1-8k", "required"),
-        ("moonshot-v1-8k", NAMED),
-        ("moonshot-v1-8k", "none"),
-        ("kimi-k2.6", "auto"),
-        ("kimi-k2.6", "none"),
-        ("glm-5.1", "auto"),
+        ("kimi-k2.6", False, "required"),
+        ("kimi-k2.6", False, NAMED),
+        ("kimi-k2.6", False, "none"),
+        ("kimi-k2.6", None, "auto"),
+        ("kimi-k2.6", None, "none"),
+        ("kimi-k3", None, "required"),  # K3 takes a forced choice while it reasons
+        ("kimi-k3", None, NAMED),
+        ("glm-5.1", None, "auto"),
     ],
 )
 async def test_tool_choices_the_vendor_takes_are_sent(
-    registry: ProviderRegistry, emulator: EmulatorServer, model: str, choice: Any
+    registry: ProviderRegistry, emulator: EmulatorServer, model: str, thinking: Any, choice: Any
 ) -> None:
-    response = await ask(registry, model, tools=[READ], tool_choice=choice)
+    response = await ask(registry, model, tools=[READ], tool_choice=choice, thinking=thinking)
 
     (sent,) = emulator.requests
     assert sent["body"]["tool_choice"] == choice and sent["body"]["tools"] == [READ]
@@ -91,7 +93,7 @@ async def test_a_forced_choice_turns_thinking_off_on_a_switchable_kimi(
     ("model", "thinking", "choice"),
     [
         ("kimi-k2.6", True, "required"),
-        ("kimi-k2-thinking", None, NAMED),
+        ("kimi-k2.7-code", None, NAMED),
         ("glm-5.1", None, "required"),
         ("glm-4.6", False, NAMED),
     ],
@@ -120,7 +122,7 @@ async def test_none_on_z_ai_is_served_by_sending_no_tools(
 async def test_a_named_choice_must_name_an_offered_tool(registry: ProviderRegistry) -> None:
     other = {"type": "function", "function": {"name": "write_file"}}
     with pytest.raises(ValidationError_) as excinfo:
-        await ask(registry, "moonshot-v1-8k", tools=[READ], tool_choice=other)
+        await ask(registry, "kimi-k3", tools=[READ], tool_choice=other)
     assert refused(excinfo, "tool_choice")
 
 
@@ -135,7 +137,9 @@ async def test_the_emulated_vendors_refuse_what_they_document(
         await kimi.complete(request)
     orphan = [*user("x"), {"role": "tool", "tool_call_id": "call_nobody", "content": "42"}]
     with pytest.raises(ExaiError, match="call_nobody"):
-        await kimi.complete(ChatRequest(model="moonshot-v1-8k", messages=orphan, tools=[READ]))
+        await kimi.complete(
+            ChatRequest(model="kimi-k2.6", thinking=False, messages=orphan, tools=[READ])
+        )
 
 
 # --- sampling parameters ----------------------------------------------------------------
@@ -166,12 +170,14 @@ async def test_stop_lists_the_vendor_refuses_are_refused_by_name(
 async def test_top_p_is_sent_where_it_can_be_set(
     registry: ProviderRegistry, emulator: EmulatorServer
 ) -> None:
-    await ask(registry, "moonshot-v1-8k", top_p=0.5)
+    await ask(registry, "glm-4.6", top_p=0.5)
     await ask(registry, "glm-5.1", top_p=1.0)  # the SDK would have sent 0.99
     await ask(registry, "kimi-k2.6", top_p=0.95)  # what k2.6 uses anyway
+    await ask(registry, "kimi-k3", top_p=0.95)  # and K3
 
-    moonshot, glm, k26 = (r["body"] for r in emulator.requests)
-    assert moonshot["top_p"] == 0.5 and glm["top_p"] == 1.0 and "top_p" not in k26
+    glm46, glm, k26, k3 = (r["body"] for r in emulator.requests)
+    assert glm46["top_p"] == 0.5 and glm["top_p"] == 1.0
+    assert "top_p" not in k26 and "top_p" not in k3
 
 
 async def test_a_top_p_the_model_fixes_otherwise_is_refused_by_name(
@@ -220,5 +226,6 @@ async def test_what_the_model_sets_itself_is_reported(
     response = await ask(registry, "kimi-k2.6", temperature=0.2, max_output_tokens=10**6)
 
     body = emulator.requests[0]["body"]
-    assert "temperature" not in body and body["max_tokens"] == 32768
+    assert "temperature" not in body and body["max_completion_tokens"] == 32768
+    assert "max_tokens" not in body  # Moonshot deprecates it
     assert {n["param"] for n in response.notes} == {"temperature", "max_tokens"}
