@@ -141,6 +141,7 @@ class ChatCompletionsProvider(Provider):
         produced: list[dict[str, Any]] = []
         text: list[str] = []
         reasoning: list[str] = []
+        answer_reasoning: list[str] = []  # since the last round of exai's own tools
         search: list[dict[str, Any]] = []
         usage = Usage()
         retries = tool_rounds = continuations = 0
@@ -164,6 +165,7 @@ class ChatCompletionsProvider(Provider):
                 usage.web_searches += 1  # Z.ai bills each request that searched
             if outcome.reasoning:
                 reasoning.append(outcome.reasoning)
+                answer_reasoning.append(outcome.reasoning)
             own = [c for c in outcome.tool_calls if c["function"]["name"] in self.own_tools]
             theirs = [c for c in outcome.tool_calls if c["function"]["name"] not in self.own_tools]
             if theirs:
@@ -181,6 +183,7 @@ class ChatCompletionsProvider(Provider):
                         retryable=False,
                         details={"provider": self.name, "kind": "tool_rounds"},
                     )
+                answer_reasoning = []
                 step = [self._assistant_tool_turn(outcome, own)]
                 step += [self._tool_result(call) for call in own]
                 produced += step
@@ -191,7 +194,7 @@ class ChatCompletionsProvider(Provider):
             cut = request.continue_cut and outcome.finish_reason == "length" and outcome.text
             if cut and continuations < self.max_continuations:
                 continuations += 1
-                messages = self._continuation(base, "".join(text), "".join(reasoning))
+                messages = self._continuation(base, "".join(text), "".join(answer_reasoning))
                 continue
             break
         answer = "".join(text)
@@ -204,7 +207,12 @@ class ChatCompletionsProvider(Provider):
         if returned:
             finish = "length" if finish == "length" else "tool_calls"
         else:
-            produced.append({"role": "assistant", "content": answer})
+            final: dict[str, Any] = {"role": "assistant", "content": answer}
+            if answer_reasoning:
+                # Kept with the answer for the vendors that want every answer's reasoning
+                # back (Preserved Thinking); the replay rule leaves it out for the rest.
+                final["reasoning_content"] = "".join(answer_reasoning)
+            produced.append(final)
             if not answer and finish != "content_filter":
                 notes.append({"param": "answer", "message": (
                     f"{self.label} returned an empty answer (finish_reason {finish!r})"

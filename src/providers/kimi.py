@@ -84,6 +84,7 @@ class KimiProvider(OpenAICompatibleProvider):
         max_stop=5,
         max_stop_bytes=32,
         response_formats=frozenset({"text", "json_object"}),
+        web_search_thinking=False,  # "thinking must be disabled when $web_search is used"
     )
     max_extract_bytes = 100 * 1024 * 1024  # Moonshot's limit for one uploaded file
 

@@ -141,13 +141,13 @@ def context_columns(family: str) -> str:
 
 
 def context_message(row: Sequence[Any]) -> dict[str, Any]:
-    """The provider message of a row of :func:`context_columns`: with the reasoning
-    of a tool-call message, which vendors may want back (exai.providers.reasoning
-    decides per call what is sent)."""
+    """The provider message of a row of :func:`context_columns`: with its reasoning,
+    which vendors may want back (a tool round's, or every answer's under Preserved
+    Thinking; exai.providers.reasoning decides per call what is sent)."""
     message = {"role": row[2], "content": row[3]}
     if row[4] is not None:
         message.update(json.loads(row[4]))
-    if row[5] and message.get("tool_calls"):
+    if row[5]:
         message["reasoning_content"] = row[5]
     return message
 

@@ -310,7 +310,7 @@ async def test_operator_sees_every_owner(store: ConversationStore) -> None:
     assert (await store.get_thread(b.id, ANY_OWNER)).owner == "bob"
 
 
-async def test_context_carries_the_reasoning_of_tool_calls_only(store: ConversationStore) -> None:
+async def test_context_carries_the_reasoning_each_message_had(store: ConversationStore) -> None:
     call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     turn = [
         {"role": "user", "content": "look it up"},
@@ -323,8 +323,11 @@ async def test_context_carries_the_reasoning_of_tool_calls_only(store: Conversat
     context = await store.load_context(thread.id, "alice")
 
     assert context.messages[1]["reasoning_content"] == "need f"
-    assert "reasoning_content" not in context.messages[3]  # kept, but not sent again
-    # Its cost counts the reasoning that may be sent with it.
+    # A plain answer's reasoning comes back too, for the vendors that want every answer's
+    # (Preserved Thinking); exai.providers.reasoning leaves it out for the others.
+    assert context.messages[3]["reasoning_content"] == "done"
+    assert "reasoning_content" not in context.messages[2]
+    # A tool round's cost counts the reasoning that may be sent with it.
     without = await store.start_thread("alice", [turn[0], {**turn[1], "reasoning_content": None},
                                                  turn[2], turn[3]], request_id="r2")  # fmt: skip
     plain = await store.load_context(without[0].id, "alice")

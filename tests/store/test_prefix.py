@@ -100,7 +100,8 @@ def test_a_changed_byte_ends_the_prefix() -> None:
 async def test_a_stable_prefix_is_billed_as_cached_by_the_emulator(
     provider_emulator: EmulatorServer, tmp_path: Path
 ) -> None:
-    """Through the real ``openai`` SDK (Moonshot's usage fields) and ``zai-sdk`` (Z.ai's)."""
+    """Through the real ``openai`` SDK (Moonshot's usage fields) and ``zai-sdk`` (Z.ai's).
+    Each prompt is over 256 tokens: Moonshot caches no shorter prompt."""
     emulator = provider_emulator
     emulator.reset()
     limits = ContextLimits(context_window=100_000, max_output_tokens=1_000, family="kimi")
@@ -111,7 +112,7 @@ async def test_a_stable_prefix_is_billed_as_cached_by_the_emulator(
         previous: AssembledMessages | None = None
         for n in range(1, 6):
             assembled = await assemble_messages(
-                system_prompt=SYSTEM, new_input=f"question {n} " + "how " * 20, limits=limits,
+                system_prompt=SYSTEM, new_input=f"question {n} " + "how " * 300, limits=limits,
                 store=store, thread_id=thread.id, owner="alice",
             )  # fmt: skip
             reply = await client.chat.completions.create(

@@ -40,39 +40,38 @@ def assistants(request: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in request["body"]["messages"] if m["role"] == "assistant"]
 
 
-async def test_kimi_thinking_gets_its_tool_call_reasoning_back(
+async def test_a_kimi_search_turn_is_answered_without_thinking_and_left_out_later(
     chat_settings, emulator, client_factory
 ) -> None:
-    turn = {"model": "kimi-k2.6", "use_websearch": True}
-    one, two = await two_turns(chat_settings(), client_factory, turn, turn)
+    # Moonshot's $web_search needs thinking off, so K2.6 searches without it and the
+    # search round is stored without reasoning; a later thinking request would be
+    # refused with that round in it, so the round is left out of it.
+    one, _ = await two_turns(chat_settings(), client_factory,
+                             {"model": "kimi-k2.6", "use_websearch": True},
+                             {"model": "kimi-k2.6"})  # fmt: skip
 
-    search_round = emulator.requests_for("kimi")[1]  # the first turn's second request
-    calling = assistants(search_round)[0]
-    reasoning = calling["reasoning_content"]
-    assert calling["tool_calls"][0]["function"]["name"] == "$web_search" and reasoning
-    later = emulator.requests_for("kimi")[2]  # the second turn's first request
-    stored_call, plain = assistants(later)
-    assert stored_call["tool_calls"] and stored_call["reasoning_content"] == reasoning
-    assert "reasoning_content" not in plain  # a plain answer's reasoning stays home
+    searching, answering, later = (r["body"] for r in emulator.requests_for("kimi"))
+    assert searching["thinking"] == answering["thinking"] == {"type": "disabled"}
+    assert searching["tools"][0]["function"]["name"] == "$web_search"
+    notes = one.metadata.model_extra["notes"]
+    assert any(n["param"] == "thinking" and "web search needs thinking off" in n["message"]
+               for n in notes)  # fmt: skip
+    assert "thinking" not in later and later["model"] == "kimi-k2.6"
+    assert [m["role"] for m in later["messages"]] == ["system", "user", "assistant", "user"]
+    assert not any(m.get("tool_calls") for m in later["messages"])
+
+
+async def test_preserved_thinking_sends_every_answers_reasoning_back(
+    chat_settings, emulator, client_factory
+) -> None:
+    # K2.7 Code wants the reasoning of every earlier assistant message back, as it was.
+    one, _ = await two_turns(chat_settings(), client_factory, {"model": "kimi-k2.7-code"},
+                             {"model": "kimi-k2.7-code"})  # fmt: skip
+
+    later = emulator.requests_for("kimi")[-1]["body"]
+    (plain,) = assistants({"body": later})
+    assert plain["reasoning_content"] == one.metadata.model_extra["reasoning"]
     assert plain["content"] == one.outputs[0].text
-    assert two.metadata.model_extra["cache_hit"] is True
-    assert two.metadata.usage["cached_prompt_tokens"] > 0
-
-
-async def test_a_tool_round_without_reasoning_does_not_fail_a_thinking_kimi_turn(
-    chat_settings, emulator, client_factory
-) -> None:
-    # moonshot-v1 does not think, so its search round is stored without reasoning;
-    # Moonshot would refuse it in a thinking request, so it is left out.
-    await two_turns(chat_settings(), client_factory,
-                    {"model": "moonshot-v1-128k", "use_websearch": True},
-                    {"model": "kimi-k2.6"})  # fmt: skip
-
-    later = emulator.requests_for("kimi")[-1]
-    assert later["body"]["model"] == "kimi-k2.6"
-    assert [m["role"] for m in later["body"]["messages"]] == ["system", "user", "assistant",
-                                                              "user"]  # fmt: skip
-    assert not any(m.get("tool_calls") for m in later["body"]["messages"])
 
 
 async def test_switching_to_thinking_off_or_to_glm_strips_what_they_do_not_take(
@@ -98,7 +97,9 @@ async def test_switching_to_thinking_off_or_to_glm_strips_what_they_do_not_take(
 async def test_a_plain_thinking_turn_keeps_its_reasoning_out_of_the_next_request(
     chat_settings, emulator, client_factory, model
 ) -> None:
-    one, two = await two_turns(chat_settings(), client_factory, {"model": model},
+    # Moonshot caches a prefix only when the earlier prompt was over 256 tokens.
+    long = {"prompt": "what changed in python 3.14? " + "Consider every module. " * 100}
+    one, two = await two_turns(chat_settings(), client_factory, {"model": model, **long},
                                {"model": model})  # fmt: skip
 
     assert one.metadata.model_extra["reasoning"]  # the model thought, and said so
@@ -117,14 +118,19 @@ async def test_listmodels_shows_current_models_with_prices_and_no_retired_ones(
         listed = await client.call("listmodels", {})
         retired = await client.call("chat", {"prompt": "hi", "model": "kimi-k2-0905-preview"})
     models = {m["name"]: m for m in listed.metadata.model_extra["models"]}
-    assert {"kimi-k2.6", "kimi-k2-thinking", "glm-5.1", "glm-5", "glm-5-turbo", "glm-4.7",
-            "glm-4.7-flash", "glm-5v-turbo"} <= set(models)  # fmt: skip
-    assert "kimi-k2-0905-preview" not in models
+    assert {"kimi-k3", "kimi-k2.7-code", "kimi-k2.7-code-highspeed", "kimi-k2.6", "glm-5.3",
+            "glm-5.2", "glm-5.1", "glm-5", "glm-5-turbo", "glm-4.7", "glm-4.7-flash",
+            "glm-5v-turbo"} <= set(models)  # fmt: skip
+    assert not {"kimi-k2-0905-preview", "kimi-k2-thinking", "kimi-k2.5",
+                "moonshot-v1-8k"} & set(models)  # fmt: skip
+    assert models["kimi-k3"]["reasoning_efforts"] == ["low", "high", "max"]
+    assert models["kimi-k2.7-code"]["preserved_thinking"] is True
+    assert models["kimi-k2.6"]["price"]["web_search_call"] == 0.005
     assert models["glm-5"]["price"] == {"currency": "USD", "input": 1.0, "cached_input": 0.2,
                                         "output": 3.2, "per": "1M tokens"}  # fmt: skip
     text = listed.outputs[0].text
     assert "kimi-k2.6  provider=kimi  configured=yes  context=262144  " \
            "price=0.95/0.16/4 USD per 1M tokens (input/cached/output)" in text  # fmt: skip
-    assert "moonshot-v1-8k" in text and "price=unpriced" in text
+    assert "glm-4.5-air" in text and "price=unpriced" in text
     assert retired.error is not None and retired.error.code == "VALIDATION_ERROR"
     assert retired.error.message == "kimi-k2-0905-preview was retired by Moonshot; use kimi-k2.6"
