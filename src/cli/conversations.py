@@ -12,7 +12,6 @@ or expired.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
 import sys
@@ -23,9 +22,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from exai.auth import ANONYMOUS
+from exai.cli.common import run_reported
 from exai.cli.numbers import number
-from exai.errors import ExaiError
-from exai.settings import SettingsError, load_settings
+from exai.settings import load_settings
 from exai.store import ANY_OWNER, ConversationStore, Thread, open_store
 from exai.store.transcript import export_lines, parse_transcript
 
@@ -82,14 +81,7 @@ Action = Callable[[ConversationStore, argparse.Namespace, TextIO], Awaitable[int
 
 def _command(action: Action) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        try:
-            return asyncio.run(_with_store(action, args))
-        except (ExaiError, SettingsError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        except OSError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+        return run_reported(_with_store(action, args))
 
     return run
 

@@ -12,21 +12,20 @@ queues a run that the next tick starts.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from exai.auth import ANONYMOUS, Principal
+from exai.cli.common import run_reported, say
 from exai.cli.numbers import number
-from exai.errors import ExaiError, ValidationError_
+from exai.errors import ValidationError_
 from exai.jobs import JobService, JobSpec, open_job_store
 from exai.jobs.base import ANY_OWNER
 from exai.jobs.schedule import split_when
-from exai.settings import SettingsError, load_settings
+from exai.settings import load_settings
 
 __all__ = ["register"]
 
@@ -78,11 +77,7 @@ def register(subparsers: Any) -> None:
 
 def _command(action: Action) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        try:
-            return asyncio.run(_with_service(action, args))
-        except (ExaiError, SettingsError, OSError, ValueError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+        return run_reported(_with_service(action, args))
 
     return run
 
@@ -136,18 +131,20 @@ async def _add(service: JobService, args: argparse.Namespace) -> int:
         raise ValueError("--args must be a JSON object of the tool's arguments")
     notify = ({"kind": "webhook", "url": args.webhook} if args.webhook else
               {"kind": "ntfy", "url": args.ntfy} if args.ntfy else None)  # fmt: skip
-    kind, spec = split_when(args.when)
     owner = Principal(args.owner, None if args.scopes is None else frozenset(args.scopes))
     assert service.registry is not None
     if service.registry.get(args.tool) is None:
         known = ", ".join(sorted(info.name for info in service.registry.infos()))
         raise ValueError(f"unknown tool {args.tool!r}; the tools are: {known}")
+    # A job refused here was described wrongly on this command line (its schedule, time
+    # zone, arguments, notification): a usage error, which ValueError is to run_reported.
     try:
+        kind, spec = split_when(args.when)
         job, created = await _create(service, owner, args, arguments, kind, spec, notify)
     except ValidationError_ as exc:
         if "fields" in (exc.details or {}):  # the arguments did not fit the tool's schema
             raise ValueError(f"--args: {exc} (`exai tools {args.tool}` lists them)") from None
-        raise
+        raise ValueError(str(exc)) from None
     print(f"{'created' if created else 'exists'} {job.id}, next run {_when(job.next_run_at)}")
     return 0
 
@@ -192,8 +189,7 @@ async def _show(service: JobService, args: argparse.Namespace) -> int:
     out = await service.show(args.id, ANY_OWNER)
     print(json.dumps(_iso_times(out), indent=2, default=str))
     if out["undeliverable"]:
-        print(f"warning: {out['undeliverable']} notification(s) could not be delivered",
-              file=sys.stderr)  # fmt: skip
+        say(f"warning: {out['undeliverable']} notification(s) could not be delivered")
     return 0
 
 
@@ -213,9 +209,8 @@ async def _resume(service: JobService, args: argparse.Namespace) -> int:
     problem = authenticator(service.settings).credential_problem(job.owner, job.credential,
                                                                  time.time())  # fmt: skip
     if problem is not None:
-        print(f"warning: it will be paused again before its next run: {problem}. Its owner "
-              "can resume it with the jobs tool, under a credential of theirs",
-              file=sys.stderr)  # fmt: skip
+        say(f"warning: it will be paused again before its next run: {problem}. Its owner "
+            "can resume it with the jobs tool, under a credential of theirs")  # fmt: skip
     return 0
 
 

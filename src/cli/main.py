@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(func(args) or 0)
+        code = int(func(args) or 0)
+        sys.stdout.flush()  # a reader gone before the last write is met here, not at exit
+        return code
     except BrokenPipeError:
         # Whoever read stdout has what they wanted; flushing at exit must not fail again.
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -8,16 +8,14 @@ calls. Times are UTC.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import sys
 import time
 from typing import Any
 
 from exai.accounting.report import period, render_table, report
+from exai.cli.common import run_reported
 from exai.cli.numbers import number
-from exai.errors import ExaiError
-from exai.settings import SettingsError, load_settings
+from exai.settings import load_settings
 from exai.store import open_store
 from exai.store.costs import COST_GROUPS
 
@@ -37,20 +35,16 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    try:
-        since, until = period(time.time(), since=args.since, until=args.until, days=args.days)
-        data = asyncio.run(_report(since, until, args.by))
-    except (ExaiError, SettingsError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(data, indent=2) if args.json else render_table(data))
-    return 0
+    return run_reported(_usage(args))
 
 
-async def _report(since: float, until: float, group_by: str) -> dict[str, Any]:
+async def _usage(args: argparse.Namespace) -> int:
+    since, until = period(time.time(), since=args.since, until=args.until, days=args.days)
     store = await open_store(load_settings())
     try:
-        lines = await store.usage_report(since, until, group_by)
+        lines = await store.usage_report(since, until, args.by)
     finally:
         await store.aclose()
-    return report(lines, group_by, since, until)
+    data = report(lines, args.by, since, until)
+    print(json.dumps(data, indent=2) if args.json else render_table(data))
+    return 0

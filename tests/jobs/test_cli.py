@@ -87,5 +87,6 @@ async def _count(path: Path) -> int:
     (["echo", "every 1h", "--ntfy", "file:///etc/passwd"], "http(s) URL"),
 ])  # fmt: skip
 def test_bad_jobs_are_refused_with_a_reason(jobs_env, capsys, args, message):
-    assert main(["jobs", "add", *args]) == 1
-    assert message in capsys.readouterr().err
+    assert main(["jobs", "add", *args]) == 2  # a usage error: the job was described wrongly
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("exai: ") and message in line

@@ -108,5 +108,5 @@ def test_one_bad_row_does_not_break_the_listing(jobs_env, capsys):
     assert main(["jobs", "list", "--json"]) == 0
     assert [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()] == [
         good, huge, zone]  # fmt: skip
-    assert main(["jobs", "add", "echo", "every 1e15"]) == 1
+    assert main(["jobs", "add", "echo", "every 1e15"]) == 2
     assert "at most" in capsys.readouterr().err
