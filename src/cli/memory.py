@@ -11,7 +11,6 @@ trail is on.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -21,14 +20,22 @@ from typing import Any, TextIO
 
 from exai.auth import ANONYMOUS
 from exai.cli import numbers
-from exai.errors import ExaiError, ValidationError_
+from exai.cli.common import run_reported
+from exai.errors import ValidationError_
 from exai.memory import MEMORY_TYPES, MemoryService, open_memory
 from exai.memory.base import ANY_OWNER, Owner
-from exai.settings import SettingsError, load_settings
+from exai.settings import load_settings
 
 __all__ = ["register"]
 
 Action = Callable[[MemoryService, argparse.Namespace, TextIO], Awaitable[int]]
+
+# What MemoryService.remember did, in words: stored anew, refreshed a memory that said
+# nearly the same, or found the same words already stored.
+_DONE = {"insert": "remembered", "update": "updated the near duplicate",
+         "duplicate": "already remembered as"}  # fmt: skip
+_DONE_COUNTS = {"insert": "remembered", "update": "updated near duplicates",
+                "duplicate": "already remembered"}  # fmt: skip
 
 
 def register(subparsers: Any) -> None:
@@ -75,11 +82,7 @@ def register(subparsers: Any) -> None:
 
 def _command(action: Action) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        try:
-            return asyncio.run(_with_service(action, args))
-        except (ExaiError, SettingsError, OSError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+        return run_reported(_with_service(action, args))
 
     return run
 
@@ -130,7 +133,7 @@ async def _show(service: MemoryService, args: argparse.Namespace, out: TextIO) -
 async def _add(service: MemoryService, args: argparse.Namespace, out: TextIO) -> int:
     done = await service.remember(args.owner, args.content, args.type, args.tags, args.project,
                                   source="cli")  # fmt: skip
-    out.write(f"{done.action} {done.memory.id}\n")
+    out.write(f"{_DONE[done.action]} {done.memory.id}\n")
     return 0
 
 
@@ -175,7 +178,9 @@ async def _import(service: MemoryService, args: argparse.Namespace, out: TextIO)
             item.get("project"), source="import",
         )  # fmt: skip
         counts[done.action] = counts.get(done.action, 0) + 1
-    out.write(" ".join(f"{k}={v}" for k, v in sorted(counts.items())) + "\n")
+    said = [f"{_DONE_COUNTS[action]} {counts[action]}" for action in _DONE_COUNTS
+            if action in counts]  # fmt: skip
+    out.write((", ".join(said) or "nothing to import") + "\n")
     return 0
 
 

@@ -28,7 +28,7 @@ def test_add_list_show_export_import_rm(memory_env, capsys, monkeypatch, provide
     assert main(["memory", "add", "we chose  sqlite", "--owner", "alice"]) == 0
     assert main(["memory", "add", "Terse reviews", "--owner", "bob", "--tag", "style"]) == 0
     first, dup, _ = _lines(capsys)
-    assert first.startswith("insert ") and dup == "duplicate " + first.split()[1]
+    assert first.startswith("remembered ") and dup == "already remembered as " + first.split()[1]
     memory_id = first.split()[1]
 
     assert main(["memory", "list", "--owner", "alice", "--json"]) == 0
@@ -47,7 +47,7 @@ def test_add_list_show_export_import_rm(memory_env, capsys, monkeypatch, provide
     monkeypatch.setenv("EXAI_MEMORY_OPENAI_EMBEDDING_BASE_URL", provider_emulator.base_url_kimi)
     assert main(["memory", "import", str(export)]) == 0
     assert main(["memory", "import", str(export)]) == 0
-    assert _lines(capsys) == ["insert=2", "duplicate=2"]
+    assert _lines(capsys) == ["remembered 2", "already remembered 2"]
     assert main(["memory", "list", "--json"]) == 0
     imported = [json.loads(line) for line in _lines(capsys)]
     assert {(m["owner"], m["content"]) for m in imported} == {
