@@ -28,11 +28,18 @@ from typing import Any
 
 from exai.audit.events import COLUMNS, format_ts, parse_ts
 from exai.audit.outbox import AuditOutbox
+from exai.cli.common import EXIT_USAGE, load_or_exit, say
 from exai.cli.numbers import number
-from exai.settings import SettingsError, load_settings
 
 __all__ = ["register"]
 
+# The module's docstring is reStructuredText for the API docs; --help is read in a terminal.
+_DESCRIPTION = (
+    "Look into the audit outbox (audit-outbox.sqlite3 in EXAI_DATA_DIR) and send events "
+    "again. Everything here reads or edits that file, never the daemon, so it works whether "
+    "or not a daemon runs. Events queued by replay or quarantine resend are shipped by the "
+    "daemon: at once if it runs, else when it next starts."
+)
 _STAMPED = ("event_id", "ts", "instance_id", "kind")
 _FOLLOW_POLL_S = 0.5
 _SEEN_MAX = 100_000
@@ -41,7 +48,7 @@ _SEEN_MAX = 100_000
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "audit", help="inspect the audit trail outbox and send events again",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=_DESCRIPTION,
     )  # fmt: skip
     actions = parser.add_subparsers(dest="audit_action", metavar="ACTION")
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
@@ -76,14 +83,11 @@ def register(subparsers: Any) -> None:
 
 
 def _open(must_exist: bool = True) -> AuditOutbox | None:
-    try:
-        settings = load_settings()
-    except SettingsError as exc:
-        print(exc, file=sys.stderr)
-        return None
+    settings = load_or_exit()
     path = settings.outbox_path
     if must_exist and not path.exists():
-        print(f"no audit outbox at {path}", file=sys.stderr)
+        say(f"no audit outbox at {path}: no daemon with the audit trail on "
+            "(EXAI_AUDIT_ENABLED) has run with this EXAI_DATA_DIR")  # fmt: skip
         return None
     outbox = AuditOutbox(path, max_events=settings.audit_max_outbox_events)
     outbox.open()
@@ -190,8 +194,8 @@ def _replay(args: argparse.Namespace) -> int:
         since = _iso(args.since)
         until = _iso(args.until) if args.until else None
     except ValueError as exc:
-        print(f"not an ISO 8601 time: {exc}", file=sys.stderr)
-        return 2
+        say(f"not an ISO 8601 time: {exc}")
+        return EXIT_USAGE
     outbox = _open()
     if outbox is None:
         return 1
