@@ -3,13 +3,17 @@
 :func:`target` takes the URL and token from the options or the settings and
 checks the URL before anything connects; :func:`explain` turns a failed
 connection into lines that name the mistake and the next step: nothing
-listening (start it), exai's HTTP port instead of its WebSocket port, a token
+listening (start it), a proxy with no daemon behind it (a 502, 503 or 504 that
+exai did not send), exai's HTTP port instead of its WebSocket port, a token
 missing or refused (where tokens come from).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+from http import HTTPStatus
+from typing import Any
 from urllib.parse import urlsplit
 
 from exai.cli.common import fail, load_or_exit
@@ -17,6 +21,7 @@ from exai.settings import Settings
 
 __all__ = ["Target", "explain", "target"]
 
+_GATEWAY_STATUSES = (502, 503, 504)
 _TOKEN_SOURCES = ("EXAI_WS_TOKEN (in the environment, ./.env or ~/.config/exai/env) or "
                   "--token")  # fmt: skip
 
@@ -89,6 +94,40 @@ def _is_exai_http(t: Target, server: str) -> bool:
         return False
 
 
+def _answered(response: Any, t: Target) -> str:
+    """What an HTTP answer instead of a WebSocket handshake means.
+
+    exai's WebSocket port refuses an upgrade it cannot take with 503 or 429 and a JSON
+    ``error``; a 502, 503 or 504 without it comes from a proxy in front of a daemon that
+    is not there. Anything else is another server: most likely exai's HTTP port.
+    """
+    status = response.status_code
+    refusal = _exai_refusal(response.body)
+    if refusal is not None:
+        return f"the daemon at {t.url} refused the connection (HTTP {status}): {refusal}"
+    if status in _GATEWAY_STATUSES:
+        reason = HTTPStatus(status).phrase
+        return (f"{t.url} answered HTTP {status} {reason}: a proxy or load balancer listens "
+                "there with no daemon behind it that answers; start the daemon it forwards "
+                "to (`exai serve`), or check the proxy's backends")  # fmt: skip
+    if _is_exai_http(t, response.headers.get("server", "")):
+        return (f"{t.url} is exai's HTTP port (EXAI_HTTP_PORT: /mcp and /v1), which "
+                f"answered HTTP {status}; the WebSocket port is EXAI_WS_PORT: "
+                f"{t.ws_url()}")  # fmt: skip
+    return (f"{t.url} answered HTTP {status} instead of a WebSocket handshake: is it "
+            f"exai's WebSocket port (EXAI_WS_PORT, {t.ws_url()})?")  # fmt: skip
+
+
+def _exai_refusal(body: bytes | None) -> str | None:
+    """The ``error`` of the JSON body exai's WebSocket port refuses an upgrade with."""
+    try:
+        data = json.loads(body or b"")
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    return " ".join(error.split()) if isinstance(error, str) and error else None
+
+
 def explain(exc: BaseException, t: Target) -> list[str]:
     """What to tell the user about a connection that failed with ``exc``."""
     from websockets.exceptions import InvalidStatus
@@ -107,13 +146,7 @@ def explain(exc: BaseException, t: Target) -> list[str]:
         ]
     cause = exc.__cause__
     if isinstance(cause, InvalidStatus):
-        status = cause.response.status_code
-        if _is_exai_http(t, cause.response.headers.get("server", "")):
-            return [f"{t.url} is exai's HTTP port (EXAI_HTTP_PORT: /mcp and /v1), which "
-                    f"answered HTTP {status}; the WebSocket port is EXAI_WS_PORT: "
-                    f"{t.ws_url()}"]  # fmt: skip
-        return [f"{t.url} answered HTTP {status} instead of a WebSocket handshake: is it "
-                f"exai's WebSocket port (EXAI_WS_PORT, {t.ws_url()})?"]  # fmt: skip
+        return [_answered(cause.response, t)]
     if isinstance(cause, ConnectionRefusedError):
         return [f"cannot reach exai at {t.url}: nothing is listening there; start the daemon "
                 "with `exai serve` (or `make run`), or point --url at one"]  # fmt: skip
