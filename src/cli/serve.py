@@ -130,7 +130,8 @@ def _detach(settings: Settings) -> int:
     host, port = settings.ws_host, settings.ws_port
     log = settings.data_dir / LOG_NAME
     try:
-        pid = asyncio.run(ensure_daemon(settings.data_dir, host, port))
+        pid = asyncio.run(ensure_daemon(settings.data_dir, host, port,
+                                        started_by="exai serve --detach"))  # fmt: skip
     except AutostartError as exc:
         said = [line.removeprefix("exai: ") for line in _tail(log) if line.startswith("exai: ")]
         say(*(said[-1:] or [str(exc)]), f"(the daemon's log: {log})")

@@ -71,10 +71,13 @@ async def ensure_daemon(
     *,
     timeout_s: float = 20.0,
     env: dict[str, str] | None = None,
+    started_by: str = "exai shim",
 ) -> int | None:
     """Start a daemon on ``host:port`` unless one listens; return its pid if this call started it.
 
     Only loopback addresses are started: a daemon elsewhere is not ours to run.
+    ``started_by`` names the starter in ``daemon.log``, which the shim and ``exai
+    serve --detach`` share, so a start there can be traced to who asked for it.
     """
     if await is_listening(host, port):
         return None
@@ -84,7 +87,7 @@ async def ensure_daemon(
     async with _exclusive(data_dir / LOCK_NAME, timeout_s):
         if await is_listening(host, port):
             return None  # another shim started it while we waited for the lock
-        return await _start(data_dir / LOG_NAME, host, port, timeout_s, env)
+        return await _start(data_dir / LOG_NAME, host, port, timeout_s, env, started_by)
 
 
 @contextlib.asynccontextmanager
@@ -109,9 +112,14 @@ async def _exclusive(path: Path, timeout_s: float) -> AsyncIterator[None]:
 
 
 async def _start(
-    log_path: Path, host: str, port: int, timeout_s: float, env: dict[str, str] | None
+    log_path: Path,
+    host: str,
+    port: int,
+    timeout_s: float,
+    env: dict[str, str] | None,
+    started_by: str,
 ) -> int:
-    process = await asyncio.to_thread(_spawn, log_path, host, port, env)
+    process = await asyncio.to_thread(_spawn, log_path, host, port, env, started_by)
     log.info("daemon started", pid=process.pid, log=str(log_path))
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -127,10 +135,11 @@ async def _start(
 
 
 def _spawn(
-    log_path: Path, host: str, port: int, env: dict[str, str] | None
+    log_path: Path, host: str, port: int, env: dict[str, str] | None, started_by: str
 ) -> subprocess.Popen[bytes]:
     with open(log_path, "ab") as out:
-        out.write(f"--- exai shim {os.getpid()}: starting the daemon on {host}:{port}\n".encode())
+        out.write(f"--- {started_by} (pid {os.getpid()}): starting the daemon on "
+                  f"{host}:{port}\n".encode())  # fmt: skip
         out.flush()
         process = subprocess.Popen(
             daemon_command(host, port),
