@@ -130,7 +130,7 @@ async def test_an_unknown_round_is_refused_when_thinking_cannot_be_turned_off(
         {"role": "tool", "tool_call_id": "functions.read_file:0", "content": "r"},
     ]
     registry = make_registry()
-    for model, thinking in (("kimi-k2-thinking", None), ("kimi-k2.6", True)):
+    for model, thinking in (("kimi-k2.7-code", None), ("kimi-k3", None), ("kimi-k2.6", True)):
         with pytest.raises(ValidationError_) as excinfo:
             await ask(registry, model, made_up, thinking=thinking)
         assert excinfo.value.details is not None
@@ -252,17 +252,23 @@ async def test_fallback_keeps_the_tools_and_parameters(
 async def test_a_fallback_that_cannot_take_the_parameters_is_skipped(
     make_registry: Callable[..., ProviderRegistry], emulator: EmulatorServer
 ) -> None:
-    registry = make_registry(fallback_models=["kimi-k2.6", "moonshot-v1-128k"])
+    registry = make_registry(
+        fallback_models=["kimi-k2.6", "kimi-k3", "llama3.1:8b"],
+        openai_compat_base_url=emulator.base_url_openai,
+        openai_compat_models=["llama3.1:8b"],
+    )
+    await registry.refresh_models()
     emulator.script({"status": 503}, vendor="glm")
 
-    # kimi-k2.6 fixes top_p at 0.95; moonshot-v1 takes 0.5 and answers.
+    # Every Kimi model fixes top_p at 0.95; the local model takes 0.5 and answers.
     response = await ask(registry, "glm-5.1", [{"role": "user", "content": "q"}], top_p=0.5)
 
-    assert response.model == "moonshot-v1-128k" and response.fallback_from == "glm-5.1"
-    assert [(r["vendor"], r["body"]["model"]) for r in emulator.requests] == [
-        ("glm", "glm-5.1"),
-        ("kimi", "moonshot-v1-128k"),
-    ]
+    assert response.model == "llama3.1:8b" and response.fallback_from == "glm-5.1"
+    assert response.provider == "openai_compat"
+    assert [(r["path"], r["body"]["model"]) for r in emulator.requests] == [
+        ("/api/paas/v4/chat/completions", "glm-5.1"),
+        ("/v1/chat/completions", "llama3.1:8b"),
+    ]  # nothing reached Moonshot
     assert emulator.requests[-1]["body"]["top_p"] == 0.5
 
 
