@@ -34,9 +34,11 @@ GREP = {
         "parameters": {"type": "object", "properties": {"pattern": {"type": "string"}}},
     },
 }
-# A model of each vendor that does not think unless asked, so the plugin alone
-# (no registry fitting) sends what the vendor takes.
-MODELS = {"kimi": "moonshot-v1-8k", "glm": "glm-4.5"}
+# A model of each vendor that does not think on this request, so the plugin alone
+# (no registry fitting) sends what the vendor takes: Kimi K2.6 with thinking
+# switched off, GLM-4.5, which thinks only when asked.
+MODELS = {"kimi": "kimi-k2.6", "glm": "glm-4.5"}
+THINKING = {"kimi": False, "glm": None}
 
 
 @pytest.fixture(params=["kimi", "glm"])
@@ -52,6 +54,7 @@ def plugin(vendor: str, kimi: KimiProvider, glm: GLMProvider) -> ChatCompletions
 def ask(vendor: str, text: str = "read the readme", **kw: Any) -> ChatRequest:
     kw.setdefault("tools", [READ, GREP])
     kw.setdefault("messages", user(text))
+    kw.setdefault("thinking", THINKING[vendor])
     return ChatRequest(model=MODELS[vendor], client_history=True, **kw)
 
 
@@ -204,7 +207,7 @@ async def test_a_call_to_a_tool_nobody_offered_is_a_provider_error(
     # A request offering only exai's own web search, answered with a call to a
     # function nobody offered: what a misbehaving model would do.
     emulator.script({"tool_calls": [{"name": "read_file", "arguments": {}}]})
-    request = ChatRequest(model="moonshot-v1-8k", messages=user("x"), web_search=True)
+    request = ChatRequest(model="kimi-k2.6", thinking=False, messages=user("x"), web_search=True)
 
     with pytest.raises(ProviderError, match="'read_file', which exai did not offer"):
         await kimi.complete(request)
@@ -218,7 +221,7 @@ async def test_an_openai_compatible_endpoint_gets_every_parameter(
     schema = {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "object"}}}
     emulator.script({"tool_calls": [{"name": "grep", "arguments": {"pattern": "x"}}]})
     request = ChatRequest(
-        model="moonshot-v1-8k", messages=user("x"), tools=[READ, GREP],
+        model="llama3.1:8b", messages=user("x"), tools=[READ, GREP],
         tool_choice={"type": "function", "function": {"name": "grep"}},
         parallel_tool_calls=False, seed=4, stop=["a", "b"], top_p=0.3, response_format=schema,
     )  # fmt: skip
