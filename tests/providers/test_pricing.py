@@ -20,7 +20,7 @@ from exai.providers.pricing import (
 )
 
 PRICED = """
-[models."kimi-k2.5".price]
+[models."kimi-k2.7-code".price]
 currency = "USD"
 input = 0.60
 cached_input = 0.15
@@ -60,6 +60,23 @@ def test_cached_input_defaults_to_input_and_rates_are_exact_decimals() -> None:
     assert total.input == Decimal("0.1")
 
 
+def test_web_searches_cost_their_per_call_fee_beside_the_tokens() -> None:
+    price = Price(currency="USD", input=1, output=2, web_search_call="0.005")
+    cost = call_cost(price, Usage(prompt_tokens=1_000, completion_tokens=500, web_searches=3))
+    assert cost.tools == Decimal("0.015")
+    assert cost.total == Decimal("0.001") + Decimal("0.001") + Decimal("0.015")
+    assert cost.as_dict()["tools"] == 0.015 and cost.as_dict()["total"] == 0.017
+    assert (cost + cost).tools == Decimal("0.030")
+    assert price.describe()["web_search_call"] == 0.005
+    # No searches, or no confirmed fee: no tools part at all.
+    assert "tools" not in call_cost(price, Usage(prompt_tokens=1)).as_dict()
+    unpriced = Price(currency="USD", input=1, output=2)
+    assert call_cost(unpriced, Usage(web_searches=2)).tools == 0
+    assert "web_search_call" not in unpriced.describe()
+    with pytest.raises(ValueError):
+        Price(currency="USD", input=1, output=2, web_search_call=-1)
+
+
 def test_each_part_is_rounded_once_to_a_billionth() -> None:
     cost = call_cost(Price(currency="USD", input="0.0375", output=0), Usage(prompt_tokens=1))
     assert cost.input == Decimal("0.000000038")  # 3.75e-8, half-even to 1e-9
@@ -94,7 +111,7 @@ def test_costs_in_different_currencies_never_add() -> None:
 
 def test_a_models_file_gives_prices_and_listmodels_shows_them(tmp_path: Path) -> None:
     catalogue = load_catalogue(write(tmp_path, PRICED))
-    kimi = catalogue.get("kimi-k2.5")
+    kimi = catalogue.get("kimi-k2.7-code")
     assert kimi.price == Price(currency="USD", input="0.60", cached_input="0.15", output="2.50")
     assert catalogue.get("glm-4.6").price.cached_input == Decimal(2)
     assert kimi.describe()["price"] == {"currency": "USD", "input": 0.6, "cached_input": 0.15,
@@ -104,12 +121,12 @@ def test_a_models_file_gives_prices_and_listmodels_shows_them(tmp_path: Path) ->
 def test_a_user_price_changes_only_the_rates_it_names(tmp_path: Path) -> None:
     base = write(tmp_path, PRICED)
     builtin = tmp_path / "more.toml"
-    builtin.write_text('[models."kimi-k2.5".price]\noutput = 3.0\n')
+    builtin.write_text('[models."kimi-k2.7-code".price]\noutput = 3.0\n')
     # Two files cannot be stacked, so the override is checked through the merge itself.
     from exai.providers.catalogue import _merge, _parse
 
     merged = _merge(_parse(base.read_text(), "base"), _parse(builtin.read_text(), "user"), "user")
-    assert merged["models"]["kimi-k2.5"]["price"] == {
+    assert merged["models"]["kimi-k2.7-code"]["price"] == {
         "currency": "USD", "input": 0.60, "cached_input": 0.15, "output": 3.0}  # fmt: skip
 
 
