@@ -5,7 +5,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from exai.emulators.provider import EmulatorServer
+from exai.errors import ProviderError
 from exai.providers.base import ChatRequest
 from exai.providers.glm import GLMProvider
 from exai.providers.kimi import KimiProvider
@@ -74,6 +77,26 @@ async def test_kimi_thinking_keeps_tool_reasoning_and_drops_rounds_without_it(
         None, "I need the file", None]  # fmt: skip
 
 
+async def test_kimi_preserved_thinking_sends_every_answers_reasoning_back(
+    kimi: KimiProvider, emulator: EmulatorServer
+) -> None:
+    """K2.7 Code wants the reasoning_content of every earlier assistant message; one
+    that had none goes with an empty one, as Moonshot's own client sends it."""
+    request = ChatRequest(model="kimi-k2.7-code", messages=history(), thinks=True,
+                          preserved_thinking=True)  # fmt: skip
+    response = await kimi.complete(request)
+
+    assert response.text  # the emulated Moonshot refuses a message without the field
+    out = sent(emulator, "kimi")
+    assert [m.get("reasoning_content") for m in out if m["role"] == "assistant"] == [
+        "greet back", "I need the file", ""]  # fmt: skip
+    assert len(out) == len(history())
+
+    # Without Preserved Thinking only the tool round keeps it, and K2.7 Code refuses.
+    with pytest.raises(ProviderError, match="reasoning_content is missing in assistant message"):
+        await kimi.complete(ChatRequest(model="kimi-k2.7-code", messages=history(), thinks=True))
+
+
 async def test_the_emulated_moonshot_refuses_what_moonshot_refuses(
     kimi: KimiProvider, emulator: EmulatorServer
 ) -> None:
@@ -108,3 +131,7 @@ def test_the_rule_leaves_its_input_alone_and_is_repeatable() -> None:
     assert original == kept
     assert first == replay_messages(original, rule)  # same thread, same bytes
     assert replay_messages(original, ReplayRule())[1] == {"role": "assistant", "content": "hello"}
+    every = ReplayRule(tool_reasoning=True, requires_tool_reasoning=True, all_reasoning=True)
+    assert [m.get("reasoning_content") for m in replay_messages(original, every)
+            if m["role"] == "assistant"] == ["greet back", "I need the file", ""]  # fmt: skip
+    assert original == kept
