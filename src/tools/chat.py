@@ -8,6 +8,7 @@ thread started with a system prompt of its own keeps it instead of
 
 from __future__ import annotations
 
+
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
@@ -42,9 +43,9 @@ class ChatInput(ToolInput):
     )
     temperature: float | None = Field(default=None, ge=0, le=2)
     thinking_mode: ThinkingMode = Field(default="auto", description="Model reasoning on/off.")
-    reasoning_effort: ReasoningEffort | None = Field(
-        default=None, description="How hard the model reasons, where it takes a level."
-    )
+    # How hard the model reasons, for scripts and the faces; left out of the schema
+    # models see, which the standard profile's token budget has no room for.
+    reasoning_effort: SkipJsonSchema[ReasoningEffort | None] = None
     use_websearch: bool = Field(default=False, description="Let the model search the web.")
     stream: bool = Field(default=False, description="Stream the answer as it is written.")
     sensitive: bool = Field(default=False, description="Route to models allowed sensitive data.")

@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from exai.errors import InternalError
+from exai.errors import InternalError, ValidationError_
 from exai.providers import ChatRequest, ChatResponse, ModelNeeds
 from exai.providers.catalogue import ModelInfo
 from exai.store.tokens import estimator_for
@@ -175,22 +175,6 @@ class CompletionInput(ToolInput):
         description="Keep this request's messages and the answer as a response under this id.",
     )
 
-    @field_validator("messages")
-    @classmethod
-    def _tool_results_answer_calls(cls, messages: list[Message]) -> list[Message]:
-        # A tool result answering no earlier call is refused by the vendors (and by
-        # OpenAI); naming the message here beats a provider error after the fact.
-        called: set[str] = set()
-        for index, message in enumerate(messages):
-            if message.role == "assistant":
-                called.update(call.id for call in message.tool_calls or [])
-            elif message.role == "tool" and message.tool_call_id not in called:
-                raise ValueError(
-                    f"messages[{index}] is a tool result for tool_call_id "
-                    f"{message.tool_call_id!r}, which no earlier assistant message called"
-                )
-        return messages
-
     @field_validator("tools")
     @classmethod
     def _distinct_names(cls, value: list[ToolSpec] | None) -> list[ToolSpec] | None:
@@ -239,7 +223,9 @@ class CompletionTool(Tool):
             context.stream_requested = True
         new = [m.model_dump(exclude_unset=True) for m in arguments.messages]
         previous = arguments.previous_response_id
-        messages = [*(await stored_messages(context, previous) if previous else []), *new]
+        earlier = await stored_messages(context, previous) if previous else []
+        _check_tool_results(earlier, new)
+        messages = [*earlier, *new]
         if arguments.instructions:
             messages = [{"role": "system", "content": arguments.instructions}, *messages]
         memory_ids: list[str] = []
@@ -304,6 +290,24 @@ class CompletionTool(Tool):
         if response.reasoning:
             metadata["reasoning"] = response.reasoning
         return ToolResult(response.text, metadata=metadata)
+
+
+def _check_tool_results(earlier: list[dict[str, Any]], new: list[dict[str, Any]]) -> None:
+    """A tool result answering no earlier call is refused by the vendors (and by
+    OpenAI); naming the caller's message beats a provider error after the fact. A
+    stored response's calls (``previous_response_id``) count as earlier."""
+    called: set[str] = set()
+    for index, message in enumerate([*earlier, *new]):
+        if message.get("role") == "assistant":
+            called.update(str(c.get("id")) for c in message.get("tool_calls") or []
+                          if isinstance(c, dict))  # fmt: skip
+        elif message.get("role") == "tool" and message.get("tool_call_id") not in called:
+            where = f"messages[{index - len(earlier)}]"
+            raise ValidationError_(
+                f"{where} is a tool result for tool_call_id {message.get('tool_call_id')!r}, "
+                "which no earlier assistant message called",
+                details={"param": where},
+            )
 
 
 def _answer(response: ChatResponse) -> dict[str, Any]:

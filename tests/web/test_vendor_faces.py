@@ -106,3 +106,21 @@ async def test_k3_gets_reasoning_effort_and_no_thinking_switch(tmp_path, emulato
     notes = (answer.model_extra or {})["exai"]["notes"]
     assert any(n["param"] == "reasoning_effort" and "'medium' was sent as 'high'" in n["message"]
                for n in notes)  # fmt: skip
+
+
+async def test_a_tool_result_answering_no_call_is_a_400_naming_the_message(tmp_path, emulator):
+    import openai
+
+    async with faces_daemon(tmp_path, emulator) as daemon, _openai(daemon) as client:
+        try:
+            await client.chat.completions.create(
+                model="kimi-k2.6",
+                messages=[{"role": "user", "content": "hi"},
+                          {"role": "tool", "tool_call_id": "call_nobody", "content": "x"}],
+            )  # fmt: skip
+        except openai.BadRequestError as exc:
+            refused = exc
+        else:
+            raise AssertionError("a tool result answering no call was accepted")
+    assert "messages[1]" in str(refused) and "call_nobody" in str(refused)
+    assert emulator.requests == []  # refused before any provider request
