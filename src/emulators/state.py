@@ -50,7 +50,7 @@ class Scripted:
     latency_ms: float | None = None
     text: str | None = None  # may quote the request's last tool result: {last_tool_result}
     reasoning: str | None = None
-    finish_reason: str | None = None
+    finish_reason: str | None = None  # GLM "sensitive"/"network_error" also cut the text
     fail_after_chunks: int | None = None  # streams only: an error event after N chunks
     tool_calls: list[dict[str, Any]] | None = None  # [{"name": ..., "arguments": {...}}]
 

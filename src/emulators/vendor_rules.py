@@ -15,7 +15,9 @@ raw body quoted in anomalyco/opencode#25758).
 Moonshot [K-*] (applied to Moonshot ids; other ids on its path are generic
 OpenAI-compatible models, see :func:`exai.emulators.models.moonshot_model`):
 retired ids are not found; ``max_tokens`` is refused for
-``max_completion_tokens``; the ``thinking`` switch and ``reasoning_effort``
+``max_completion_tokens`` (the contract's strict reading: Moonshot deprecates
+the field and may still honour it, but a field that may stop bounding the reply
+must not go unnoticed); the ``thinking`` switch and ``reasoning_effort``
 as each model takes them; fixed temperature and top_p; tool parameter schemas
 with untyped properties (:mod:`exai.emulators.tool_schemas`); forced
 ``tool_choice`` and ``$web_search`` while thinking; ``reasoning_content`` missing
