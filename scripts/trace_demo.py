@@ -3,7 +3,11 @@
 Phoenix is a tracing backend nobody here wrote: it takes OTLP over HTTP and
 answers queries through its REST API. It is heavy, so it lives in a virtual
 environment of its own that this script creates (``build/phoenix/venv``, never
-the project's dependencies), and runs as a subprocess on loopback. The script:
+the project's dependencies), and runs as a subprocess with its UI and OTLP/HTTP
+on loopback (``PHOENIX_HOST=127.0.0.1``; ``phoenix serve`` alone listens on
+0.0.0.0). Its OTLP/gRPC receiver binds every interface whatever
+``PHOENIX_HOST`` says (Phoenix 20's ``grpc_server.py``), so it gets a free
+port of its own. The script:
 
 1. starts Phoenix, the provider emulator (a test fixture standing in for
    Moonshot and Z.ai) and ``exai serve`` with ``OTEL_EXPORTER_OTLP_ENDPOINT``
@@ -14,8 +18,12 @@ the project's dependencies), and runs as a subprocess on loopback. The script:
    the spans of the trace the result's ``metadata.trace_id`` names, and checks
    that they are one trace under the caller's span, with a span per model and
    one for the synthesis;
-4. with ``--screenshot PATH``, photographs Phoenix's page of that trace with
-   headless Chromium (``/usr/bin/chromium``; ``apt-get install -y chromium``).
+4. prints the link to the trace in Phoenix's UI, ``/redirects/traces/<trace id>``
+   (Phoenix looks the trace's project up and redirects to its page);
+5. with ``--screenshot PATH``, photographs Phoenix's page of that trace with
+   headless Chromium (``/usr/bin/chromium``; ``apt-get install -y chromium``);
+6. with ``--keep``, leaves Phoenix running for browsing until Ctrl-C
+   (``--port`` fixes its port, 6006 for the usual address).
 
 Exits 0 when every check holds, 1 otherwise; prints what Phoenix returned.
 """
@@ -134,9 +142,20 @@ def screenshot(url: str, path: Path) -> None:
                        check=True, timeout=120, capture_output=True)  # fmt: skip
 
 
-async def run(screenshot_to: Path | None) -> int:
+def trace_link(base: str, trace_id: str) -> str:
+    """The page of one trace in Phoenix's UI, whatever project holds it."""
+    return f"{base}/redirects/traces/{trace_id}"
+
+
+async def keep_running(phoenix: subprocess.Popen[bytes], base: str) -> None:
+    print(f"Phoenix keeps running at {base}; Ctrl-C stops it", flush=True)
+    await asyncio.to_thread(phoenix.wait)  # a Ctrl-C ends it: run() terminates Phoenix
+    print(f"Phoenix exited with code {phoenix.returncode}")
+
+
+async def run(screenshot_to: Path | None, keep: bool = False, port: int | None = None) -> int:
     command = ensure_phoenix()
-    port = free_port()
+    port = port or free_port()
     base = f"http://127.0.0.1:{port}"
     workdir = Path(tempfile.mkdtemp(prefix="exai-phoenix-"))
     phoenix = start_phoenix(command, port, workdir)
@@ -173,12 +192,15 @@ async def run(screenshot_to: Path | None) -> int:
         if not problems:
             print(f"Phoenix holds one trace of {len(spans)} spans: the call, one span per model "
                   "and the synthesis")  # fmt: skip
+        print(f"the trace in Phoenix: {trace_link(base, trace_id)}")
         if screenshot_to is not None and not problems:
             project = next(p for p in _get(f"{base}/v1/projects")["data"]
                            if p["name"] == "default")  # fmt: skip
             page = f"{base}/projects/{project['id']}/traces/{trace_id}"
             screenshot(page, screenshot_to)
             print(f"screenshot of {page} written to {screenshot_to}")
+        if keep:
+            await keep_running(phoenix, base)
         return 1 if problems else 0
     finally:
         emulator.stop()
@@ -193,8 +215,14 @@ async def run(screenshot_to: Path | None) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--screenshot", type=Path, help="write a PNG of Phoenix's trace page")
+    parser.add_argument("--keep", action="store_true",
+                        help="leave Phoenix running after the checks, until Ctrl-C")  # fmt: skip
+    parser.add_argument("--port", type=int, help="Phoenix's port (default: a free one)")
     args = parser.parse_args(argv)
-    return asyncio.run(run(args.screenshot))
+    try:
+        return asyncio.run(run(args.screenshot, keep=args.keep, port=args.port))
+    except KeyboardInterrupt:  # --keep's way out; Phoenix was stopped on the way
+        return 0
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ that message whole; a span's status and the ``call failed`` log line get
 - with content off (``EXAI_TRACE_CONTENT``, the default): the exai error code
   and what the error's details say about the vendor's answer (provider, HTTP
   status, the vendor's error code when it looks like a code, the kind), e.g.
-  ``PROVIDER_ERROR (kimi, HTTP 400, invalid_request_error, rejected)``; a bug
+  ``PROVIDER_ERROR (kimi, HTTP 400, invalid_request_error, bad_request)``; a bug
   (an exception that is not an exai error) by its type alone;
 - with content on: the code and the message.
 
