@@ -51,7 +51,7 @@ MODEL = "emu-embed"
 OWNER = "bench"
 QUERIES = 200
 RECALL_SET = Path(__file__).resolve().parents[2] / "tests" / "memory" / "data" / "recall_set.json"
-KIMI = "kimi-k2.5"
+KIMI = "kimi-k2.6"
 TYPES = ("fact", "preference", "rule", "decision", "reminder", "relationship")
 
 

@@ -43,7 +43,7 @@ from scripts.bench.common import daemon_process, free_port, summarize, wait_for_
 
 __all__ = ["litellm_proxy", "main", "report", "run", "run_loops"]
 
-MODEL = "kimi-k2.5"  # a model that does not think unless asked: one answer, no reasoning
+MODEL = "kimi-k2.6"  # the same model and the same reasoning behind exai and LiteLLM
 # exai's token and LiteLLM's master key: the one client sends the same key to both.
 TOKEN = "sk-bench-token"
 QUESTION = "How long is a piece of string? " * 4

@@ -35,7 +35,7 @@ from scripts.bench.common import daemon_process, free_port, summarize, wait_for_
 
 __all__ = ["main", "report", "run"]
 
-MODEL = "kimi-k2.5"
+MODEL = "kimi-k2.6"
 PROMPT = "Summarise the attached report in one sentence."
 PAGE = ["Quarterly revenue rose 12 percent on the year."] * 40
 

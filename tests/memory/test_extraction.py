@@ -47,7 +47,7 @@ async def test_worker_extracts_off_the_call_path_and_audits_failures(
     emulator.script({"text": "no JSON here"}, {"text": json.dumps(good)}, vendor="glm")
     async with running_daemon(settings) as daemon:
         client = await client_factory(daemon)
-        res = await client.call("chat", {"prompt": MESSAGE, "model": "kimi-k2.5"})
+        res = await client.call("chat", {"prompt": MESSAGE, "model": "kimi-k2.6"})
         assert res.error is None, res.error
         found: list = []
         for _ in range(200):  # waits for the worker; never a timing assertion

@@ -98,7 +98,7 @@ async def test_another_principal_cannot_continue(chat_settings, client_factory):
         ({"prompt": "x", "files": ["relative/path.py"]}, ErrorCode.VALIDATION_ERROR),
         ({"prompt": "x", "files": ["/etc/passwd"]}, ErrorCode.FORBIDDEN),
         ({"prompt": ""}, ErrorCode.VALIDATION_ERROR),
-        ({"prompt": "x" * 200_000, "model": "moonshot-v1-8k"}, ErrorCode.CONTEXT_TOO_LONG),
+        ({"prompt": "x" * 200_000, "model": "glm-4.5v"}, ErrorCode.CONTEXT_TOO_LONG),
     ],
 )
 async def test_bad_input_gets_its_own_code_and_stores_nothing(

@@ -10,7 +10,7 @@ from exai.protocol import ErrorCode
 from exai.tools.consensus import SYNTHESIS_PROMPT
 from tests.conftest import emulated_providers, make_settings, running_daemon
 
-KIMI, TURBO, GLM = "kimi-k2.6", "kimi-k2-thinking", "glm-5.1"
+KIMI, TURBO, GLM = "kimi-k2.6", "kimi-k2.7-code", "glm-5.1"
 THREE = [{"model": KIMI, "stance": "for"}, {"model": GLM, "stance": "against"},
          {"model": TURBO, "stance": "neutral"}]  # fmt: skip
 
@@ -147,8 +147,8 @@ async def test_the_exchange_continues_a_conversation(settings, emulator, client_
 @pytest.mark.parametrize(
     ("models", "extra", "code", "named"),
     [
-        ([{"model": GLM, "stance": "for"}, {"model": "glm", "stance": "for"}], {},
-         ErrorCode.VALIDATION_ERROR, "duplicate stance: glm is asked for stance 'for' twice"),
+        ([{"model": GLM, "stance": "for"}, {"model": "glm-5.1-latest", "stance": "for"}], {},
+         ErrorCode.VALIDATION_ERROR, "duplicate stance: glm-5.1-latest is asked for stance 'for' twice"),
         ([{"model": KIMI}, {"model": KIMI}], {}, ErrorCode.VALIDATION_ERROR, "'neutral' twice"),
         ([{"model": KIMI}, {"model": "gpt-17"}], {}, ErrorCode.VALIDATION_ERROR, "gpt-17"),
         ([{"model": KIMI}], {}, ErrorCode.VALIDATION_ERROR, "models"),

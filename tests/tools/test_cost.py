@@ -21,7 +21,7 @@ from exai.store.costs import CostRow
 from exai.store.sqlite import SqliteStore
 from tests.conftest import emulated_providers, make_settings, running_daemon
 
-KIMI, TURBO, GLM = "kimi-k2.5", "kimi-k2.6", "glm-4.6"
+KIMI, TURBO, GLM = "kimi-k2.7-code", "kimi-k2.6", "glm-4.6"
 PRICES = {
     KIMI: Price(currency="USD", input="0.60", cached_input="0.15", output="2.50"),
     TURBO: Price(currency="USD", input="1.15", cached_input="0.15", output="8.00"),

@@ -26,7 +26,7 @@ async def test_each_turn_on_the_wire_opens_with_the_previous_one(
         client = await client_factory(daemon)
         cid = None
         for n, files in enumerate(([], [str(source)], [], []), 1):
-            arguments = {"prompt": f"turn {n}", "model": "kimi-k2.5", "files": files}
+            arguments = {"prompt": f"turn {n}", "model": "kimi-k2.6", "files": files}
             if cid:
                 arguments["continuation_id"] = cid
             result = await client.call("chat", arguments)

@@ -19,7 +19,7 @@ from exai.providers.catalogue import load_catalogue
 from tests.conftest import emulated_providers, make_settings, running_daemon
 from tests.tools.workflow_helpers import step
 
-KIMI = "kimi-k2.5"
+KIMI = "kimi-k2.6"
 REPORT_LINE = "Quarterly revenue rose 12 percent"
 
 

@@ -212,7 +212,7 @@ async def test_each_request_is_audited_with_what_the_face_knows(tmp_path, emulat
 
 async def test_a_quiet_model_gets_pings_before_its_first_word(tmp_path, emulator):
     emulator.configure(latency_ms=700)
-    body = {"model": "kimi-k2.5", "max_tokens": 64, "stream": True, "messages": ASK}
+    body = {"model": "kimi-k2.6", "max_tokens": 64, "stream": True, "messages": ASK}
     async with faces_daemon(tmp_path, emulator, faces_ping_s=0.2) as daemon:
         headers = {"x-api-key": TOKENS["alice"], "anthropic-version": "2023-06-01"}
         async with httpx.AsyncClient(base_url=base_url(daemon), headers=headers) as http:

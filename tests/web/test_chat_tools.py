@@ -139,7 +139,7 @@ async def test_a_thinking_kimi_round_reaches_the_model_with_every_message(tmp_pa
     emulator.script({**STEP, "reasoning": "I should read the file"}, ANSWER)
     async with faces_daemon(tmp_path, emulator) as daemon, _client(daemon) as client:
         first = await client.chat.completions.create(
-            model="kimi-k2-thinking", messages=QUESTION, tools=[READ]
+            model="kimi-k2.7-code", messages=QUESTION, tools=[READ]
         )
         (call,) = first.choices[0].message.tool_calls
         history = [
@@ -149,7 +149,7 @@ async def test_a_thinking_kimi_round_reaches_the_model_with_every_message(tmp_pa
             {"role": "user", "content": "and in French?"},
         ]
         second = await client.chat.completions.create(
-            model="kimi-k2-thinking", messages=history, tools=[READ]
+            model="kimi-k2.7-code", messages=history, tools=[READ]
         )
         assert second.choices[0].message.content
     sent = last_sent(emulator)["messages"]

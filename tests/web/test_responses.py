@@ -35,7 +35,7 @@ async def test_a_tool_round_stateless_with_the_reasoning_carried_by_the_client(t
     emulator.script(STEP, ANSWER)
     async with faces_daemon(tmp_path, emulator) as daemon, _client(daemon) as client:
         first = await client.responses.create(
-            model="kimi-k2-thinking",
+            model="kimi-k2.7-code",
             input="what does notes.txt say?",
             tools=[READ],
             store=False,
@@ -52,7 +52,7 @@ async def test_a_tool_round_stateless_with_the_reasoning_carried_by_the_client(t
             {"type": "function_call_output", "call_id": call.call_id, "output": "pelican"},
         ]
         second = await client.responses.create(
-            model="kimi-k2-thinking", input=items, tools=[READ], store=False
+            model="kimi-k2.7-code", input=items, tools=[READ], store=False
         )
         assert second.output_text == "It says: pelican" and second.status == "completed"
         assert await daemon.services.store.list_threads() == []
