@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import AliasChoices, SecretStr, ValidationError
 
+from exai.settings.fields import env_files
 from exai.settings.model import Settings, env_name
 
 __all__ = ["SettingsError", "default_text", "env_example", "group_of", "load_settings"]
@@ -84,6 +85,19 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as exc:
         raise SettingsError(*(_problem(err) for err in exc.errors(include_url=False))) from None
+    except (OSError, UnicodeDecodeError) as exc:  # a settings file that cannot be read
+        raise SettingsError(_unreadable(exc)) from None
+
+
+def _unreadable(exc: Exception) -> str:
+    for path in env_files():
+        try:
+            if path.is_file():
+                path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as problem:
+            why = problem.strerror if isinstance(problem, OSError) else "not UTF-8 text"
+            return f"cannot read the settings file {path.absolute()}: {why}"
+    return f"cannot read the settings: {exc}"
 
 
 def _problem(err: Any) -> str:

@@ -13,6 +13,7 @@ probably meant to be (:mod:`difflib`).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 from collections.abc import Mapping
@@ -52,8 +53,9 @@ def read_sources(environ: Mapping[str, str] | None = None) -> list[Source]:
     found = [Source(ENVIRONMENT, _present(os.environ if environ is None else environ))]
     for path in reversed(env_files()):
         values: Mapping[str, str | None] = {}
-        if path.is_file():
-            values = dotenv_values(path, encoding="utf-8")
+        # A file that cannot be read is for load_settings to report, not for this.
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            values = dotenv_values(path, encoding="utf-8") if path.is_file() else {}
         found.append(Source(str(path.absolute()), _present(values)))
     return found
 

@@ -109,3 +109,12 @@ async def test_config_changed_lists_what_differs_from_the_defaults_and_where_it_
     data = json.loads(as_json.out)
     assert data["EXAI_SHUTDOWN_GRACE_S"] == {"value": 3.0, "from": str(project / ".env")}
     assert data["EXAI_WS_TOKEN"] == {"value": "****", "from": str(user_file)}
+
+
+async def test_a_settings_file_that_is_not_text_is_one_line_naming_it(tmp_path):
+    (tmp_path / ".env").write_bytes(b"EXAI_WS_PORT=9001\n\xff\xfe\n")
+    for command in ("config", "serve"):
+        ran = await run_exai(command, env=clean_env(tmp_path), cwd=tmp_path)
+        assert ran.code == 2 and "Traceback" not in ran.err
+        said = f"exai: cannot read the settings file {tmp_path / '.env'}: not UTF-8 text\n"
+        assert ran.err == said, command
