@@ -1,6 +1,6 @@
 """Fixtures for the provider tests: one provider emulator for the session (reset
-before each test), settings that ignore the developer's environment, and each
-plugin pointed at the emulator through its real SDK."""
+before each test), settings that ignore the developer's environment, registries
+built from them, and each plugin pointed at the emulator through its real SDK."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from exai.emulators.provider import EmulatorServer
+from exai.providers import ProviderRegistry
 from exai.providers.glm import GLMProvider
 from exai.providers.kimi import KimiProvider
 from exai.providers.openai_compat import OpenAICompatibleProvider
@@ -57,6 +58,24 @@ def make_settings(
         return Settings(_env_file=None, **values)
 
     return build
+
+
+@pytest.fixture
+async def make_registry(
+    make_settings: Callable[..., Settings],
+) -> AsyncIterator[Callable[..., ProviderRegistry]]:
+    """Registries from settings given as keyword arguments (see ``make_settings``);
+    ``emit`` receives their audit events. Closed after the test."""
+    built: list[ProviderRegistry] = []
+
+    def build(emit: Callable[..., None] | None = None, **overrides: Any) -> ProviderRegistry:
+        registry = ProviderRegistry.from_settings(make_settings(**overrides), emit=emit)
+        built.append(registry)
+        return registry
+
+    yield build
+    for registry in built:
+        await registry.aclose()
 
 
 @pytest.fixture
