@@ -15,20 +15,23 @@ when what the principal has spent in the period, plus what its calls still
 running hold, plus what this call would hold, would exceed the budget; and
 always once the spend has reached it.
 
-A call holds the most it can cost at the chosen model's price: its prompt's
-tokens at the uncached input rate (the token estimate never undercounts) and a
-reply as long as its output cap (the caller's ``max_tokens``, else the model's
-``max_output_tokens``) at the output rate. When it settles, the hold is
-replaced by what the call cost and the rest is free again. A budgeted call's
-reply is not continued past its cap (see :func:`exai.tools.turn.ask_model`).
+A call holds the most it can cost at the chosen model's price: its prompt as the
+vendor will get it (the reasoning exai puts back on a caller's tool rounds included)
+at the uncached input rate (the token estimate never undercounts), a reply as long
+as its output cap (the caller's ``max_tokens``, else the model's
+``max_output_tokens``) at the output rate, and the fee of each web search it may
+make. When it settles, the hold is replaced by what the call cost and the rest is
+free again. A budgeted call's reply is not continued past its cap (see
+:func:`exai.tools.turn.ask_model`).
 
 **The bound**: spend in a period stays within the budget (1x) for every model
 call that is one provider request at the model chosen, whatever the
 concurrency, since the holds of the calls admitted never add up to more than
-what was left. Two things a hold cannot know can take a call past it: a
-web-search round trip (Kimi's ``$web_search``: the search results come back as
-prompt tokens of the next request, up to three rounds per call), and a fallback
-model priced above the model chosen. The price of the bound: a call whose hold
+what was left. What a hold cannot know can take a call past it: the search
+results of a web-search round trip (Kimi's ``$web_search`` returns them as
+prompt tokens of the next request, up to three rounds per call), a search fee the
+catalogue has no price for, and a fallback model priced above the model chosen;
+docs/cost.md lists each with its bound. The price of the bound: a call whose hold
 is more than what is left of the budget is refused even though its actual
 reply might have fitted; ask for a shorter reply (``max_tokens``) or a cheaper
 model.

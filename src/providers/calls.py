@@ -22,6 +22,7 @@ images, a parameter it refuses) is skipped.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing, asynccontextmanager
@@ -43,6 +44,7 @@ from exai.providers.base import ChatRequest, ChatResponse, Delta, Provider
 from exai.providers.catalogue import Catalogue, ModelInfo
 from exai.providers.params import Fitted, fit_request
 from exai.providers.pricing import call_cost
+from exai.providers.reasoning import replay_messages
 from exai.providers.routing import ModelNeeds, rank_models
 from exai.providers.tool_reasoning import ToolReasoning, settle_reasoning
 
@@ -125,6 +127,15 @@ class ModelCalls:
             )
             fitted.notes += notes
         return fitted
+
+    def outgoing(self, info: ModelInfo, request: ChatRequest) -> ChatRequest:
+        """``request`` as ``info``'s vendor will receive it: fitted, its tool rounds'
+        reasoning put back, its history under the vendor's replay rule. What a budget
+        holds is estimated from this, not from what the caller sent."""
+        fitted = self.prepare(info, request).request
+        rule = self._providers[info.provider].replay_rule(fitted)
+        messages = replay_messages(fitted.messages, rule, client=fitted.client_history)
+        return dataclasses.replace(fitted, messages=messages)
 
     # --- whole and streamed, with fallback ------------------------------------
 

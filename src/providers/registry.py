@@ -223,6 +223,10 @@ class ProviderRegistry:
         adapted; raises ``ValidationError_`` naming a parameter it cannot serve."""
         return self._calls.prepare(model_info, request)
 
+    def outgoing(self, request: ChatRequest, model_info: ModelInfo) -> ChatRequest:
+        """``request`` as ``model_info``'s vendor will receive it (see ModelCalls.outgoing)."""
+        return self._calls.outgoing(model_info, request)
+
     async def complete(self, request: ChatRequest, model_info: ModelInfo) -> ChatResponse:
         """One answer, from ``model_info`` or, if its provider is down or rate
         limited after retries, from the next configured fallback model."""

@@ -314,7 +314,9 @@ async def ask_model(context: ToolContext, request: ChatRequest, info: ModelInfo)
     context.count_provider_call()
     reservation = None
     if ledger is not None:
-        reservation = await ledger.admit(context.principal, lambda: _estimate(request, info))
+        reservation = await ledger.admit(
+            context.principal, lambda: _estimate(providers, request, info)
+        )
         if reservation.key is not None:  # a budget's hold covers one reply, not its sequels
             request = replace(request, continue_cut=False)
     try:
@@ -342,13 +344,20 @@ def response_cost(providers: Any, response: ChatResponse) -> Cost | None:
     return call_cost(info.price, response.usage)
 
 
-def _estimate(request: ChatRequest, info: ModelInfo) -> Cost | None:
-    """What a budget holds: the prompt, uncached, and a reply as long as the output cap."""
+def _estimate(providers: Any, request: ChatRequest, info: ModelInfo) -> Cost | None:
+    """What a budget holds: the prompt as the vendor will get it (the reasoning exai puts
+    back on a caller's tool rounds included), uncached, a reply as long as the output
+    cap, and the fee of every web search the answer may make."""
     if info.price is None:
         return None
-    tokens = estimator_for(info.provider).messages(request.messages, request.tools)
+    sent = providers.outgoing(request, info)
+    tokens = estimator_for(info.provider).messages(sent.messages, sent.tools)
     cap = min(request.max_output_tokens or info.max_output_tokens, info.max_output_tokens)
-    return call_cost(info.price, Usage(prompt_tokens=tokens, completion_tokens=cap))
+    # One search per round of the vendor's own tools, as many as the plugin allows.
+    plugin = providers.providers.get(info.provider)
+    searches = getattr(plugin, "max_tool_rounds", 1) if sent.web_search else 0
+    return call_cost(info.price, Usage(prompt_tokens=tokens, completion_tokens=cap,
+                                       web_searches=searches))  # fmt: skip
 
 
 def _as_dict(cost: Cost | None) -> dict[str, Any] | None:

@@ -8,8 +8,9 @@ exceed what is left.
 
 A real daemon, the real ``openai`` SDK inside it, the provider emulator (a test
 fixture) answering after a delay so all 40 calls are in flight together, a
-models file pricing ``moonshot-v1-8k`` (a model that does not think, so its
-reply is all the output it bills), and the spend read back from the store.
+models file adding ``kimi-budget`` (Kimi K2.6 with a 4,096-token output cap and
+a steep price, asked with thinking off, so its reply is all the output it bills),
+and the spend read back from the store.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def emulator(provider_emulator: Any) -> Any:
     return provider_emulator
 
 
-MODEL = "moonshot-v1-8k"  # 4,096 output tokens at most
+MODEL = "kimi-budget"  # K2.6 under its own name, 4,096 output tokens at most
 BUDGET = Decimal("0.01")
 ALREADY = Decimal("0.0091")  # 91% spent
 TOKEN = "tok-alice-budget-0123456789"
@@ -45,7 +46,10 @@ TOKEN = "tok-alice-budget-0123456789"
 def settings_for(tmp_path: Path, emulator: Any) -> Any:
     models = tmp_path / "models.toml"
     # A prompt costs almost nothing, a reply 200 USD per million tokens: 0.0002 a token.
-    models.write_text(f'[models."{MODEL}".price]\ncurrency = "USD"\ninput = "0.01"\n'
+    models.write_text(f'[models."{MODEL}"]\nprovider = "kimi"\nmodel_id = "kimi-k2.6"\n'
+                      'context_window = 8192\nmax_output_tokens = 4096\n'
+                      'thinking = "switchable"\nfixed_temperature = true\nfixed_top_p = 0.95\n'
+                      f'[models."{MODEL}".price]\ncurrency = "USD"\ninput = "0.01"\n'
                       'output = "200"\n')  # fmt: skip
     return make_settings(tmp_path, models_file=models, budgets=f"alice={BUDGET} USD/day",
                          ws_tokens=f"alice={TOKEN}", **emulated_providers(emulator))  # fmt: skip
@@ -104,8 +108,8 @@ async def storm(
 
 
 CAPPED = {"messages": [{"role": "user", "content": "write a long essay"}], "model": MODEL,
-          "max_tokens": 4}  # fmt: skip
-UNCAPPED = {"tool": "chat", "prompt": "write a long essay", "model": MODEL}
+          "max_tokens": 4, "thinking_mode": "off"}  # fmt: skip
+UNCAPPED = {"tool": "chat", "prompt": "write a long essay", "model": MODEL, "thinking_mode": "off"}
 
 
 async def test_forty_capped_calls_at_91_percent_stay_within_the_budget(
@@ -146,3 +150,42 @@ async def test_what_a_call_did_not_use_is_free_again(tmp_path, emulator, client_
             answered += res.error is None
     spent = await spend_today(settings)
     assert answered == 2 and spent <= BUDGET
+
+
+READ = {"type": "function", "function": {"name": "read_file", "parameters": {
+    "type": "object", "properties": {"path": {"type": "string"}}}}}  # fmt: skip
+
+
+async def test_the_reasoning_exai_puts_back_on_a_tool_round_is_held_too(
+    tmp_path, emulator, client_factory
+):
+    """The attack run's case: a caller returns a tool round without its reasoning, exai
+    puts the ~20,000 tokens it kept back on it, and the hold must count them."""
+    models = tmp_path / "models.toml"
+    # Prompt tokens cost 100 USD per million (0.0001 each), replies nothing.
+    models.write_text(f'[models."{MODEL}"]\nprovider = "kimi"\nmodel_id = "kimi-k2.6"\n'
+                      'context_window = 262144\nmax_output_tokens = 4096\n'
+                      'thinking = "switchable"\nfixed_temperature = true\nfixed_top_p = 0.95\n'
+                      f'[models."{MODEL}".price]\ncurrency = "USD"\ninput = "100"\n'
+                      'output = "0"\n')  # fmt: skip
+    settings = make_settings(tmp_path, models_file=models, budgets="alice=1 USD/day",
+                             ws_tokens=f"alice={TOKEN}", **emulated_providers(emulator))  # fmt: skip
+    emulator.script({"tool_calls": [{"name": "read_file", "arguments": {"path": "a"}}],
+                     "reasoning": "ponder " * 20_000})  # fmt: skip
+    ask = [{"role": "user", "content": "read a"}]
+    async with running_daemon(settings) as daemon:
+        client = await client_factory(daemon, TOKEN)
+        first = await client.call("completion", {"messages": ask, "model": MODEL,
+                                                 "tools": [READ], "max_tokens": 4})  # fmt: skip
+        assert first.error is None, first.error
+        (call,) = first.metadata.model_extra["tool_calls"]
+        back = [*ask, {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": call["id"], "content": "text of a"}]  # fmt: skip
+        second = await client.call("completion", {"messages": back, "model": MODEL,
+                                                  "tools": [READ], "max_tokens": 4})  # fmt: skip
+    # What the caller sent is a few tokens (0.002 USD); with the reasoning exai would
+    # send back, about 2 USD: over the 1 USD budget, refused before the provider.
+    assert second.error is not None and second.error.code == ErrorCode.BUDGET_EXCEEDED
+    assert second.error.details["estimate"] > 1.0
+    assert len(emulator.requests) == 1
+    assert await spend_today(settings) < Decimal("0.01")
