@@ -37,7 +37,10 @@ async def test_reply_shows_what_the_model_saw(kimi: KimiProvider, emulator: Emul
     assert response.text == "emulated reply #2 to: second (saw 4 messages)"
     assert response.provider == "kimi" and response.finish_reason == "stop"
     assert response.usage.completion_tokens > 0 and response.retries == 0
-    assert response.messages == [{"role": "assistant", "content": response.text}]
+    # K2.6 thinks by default: the answer keeps its reasoning, for Preserved Thinking.
+    assert response.reasoning == "emulated reasoning about: second"
+    assert response.messages == [{"role": "assistant", "content": response.text,
+                                  "reasoning_content": response.reasoning}]  # fmt: skip
     sent = emulator.requests[0]
     assert sent["body"]["messages"] == messages
     assert sent["headers"]["authorization"] == "Bearer sk-test"

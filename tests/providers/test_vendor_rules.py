@@ -115,12 +115,12 @@ async def test_each_model_gets_the_effort_as_its_own_knob(
 
 
 def step(reasoning: str) -> dict[str, Any]:
-    """A scripted tool round for the first request of a turn (not the request that
-    returns the tool result)."""
+    """A scripted K2.7 Code tool round for the first request of a turn (not for the
+    request that returns the tool result)."""
     return {
         "tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}],
         "reasoning": reasoning,
-        "when": {"offers_tool": "read_file", "last_role": "user"},
+        "when": {"offers_tool": "read_file", "last_role": "user", "model": "kimi-k2.7-code"},
     }
 
 
@@ -128,50 +128,68 @@ def step(reasoning: str) -> dict[str, Any]:
 async def test_k27_code_gets_every_earlier_reasoning_back_over_three_turns(
     make_registry: MakeRegistry, emulator: EmulatorServer, client_history: bool
 ) -> None:
-    """With the caller's own history (the client drops reasoning; exai restores the
-    tool rounds' from its cache) and with exai's stored thread (the tool rounds kept
-    with their reasoning, answers without): every earlier assistant message reaches
-    Moonshot with reasoning_content, its own where known, "" where it had none."""
+    """A thread opened on K2.6 without thinking, then three K2.7 Code turns, two with a
+    tool round. With the caller's own history (an OpenAI client drops reasoning; exai
+    restores the tool rounds' from its cache) and with exai's stored history (the
+    messages as the exchange produced them, reasoning kept): every earlier assistant
+    message reaches Moonshot with reasoning_content, its own where exai has it, ""
+    where it has none, and Moonshot accepts each request."""
     registry = make_registry(**BOTH)
-    reasonings = ["first I read the README", "now the README again"]
-    emulator.script(step(reasonings[0]), step(reasonings[1]))
+    rounds = ["first I read the README", "now the README again"]
+    emulator.script(step(rounds[0]), step(rounds[1]))
     history: list[dict[str, Any]] = []
+    expected: list[str] = []  # each assistant message's reasoning_content, as sent
 
-    def request() -> ChatRequest:
+    def request(**kw: Any) -> ChatRequest:
         return ChatRequest(model="", messages=list(history), tools=[READ],
-                           client_history=client_history, owner="alice")  # fmt: skip
+                           client_history=client_history, owner="alice", **kw)  # fmt: skip
 
-    for turn in range(3):
-        history.append({"role": "user", "content": f"question {turn + 1}"})
+    def keep(response: ChatResponse) -> None:
+        """The answer as the next request's history holds it."""
+        (answer,) = response.messages
+        assert answer.get("reasoning_content") == response.reasoning  # the exchange keeps it
+        if client_history:
+            answer = {"role": "assistant", "content": response.text}
+        history.append(answer)
+        expected.append("" if client_history else response.reasoning or "")
+
+    history.append({"role": "user", "content": "question 0"})
+    opening = await call(registry, "kimi-k2.6", request(thinking=False))
+    assert opening.reasoning is None
+    keep(opening)
+
+    for turn in (1, 2, 3):
+        history.append({"role": "user", "content": f"question {turn}"})
         response = await call(registry, "kimi-k2.7-code", request())
-        if turn < 2:
+        if turn < 3:
             assert response.finish_reason == "tool_calls"
             (round_,) = response.messages
-            assert round_["reasoning_content"] == reasonings[turn]
+            assert round_["reasoning_content"] == rounds[turn - 1]
             if client_history:  # an OpenAI client gives the call back without reasoning
                 round_ = {"role": "assistant", "content": None,
                           "tool_calls": response.tool_calls}  # fmt: skip
             call_id = response.tool_calls[0]["id"]
             history += [round_, {"role": "tool", "tool_call_id": call_id, "content": "# exai"}]
+            expected.append(rounds[turn - 1])
             response = await call(registry, "kimi-k2.7-code", request())
         assert response.finish_reason == "stop" and response.notes == []
-        assert response.text == f"emulated reply #{turn + 1} to: question {turn + 1} " + (
-            f"(saw {len(history)} messages)"
+        assert response.text == (
+            f"emulated reply #{turn + 1} to: question {turn} (saw {len(history)} messages)"
         )
-        # An answer comes back, from the client or the store, without its reasoning.
-        history.append({"role": "assistant", "content": response.text})
+        assert response.reasoning == f"emulated reasoning about: question {turn}"
+        keep(response)
 
     sent = bodies(emulator)
-    assert len(sent) == 5 and all("thinking" not in body for body in sent)
+    assert len(sent) == 6 and all("thinking" not in body for body in sent[1:])
     final = sent[-1]["messages"]
 
     def bare(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{k: v for k, v in m.items() if k != "reasoning_content"} for m in messages]
 
     assert bare(final) == bare(history[:-1])  # every message reached Moonshot
-    assert [m["reasoning_content"] for m in final if m["role"] == "assistant"] == [
-        reasonings[0], "", reasonings[1], ""]  # fmt: skip
-    for body in sent[1:]:  # every request with history: no assistant message without it
+    assert [m["reasoning_content"] for m in final if m["role"] == "assistant"] == expected[:-1]
+    assert "" in expected  # the opening answer had none
+    for body in sent[1:]:  # every K2.7 Code request: no assistant message without the field
         assistants = [m for m in body["messages"] if m["role"] == "assistant"]
         assert assistants and all(isinstance(m["reasoning_content"], str) for m in assistants)
 
