@@ -68,6 +68,11 @@ class DaemonSettings(BaseModel):
         "accepted as tokens.",
     )  # fmt: skip
     jwt_leeway_s: float = _daemon(30.0, "Clock skew allowed when checking exp and nbf.", ge=0)
+    reasoning_seal_key: SecretStr | None = _daemon(
+        None, "Key (at least 32 bytes) sealing the reasoning the Anthropic and Responses faces "
+        "hand clients to bring back; every daemon of a deployment needs the same one. Empty: "
+        "a key of this daemon's own, kept in the data directory.",
+    )  # fmt: skip
     budgets: str = _daemon(
         "", "Spending budgets per principal and UTC day or month, e.g. "
         "alice=5 USD/day,*=100 USD/month (* is every principal without its own; a JWT's "
@@ -181,6 +186,14 @@ class DaemonSettings(BaseModel):
     def _tokens_valid(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None:
             parse_token_list(value.get_secret_value())
+        return value
+
+    @field_validator("reasoning_seal_key")
+    @classmethod
+    def _seal_key_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and value.get_secret_value() and \
+                len(value.get_secret_value().encode()) < 32:
+            raise ValueError("must be at least 32 bytes")
         return value
 
     @field_validator("jwt_secret")

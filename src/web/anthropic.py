@@ -38,14 +38,16 @@ from exai.web.guard import principal_of
 from exai.web.model_call import TOOL, RequestRefused
 from exai.web.model_face import ModelFace, Whole
 from exai.web.model_stream import result_text
+from exai.web.reasoning_seal import ReasoningSeal, face_seal
 
 __all__ = ["routes"]
 
 
 def routes(core: Port) -> list[BaseRoute]:
+    seal = face_seal(core.settings)
     return [
-        Route("/v1/messages", ModelFace(core, _Messages(core)), methods=["POST"]),
-        Route("/v1/messages/count_tokens", _CountTokens(core), methods=["POST"]),
+        Route("/v1/messages", ModelFace(core, _Messages(core, seal)), methods=["POST"]),
+        Route("/v1/messages/count_tokens", _CountTokens(core, seal), methods=["POST"]),
     ]
 
 
@@ -56,11 +58,12 @@ class _Messages:
     error_response = staticmethod(error_response)
     refusal_response = staticmethod(refusal_response)
 
-    def __init__(self, core: Port) -> None:
+    def __init__(self, core: Port, seal: ReasoningSeal) -> None:
         self.rules = model_rules(core.settings.anthropic_models)
+        self.seal = seal
 
-    def parse(self, body: Any, headers: Mapping[str, str]) -> MessagesCall:
-        return parse_messages(body, self.rules)
+    def parse(self, body: Any, headers: Mapping[str, str], principal: str) -> MessagesCall:
+        return parse_messages(body, self.rules, self.seal.for_principal(principal))
 
     def stream(self, call: MessagesCall) -> tuple[MessageStream, list[tuple[bytes, bytes]]]:
         return MessageStream(call, message_id=_message_id()), []
@@ -72,9 +75,10 @@ class _Messages:
 class _CountTokens:
     """``POST /v1/messages/count_tokens``: exai's estimate of the prompt's tokens."""
 
-    def __init__(self, core: Port) -> None:
+    def __init__(self, core: Port, seal: ReasoningSeal) -> None:
         self.core = core
         self.rules = model_rules(core.settings.anthropic_models)
+        self.seal = seal
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         headers = headers_of(scope)
@@ -82,7 +86,8 @@ class _CountTokens:
             body = await read_json(receive, headers, self.core.settings.max_frame_bytes)
             if body is None:
                 return
-            arguments = parse_count_tokens(body, self.rules)
+            carriers = self.seal.for_principal(principal_of(scope).name)
+            arguments = parse_count_tokens(body, self.rules, carriers)
         except RequestRefused as exc:
             await send_json(send, *refusal_response(exc))
             return

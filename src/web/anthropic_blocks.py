@@ -22,10 +22,13 @@ characters Anthropic's ``tool_use`` ids do not, so such an id goes out as
 (:func:`outgoing_id`, :func:`incoming_id`), and the model sees the ids it made.
 
 Reasoning: a thinking model's reasoning is sent as a ``thinking`` block whose
-``signature`` carries it (:func:`signature_of`), so it comes back with the
-history even when the client asked for the thinking text to be omitted, and a
-tool round's reasoning reaches the model again (Moonshot refuses a thinking
-tool round without it). A ``thinking`` block with text is used as it is.
+``signature`` carries it sealed (:mod:`exai.web.reasoning_seal`), so it comes
+back with the history even when the client asked for the thinking text to be
+omitted, and a tool round's reasoning reaches the model again (Moonshot refuses a
+thinking tool round without it). Only what the seal opens is sent as the
+model's reasoning: a block whose signature does not open (altered, another
+principal's, another deployment's, too old, or none) is left out with a note,
+whatever its ``thinking`` text says, since that text is the client's to write.
 
 Pure: no I/O.
 """
@@ -40,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exai.web.model_call import Note, RequestRefused, check_known, want_dict, want_str
+from exai.web.reasoning_seal import Carriers
 
 __all__ = [
     "EFFORTS",
@@ -47,14 +51,11 @@ __all__ = [
     "convert_messages",
     "incoming_id",
     "outgoing_id",
-    "reasoning_of_signature",
-    "signature_of",
     "system_text",
 ]
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 _ID_PREFIX = "toolu_x"
-_SIGNATURE_PREFIX = "exai.r1."
 _TEXT_KEYS = ("type", "text", "cache_control", "citations")
 _IMAGE_KEYS = ("type", "source", "cache_control")
 _TOOL_USE_KEYS = ("type", "id", "name", "input", "cache_control")
@@ -78,21 +79,6 @@ def incoming_id(tool_use_id: str) -> str:
         return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
     except (binascii.Error, UnicodeDecodeError):
         return tool_use_id
-
-
-def signature_of(reasoning: str) -> str:
-    """The ``signature`` of a thinking block: the reasoning itself, encoded."""
-    return _SIGNATURE_PREFIX + base64.b64encode(reasoning.encode()).decode()
-
-
-def reasoning_of_signature(signature: Any) -> str:
-    """The reasoning a :func:`signature_of` signature carries ("" for any other)."""
-    if not isinstance(signature, str) or not signature.startswith(_SIGNATURE_PREFIX):
-        return ""
-    try:
-        return base64.b64decode(signature[len(_SIGNATURE_PREFIX) :], validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
-        return ""
 
 
 def system_text(system: Any) -> str:
@@ -121,7 +107,7 @@ class Converted:
     efforts: list[tuple[str, str]] = field(default_factory=list)
 
 
-def convert_messages(messages: Any) -> Converted:
+def convert_messages(messages: Any, carriers: Carriers) -> Converted:
     """Anthropic ``messages`` as OpenAI chat messages (the system prompt apart)."""
     if not isinstance(messages, list) or not messages:
         raise RequestRefused("messages must be a non-empty array", param="messages")
@@ -146,7 +132,7 @@ def convert_messages(messages: Any) -> Converted:
                 "content is a string or an array of blocks", param=f"{where}.content"
             )
         if role == "assistant":
-            out.messages.append(_assistant(content, where, out))
+            out.messages.append(_assistant(content, where, out, carriers))
         else:
             out.messages += _user(content, where, role, out)
     return out
@@ -205,7 +191,9 @@ def _user(blocks: list[Any], where: str, role: str, out: Converted) -> list[dict
     return [*tools, {"role": "user", "content": parts}]
 
 
-def _assistant(blocks: list[Any], where: str, out: Converted) -> dict[str, Any]:
+def _assistant(
+    blocks: list[Any], where: str, out: Converted, carriers: Carriers
+) -> dict[str, Any]:
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     reasoning: list[str] = []
@@ -233,9 +221,13 @@ def _assistant(blocks: list[Any], where: str, out: Converted) -> dict[str, Any]:
             )
         elif kind == "thinking":
             check_known(block, _THINKING_KEYS, f"{at}.")
-            text = block.get("thinking") or reasoning_of_signature(block.get("signature"))
-            if text:
-                reasoning.append(str(text))
+            opened = carriers.open(block.get("signature"))
+            if opened.text:
+                reasoning.append(opened.text)
+            elif opened.why or block.get("thinking"):
+                why = opened.why or "it has no signature exai made"
+                out.notes.append(Note(at, f"this thinking block was not sent as the model's "
+                                          f"reasoning: {why}"))  # fmt: skip
         elif kind == "redacted_thinking":
             out.notes.append(
                 Note(

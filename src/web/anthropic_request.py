@@ -45,6 +45,7 @@ from exai.web.model_call import (
     want_number,
     want_str,
 )
+from exai.web.reasoning_seal import Carriers
 
 __all__ = ["MessagesCall", "model_rules", "parse_count_tokens", "parse_messages", "served_model"]
 
@@ -106,7 +107,9 @@ def served_model(name: str, rules: list[tuple[str, str]]) -> str:
     return name
 
 
-def parse_messages(body: Any, rules: list[tuple[str, str]]) -> MessagesCall:
+def parse_messages(
+    body: Any, rules: list[tuple[str, str]], carriers: Carriers
+) -> MessagesCall:
     """The call for a ``/v1/messages`` body; raises :class:`RequestRefused`."""
     body = want_dict(body, "body")
     check_known(body, _FIELDS)
@@ -114,7 +117,7 @@ def parse_messages(body: Any, rules: list[tuple[str, str]]) -> MessagesCall:
     max_tokens = body.get("max_tokens")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise RequestRefused("max_tokens must be a positive integer", param="max_tokens")
-    arguments, notes, show = _common(body, served_model(asked, rules))
+    arguments, notes, show = _common(body, served_model(asked, rules), carriers)
     arguments["max_tokens"] = max_tokens
     if body.get("stop_sequences") is not None:
         stops = want_list(body["stop_sequences"], "stop_sequences")
@@ -137,20 +140,26 @@ def parse_messages(body: Any, rules: list[tuple[str, str]]) -> MessagesCall:
         notes=tuple(notes),
         client_ref=client_ref,
         show_thinking=show,
+        carriers=carriers,
     )
 
 
-def parse_count_tokens(body: Any, rules: list[tuple[str, str]]) -> dict[str, Any]:
+def parse_count_tokens(
+    body: Any, rules: list[tuple[str, str]], carriers: Carriers
+) -> dict[str, Any]:
     """The ``completion`` arguments whose prompt ``/v1/messages/count_tokens`` counts."""
     body = want_dict(body, "body")
     check_known(body, _COUNT_FIELDS)
-    arguments, _, _ = _common(body, served_model(want_str(body.get("model"), "model"), rules))
+    model = served_model(want_str(body.get("model"), "model"), rules)
+    arguments, _, _ = _common(body, model, carriers)
     return arguments
 
 
-def _common(body: dict[str, Any], model: str) -> tuple[dict[str, Any], list[Note], bool]:
+def _common(
+    body: dict[str, Any], model: str, carriers: Carriers
+) -> tuple[dict[str, Any], list[Note], bool]:
     """What a message request and a token count share: model, messages, tools, thinking."""
-    converted = convert_messages(body.get("messages"))
+    converted = convert_messages(body.get("messages"), carriers)
     notes = list(converted.notes)
     show_thinking = _thinking(body.get("thinking"), converted, notes)
     _context_management(body.get("context_management"), converted)

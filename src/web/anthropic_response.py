@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from exai.protocol import CallToolResult, ErrorInfo
-from exai.web.anthropic_blocks import outgoing_id, signature_of
+from exai.web.anthropic_blocks import outgoing_id
 from exai.web.anthropic_errors import error_body
 from exai.web.anthropic_request import MessagesCall
 from exai.web.model_call import Note
@@ -44,6 +44,12 @@ _STOP = {
 def stop_reason(result: CallToolResult) -> str:
     reason = (result.metadata.model_extra or {}).get("finish_reason") or "stop"
     return _STOP.get(str(reason), "end_turn")
+
+
+def _sealed(call: MessagesCall, reasoning: str) -> str:
+    """The thinking block's ``signature``: the reasoning, sealed for the caller."""
+    assert call.carriers is not None, "the Messages face seals what it hands out"
+    return call.carriers.seal(reasoning)
 
 
 def usage_of(result: CallToolResult) -> dict[str, int]:
@@ -107,7 +113,7 @@ def message_body(
             {
                 "type": "thinking",
                 "thinking": reasoning if call.show_thinking else "",
-                "signature": signature_of(reasoning),
+                "signature": _sealed(call, reasoning),
             }
         )
     if text:
@@ -192,7 +198,7 @@ class MessageStream:
             return b""
         out = b""
         if self.open[0] == "thinking":
-            signature = signature_of("".join(self.reasoning))
+            signature = _sealed(self.call, "".join(self.reasoning))
             out = self._delta({"type": "signature_delta", "signature": signature})
         self.open = None
         return out + sse_event(

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from exai.web.reasoning_seal import Carriers
+
 __all__ = [
     "TOOL",
     "ModelCall",
@@ -86,6 +88,9 @@ class ModelCall:
     notes: tuple[Note, ...] = ()
     client_ref: str | None = None
     tool: str = TOOL
+    # Seals the reasoning the answer hands the client to bring back, and opens what it
+    # brought (see exai.web.reasoning_seal); None on a face that hands none out.
+    carriers: Carriers | None = None
 
 
 def memory_on(principal: Any, faces_memory: Iterable[str]) -> bool:

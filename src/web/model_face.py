@@ -42,7 +42,7 @@ class ModelApi(Protocol):
         """The API's answer to a request refused before any call."""
         ...
 
-    def parse(self, body: Any, headers: Mapping[str, str]) -> ModelCall:
+    def parse(self, body: Any, headers: Mapping[str, str], principal: str) -> ModelCall:
         """The call for a request; raises :class:`RequestRefused` naming what it refuses."""
         ...
 
@@ -67,7 +67,7 @@ class ModelFace:
             body = await read_json(receive, headers, core.settings.max_frame_bytes)
             if body is None:
                 return  # the client left before it finished sending
-            call = api.parse(body, headers)
+            call = api.parse(body, headers, principal_of(scope).name)
         except RequestRefused as exc:
             await send_json(send, *api.refusal_response(exc))
             return

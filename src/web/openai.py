@@ -94,7 +94,7 @@ class _ChatCompletions:
     def __init__(self, core: Port) -> None:
         self.core = core
 
-    def parse(self, body: Any, headers: Mapping[str, str]) -> CompletionCall:
+    def parse(self, body: Any, headers: Mapping[str, str], principal: str) -> CompletionCall:
         return parse_request(body, headers)
 
     def stream(self, call: CompletionCall) -> tuple[ChunkWriter, list[tuple[bytes, bytes]]]:

@@ -23,7 +23,8 @@ from exai.port import Caller, Port
 from exai.protocol import CallToolResult
 from exai.web.model_face import ModelFace, Whole
 from exai.web.model_stream import result_text
-from exai.web.openai_errors import error_response, refusal_response
+from exai.web.openai_errors import refusal_response, responses_error_response
+from exai.web.reasoning_seal import ReasoningSeal, face_seal
 from exai.web.responses_request import ResponsesCall, parse_responses
 from exai.web.responses_response import ResponseStream, response_body
 
@@ -31,18 +32,23 @@ __all__ = ["routes"]
 
 
 def routes(core: Port) -> list[BaseRoute]:
-    return [Route("/v1/responses", ModelFace(core, _Responses()), methods=["POST"])]
+    return [Route("/v1/responses", ModelFace(core, _Responses(face_seal(core.settings))),
+                  methods=["POST"])]  # fmt: skip
 
 
 class _Responses:
     """``POST /v1/responses``: the OpenAI Responses API over the shared model face."""
 
     path = "/v1/responses"
-    error_response = staticmethod(error_response)
+    error_response = staticmethod(responses_error_response)
     refusal_response = staticmethod(refusal_response)
 
-    def parse(self, body: Any, headers: Mapping[str, str]) -> ResponsesCall:
-        return parse_responses(body, f"resp_{secrets.token_hex(16)}")
+    def __init__(self, seal: ReasoningSeal) -> None:
+        self.seal = seal
+
+    def parse(self, body: Any, headers: Mapping[str, str], principal: str) -> ResponsesCall:
+        carriers = self.seal.for_principal(principal)
+        return parse_responses(body, f"resp_{secrets.token_hex(16)}", carriers)
 
     def stream(self, call: ResponsesCall) -> tuple[ResponseStream, list[tuple[bytes, bytes]]]:
         return ResponseStream(call, created=int(time.time())), []

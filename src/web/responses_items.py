@@ -22,24 +22,21 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
 from exai.web.model_call import Note, RequestRefused, check_known, want_dict, want_list, want_str
+from exai.web.reasoning_seal import Carriers, Opened
 
 __all__ = [
     "SEPARATOR",
     "ToolNames",
     "convert_input",
     "convert_tools",
-    "encrypted_reasoning",
     "reasoning_of",
 ]
 
 SEPARATOR = "__"
-_ENCRYPTED_PREFIX = "exai.r1."
 _MESSAGE_KEYS = ("type", "role", "content", "id", "status")
 _CALL_KEYS = ("type", "call_id", "name", "arguments", "id", "status", "namespace")
 _OUTPUT_KEYS = ("type", "call_id", "output", "id", "status")
@@ -47,30 +44,19 @@ _REASONING_KEYS = ("type", "id", "summary", "content", "encrypted_content", "sta
 _FUNCTION_KEYS = ("type", "name", "description", "parameters", "strict")
 
 
-def encrypted_reasoning(reasoning: str) -> str:
-    """A reasoning item's ``encrypted_content``: the reasoning, encoded."""
-    return _ENCRYPTED_PREFIX + base64.b64encode(reasoning.encode()).decode()
-
-
-def _decoded(value: Any) -> str:
-    if not isinstance(value, str) or not value.startswith(_ENCRYPTED_PREFIX):
-        return ""
-    try:
-        return base64.b64decode(value[len(_ENCRYPTED_PREFIX) :], validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
-        return ""
-
-
-def reasoning_of(item: dict[str, Any]) -> str:
-    """A reasoning item's text: exai's encoded reasoning, else its content, else its summary."""
-    decoded = _decoded(item.get("encrypted_content"))
-    if decoded:
-        return decoded
-    for key in ("content", "summary"):
-        texts = [p.get("text", "") for p in item.get(key) or [] if isinstance(p, dict)]
-        if any(texts):
-            return "\n\n".join(t for t in texts if t)
-    return ""
+def reasoning_of(item: dict[str, Any], carriers: Carriers) -> Opened:
+    """A reasoning item's reasoning: what its sealed ``encrypted_content`` holds. Its
+    summary and content are the client's to write, so they are never sent as the
+    model's reasoning."""
+    opened = carriers.open(item.get("encrypted_content"))
+    if opened.text or opened.why:
+        return opened
+    texts = [p.get("text") for key in ("content", "summary") for p in item.get(key) or []
+             if isinstance(p, dict)]  # fmt: skip
+    if any(texts):
+        return Opened(why="it carries no encrypted_content exai made (ask for it with "
+                          'include: ["reasoning.encrypted_content"])')  # fmt: skip
+    return Opened()
 
 
 @dataclass
@@ -136,7 +122,7 @@ def _function(tool: dict[str, Any], where: str, namespace: str | None) -> dict[s
     return {"type": "function", "function": function}
 
 
-def convert_input(raw: Any, notes: list[Note]) -> list[dict[str, Any]]:
+def convert_input(raw: Any, notes: list[Note], carriers: Carriers) -> list[dict[str, Any]]:
     """``input`` (a string, or items) as chat messages."""
     if isinstance(raw, str):
         return [{"role": "user", "content": raw}]
@@ -218,18 +204,14 @@ def convert_input(raw: Any, notes: list[Note]) -> list[dict[str, Any]]:
             if pending is not None and (pending["content"] or pending.get("tool_calls")):
                 flush()
             pending = pending or {"role": "assistant", "content": ""}
-            text = reasoning_of(item)
-            if text:
+            opened = reasoning_of(item, carriers)
+            if opened.text:
                 before = pending.get("reasoning_content")
+                text = opened.text
                 pending["reasoning_content"] = f"{before}\n\n{text}" if before else text
-            elif item.get("encrypted_content"):
-                notes.append(
-                    Note(
-                        where,
-                        "this reasoning was sealed by another server and "
-                        "cannot be read; it was left out",
-                    )
-                )
+            elif opened.why:
+                notes.append(Note(where, "this reasoning was not sent as the model's: "
+                                         f"{opened.why}"))  # fmt: skip
         else:
             raise RequestRefused(
                 f"exai does not serve {kind!r} input items",

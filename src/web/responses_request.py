@@ -42,6 +42,7 @@ from exai.web.model_call import (
     want_number,
     want_str,
 )
+from exai.web.reasoning_seal import Carriers
 from exai.web.responses_items import ToolNames, convert_input, convert_tools
 
 __all__ = ["RESPONSE_ID", "ResponsesCall", "parse_responses"]
@@ -87,13 +88,13 @@ class ResponsesCall(ModelCall):
     echo: dict[str, Any] = field(default_factory=dict)  # request fields the response repeats
 
 
-def parse_responses(body: Any, response_id: str) -> ResponsesCall:
+def parse_responses(body: Any, response_id: str, carriers: Carriers) -> ResponsesCall:
     """The call for a ``/v1/responses`` body; raises :class:`RequestRefused`."""
     body = want_dict(body, "body")
     check_known(body, _FIELDS)
     model = want_str(body.get("model") or "auto", "model")
     notes: list[Note] = []
-    messages = convert_input(body.get("input"), notes)
+    messages = convert_input(body.get("input"), notes, carriers)
     if not messages:
         raise RequestRefused("input must hold at least one item", param="input")
     names = convert_tools(body.get("tools"))
@@ -180,6 +181,7 @@ def parse_responses(body: Any, response_id: str) -> ResponsesCall:
         encrypted="reasoning.encrypted_content" in include,
         names=names,
         echo=echo,
+        carriers=carriers,
     )
 
 

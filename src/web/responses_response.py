@@ -30,11 +30,13 @@ from typing import Any
 from exai.protocol import CallToolResult, ErrorInfo
 from exai.web.model_stream import sse_event
 from exai.web.openai_errors import error_body
-from exai.web.responses_items import encrypted_reasoning
 from exai.web.responses_request import ResponsesCall
 
 __all__ = ["ResponseStream", "response_body"]
 
+
+# Finish reasons that leave a response incomplete, and the reason the API names.
+_INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
 def _usage(result: CallToolResult | None) -> dict[str, Any] | None:
     if result is None:
@@ -110,9 +112,9 @@ def _envelope(
     if result is not None:
         body["exai"] = _exai(call, result)
         reason = (result.metadata.model_extra or {}).get("finish_reason")
-        if reason == "length":
+        if reason in _INCOMPLETE:
             body["status"] = "incomplete"
-            body["incomplete_details"] = {"reason": "max_output_tokens"}
+            body["incomplete_details"] = {"reason": _INCOMPLETE[reason]}
     return body
 
 
@@ -121,7 +123,8 @@ def _reasoning_item(call: ResponsesCall, reasoning: str, item_id: str) -> dict[s
     if call.summary:
         item["summary"] = [{"type": "summary_text", "text": reasoning}]
     if call.encrypted:
-        item["encrypted_content"] = encrypted_reasoning(reasoning)
+        assert call.carriers is not None, "the Responses face seals what it hands out"
+        item["encrypted_content"] = call.carriers.seal(reasoning)
     return item
 
 

@@ -12,7 +12,8 @@ import anthropic
 import httpx
 import pytest
 
-from exai.web.anthropic_blocks import outgoing_id, reasoning_of_signature
+from exai.web.anthropic_blocks import outgoing_id
+from exai.web.reasoning_seal import face_seal
 from tests.web.faces import TOKENS, base_url, faces_daemon, last_sent
 
 READ = {
@@ -92,6 +93,7 @@ async def test_a_streamed_tool_call_arrives_as_input_json_deltas(tmp_path, emula
         ) as stream:
             events = [event async for event in stream]
             final = await stream.get_final_message()
+        seal = face_seal(daemon.settings)  # the daemon's own key, in its data directory
     raw = [
         e
         for e in events
@@ -109,7 +111,9 @@ async def test_a_streamed_tool_call_arrives_as_input_json_deltas(tmp_path, emula
     assert "thinking_delta" in deltas and "signature_delta" in deltas
     assert "input_json_delta" in deltas
     thinking, use = final.content
-    assert reasoning_of_signature(thinking.signature) == "the notes will say"
+    assert seal.open(thinking.signature, "alice").text == "the notes will say"
+    assert "the notes will say" not in thinking.signature  # sealed, not encoded
+    assert seal.open(thinking.signature, "bob").text == ""  # alice's alone
     assert use.input == {"path": "notes.txt"} and final.stop_reason == "tool_use"
     assert use.id == outgoing_id(use.id) or use.id.startswith("toolu_x")
     assert any(n["param"] == "thinking.budget_tokens" for n in raw[-2].model_extra["exai"]["notes"])
