@@ -31,6 +31,8 @@ signature_of = CARRIERS.seal
 
 def reasoning_of_signature(signature: str) -> str:
     return CARRIERS.open(signature).text
+
+
 READ = {
     "name": "Read",
     "description": "Read a file",
@@ -153,7 +155,9 @@ def test_a_tool_round_comes_back_whole_with_its_reasoning():
             {"type": "text", "text": "go on"},
         ],
     }
-    call = parse_messages(claude_code_request([FIRST, ENVIRONMENT, assistant, result]), RULES, CARRIERS)
+    call = parse_messages(
+        claude_code_request([FIRST, ENVIRONMENT, assistant, result]), RULES, CARRIERS
+    )
     sent = call.arguments["messages"][3:]
     assert sent == [
         {
@@ -226,7 +230,9 @@ def test_tool_choice_thinking_and_sampling_are_applied():
     assert args["parallel_tool_calls"] is False and args["thinking_mode"] == "on"
     assert args["stop"] == ["END"] and args["temperature"] == 0.3 and args["top_p"] == 0.9
     assert args["response_format"]["json_schema"]["schema"] == {"type": "object"}
-    any_tool = parse_messages(claude_code_request([FIRST], tool_choice={"type": "any"}), RULES, CARRIERS)
+    any_tool = parse_messages(
+        claude_code_request([FIRST], tool_choice={"type": "any"}), RULES, CARRIERS
+    )
     assert any_tool.arguments["tool_choice"] == "required"
 
 
@@ -320,15 +326,23 @@ def test_vendor_ids_and_reasoning_survive_the_round_trip():
 def _replayed(signature: str, thinking: str = "") -> dict:
     """The reasoning that reaches the model, and the notes, for a tool round brought
     back with this thinking block."""
-    assistant = {"role": "assistant", "content": [
-        {"type": "thinking", "thinking": thinking, "signature": signature},
-        {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "a"}}]}
-    back = {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "text of a"}]}
+    assistant = {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": thinking, "signature": signature},
+            {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "a"}},
+        ],
+    }
+    back = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "text of a"}],
+    }
     call = parse_messages(claude_code_request([FIRST, assistant, back]), RULES, CARRIERS)
     (sent,) = [m for m in call.arguments["messages"] if m.get("tool_calls")]
-    return {"reasoning": sent.get("reasoning_content"),
-            "notes": [n.message for n in call.notes if "thinking block" in n.message]}
+    return {
+        "reasoning": sent.get("reasoning_content"),
+        "notes": [n.message for n in call.notes if "thinking block" in n.message],
+    }
 
 
 def test_a_sealed_signature_is_the_only_reasoning_that_reaches_the_model():
@@ -345,8 +359,10 @@ def test_a_sealed_signature_is_the_only_reasoning_that_reaches_the_model():
         ("exai.r1." + base64.b64encode(b"forged").decode(), "earlier exai"),
         ("exai.r2.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "does not verify"),
         (SEAL.seal("bob's reasoning", "bob"), "does not verify"),
-        (ReasoningSeal(b"another deployment's key, 32 bytes").seal("x", "alice"),
-         "does not verify"),
+        (
+            ReasoningSeal(b"another deployment's key, 32 bytes").seal("x", "alice"),
+            "does not verify",
+        ),
         ("EqQBCkYIARgCKkBanthropic", "not made by exai"),
     ],
 )
