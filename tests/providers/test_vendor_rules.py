@@ -52,7 +52,7 @@ async def call(registry: ProviderRegistry, model: str, request: ChatRequest) -> 
 
 
 def bodies(emulator: EmulatorServer, vendor: str | None = None) -> list[dict[str, Any]]:
-    requests = emulator.requests if vendor is None else emulator.requests_for(vendor)  # type: ignore[arg-type]
+    requests = emulator.requests if vendor is None else emulator.requests_for(vendor)
     return [r["body"] for r in requests]
 
 
@@ -454,7 +454,7 @@ async def test_a_balance_error_falls_back_to_the_other_vendor_unretried(
     code: str,
 ) -> None:
     registry = make_registry(**BOTH, fallback_models=[fallback], provider_max_retries=3)
-    emulator.script({"status": 429, "error": "balance"}, vendor=vendor)  # type: ignore[arg-type]
+    emulator.script({"status": 429, "error": "balance"}, vendor=vendor)
     response = await call(registry, model, ask("pay me"))
 
     assert response.model == fallback and response.fallback_from == model
@@ -463,7 +463,7 @@ async def test_a_balance_error_falls_back_to_the_other_vendor_unretried(
     assert note["message"].startswith(f"{model} could not answer (PROVIDER_ERROR: ")
     assert f"HTTP 429 {code}" in note["message"] and "balance" in note["message"]
     assert f"{fallback} answered instead, at its own price (USD " in note["message"]
-    assert len(emulator.requests_for(vendor)) == 1  # type: ignore[arg-type]
+    assert len(emulator.requests_for(vendor)) == 1
     assert len(emulator.requests) == 2
 
 
