@@ -229,7 +229,9 @@ class Guard:
                 if header is None:
                     challenge = 'Bearer realm="exai"'
                 body = self._body(scope["path"], exc.info())
-                await send_json(send, 401, body, {"www-authenticate": challenge})
+                # Claude Code retries a 401 eleven times unless told not to.
+                headers = {"www-authenticate": challenge, "x-should-retry": "false"}
+                await send_json(send, 401, body, headers)
                 return
             scope.setdefault("state", {})[_STATE_KEY] = principal
             self._logged_in(scope)

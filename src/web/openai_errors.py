@@ -5,24 +5,28 @@ raises ``BadRequestError`` for 400, ``AuthenticationError`` for 401,
 ``RateLimitError`` for 429...) and reads ``{"error": {"message", "type",
 "param", "code"}}``. Every exai :class:`~exai.protocol.ErrorCode` maps to one
 row of :data:`ERRORS`. The body also carries exai's own view under
-``error.exai`` (``code``, ``retryable``, ``retry_after_s``), and the headers say
-whether to retry: ``Retry-After`` (and ``retry-after-ms``, which the SDK
-prefers) when exai knows how long, and ``x-should-retry``, which the SDK obeys
-over its own guess from the status, so a non-retryable provider error is not
-sent three times.
+``error.exai`` (``code``, ``retryable``, ``retry_after_s``, ``retries``), and the
+headers say whether to retry (:mod:`exai.web.retry_advice`).
+
+An error no retry can cure (a spent budget, a provider that refused for good or
+that exai already retried) has a status that no agent on these faces retries,
+whatever the headers say: 402 for the budget and 424 (failed dependency) for the
+provider on ``/v1/chat/completions``, where qwen-code and opencode retry every
+5xx and 429; and 400 for both on ``/v1/responses``, since Codex retries every
+status but 400 and 429 (:func:`responses_error_response`).
 
 Pure functions: no I/O, tested without a daemon.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from exai.protocol import ErrorCode, ErrorInfo
 from exai.web.model_call import RequestRefused
+from exai.web.retry_advice import client_message, exai_retries, exai_view, is_final, retry_headers
 
 __all__ = [
     "ERRORS",
@@ -30,6 +34,7 @@ __all__ = [
     "error_body",
     "error_response",
     "refusal_response",
+    "responses_error_response",
 ]
 
 
@@ -54,14 +59,15 @@ ERRORS: dict[ErrorCode, ErrorShape] = {
     ErrorCode.CONVERSATION_NOT_FOUND: ErrorShape(404, "not_found_error", "thread_not_found",
                                                  param="metadata.exai_thread"),
     ErrorCode.RATE_LIMITED: ErrorShape(429, "rate_limit_error", "rate_limit_exceeded"),
-    # What OpenAI answers when an account's quota is spent; not retryable before
-    # the budget resets (Retry-After says when).
-    ErrorCode.BUDGET_EXCEEDED: ErrorShape(429, "insufficient_quota", "insufficient_quota"),
+    # OpenAI's code for a spent quota, not its 429: agents wait out a 429's Retry-After
+    # (the hours until the budget resets) in silence, and retry a 429 without one.
+    ErrorCode.BUDGET_EXCEEDED: ErrorShape(402, "insufficient_quota", "insufficient_quota"),
     ErrorCode.OVER_CAPACITY: ErrorShape(503, "server_overloaded", "over_capacity"),
     ErrorCode.UNAVAILABLE: ErrorShape(503, "server_error", "service_unavailable"),
-    # A provider that refused for good (bad key, no balance) is a bad gateway; one
-    # that is down or busy for now, unavailable.
-    ErrorCode.PROVIDER_ERROR: ErrorShape(502, "upstream_error", "provider_error",
+    # A provider that refused for good (bad key, no balance) or that exai already
+    # retried: the request depended on it, and no retry will change that. One that is
+    # down or busy for now and that exai did not retry: unavailable.
+    ErrorCode.PROVIDER_ERROR: ErrorShape(424, "upstream_error", "provider_error",
                                          status_if_retryable=503),
     ErrorCode.TIMEOUT: ErrorShape(504, "timeout_error", "timeout"),
     # Only a shutdown cancels a call whose caller is still there to be told.
@@ -73,6 +79,10 @@ ERRORS: dict[ErrorCode, ErrorShape] = {
 
 # VALIDATION_ERROR for a model the catalogue does not know: OpenAI answers 404.
 _UNKNOWN_MODEL = ErrorShape(404, "invalid_request_error", "model_not_found")
+# Any failure exai already retried (a provider down, or rate limiting, throughout).
+_RETRIED = ErrorShape(424, "upstream_error", "provider_error")
+# The final statuses Codex would retry five times anyway; 400 is one it does not.
+_RESPONSES_FINAL = {402: 400, 424: 400}
 
 # A tool's argument, as the OpenAI request names what it came from.
 _PARAM_OF_ARGUMENT = {
@@ -90,6 +100,8 @@ def refusal_response(refused: RequestRefused) -> tuple[int, dict[str, Any], dict
 
 
 def _shape(info: ErrorInfo) -> ErrorShape:
+    if info.retryable and exai_retries(info):
+        return _RETRIED
     if info.code == ErrorCode.VALIDATION_ERROR and "known_models" in (info.details or {}):
         return _UNKNOWN_MODEL
     return ERRORS.get(info.code, ERRORS[ErrorCode.INTERNAL_ERROR])
@@ -117,28 +129,29 @@ def _param(info: ErrorInfo) -> str | None:
 def error_body(info: ErrorInfo) -> dict[str, Any]:
     """``{"error": {...}}`` for ``info``."""
     shape = _shape(info)
-    exai: dict[str, Any] = {"code": info.code.value, "retryable": info.retryable}
-    if info.retry_after_s is not None:
-        exai["retry_after_s"] = info.retry_after_s
     return {
         "error": {
-            "message": info.message,
+            "message": client_message(info),
             "type": shape.type,
             "param": _param(info),
             "code": shape.code,
-            "exai": exai,
+            "exai": exai_view(info),
         }
     }
 
 
 def error_response(info: ErrorInfo) -> tuple[int, dict[str, Any], dict[str, str]]:
-    """``(status, body, headers)`` of the HTTP answer for ``info``."""
+    """``(status, body, headers)`` of the HTTP answer for ``info`` on ``/v1/chat/completions``."""
     shape = _shape(info)
     status = shape.status
-    if info.retryable and shape.status_if_retryable is not None:
+    if not is_final(info) and shape.status_if_retryable is not None:
         status = shape.status_if_retryable
-    headers = {"x-should-retry": "true" if info.retryable else "false"}
-    if info.retry_after_s is not None and info.retry_after_s >= 0:
-        headers["retry-after"] = str(max(1, math.ceil(info.retry_after_s)))
-        headers["retry-after-ms"] = str(round(info.retry_after_s * 1000))
-    return status, error_body(info), headers
+    return status, error_body(info), retry_headers(info)
+
+
+def responses_error_response(info: ErrorInfo) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """The same answer on ``/v1/responses``, where a final 402 or 424 is a 400."""
+    status, body, headers = error_response(info)
+    if is_final(info):
+        status = _RESPONSES_FINAL.get(status, status)
+    return status, body, headers

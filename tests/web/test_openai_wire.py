@@ -166,7 +166,7 @@ def test_every_exai_error_code_has_an_openai_shape_and_is_documented_so():
     [
         (ErrorInfo(code=ErrorCode.VALIDATION_ERROR, message="unknown model 'x'",
                    details={"known_models": ["k2"]}), 404, "model_not_found"),
-        (ErrorInfo(code=ErrorCode.PROVIDER_ERROR, message="bad key"), 502, "provider_error"),
+        (ErrorInfo(code=ErrorCode.PROVIDER_ERROR, message="bad key"), 424, "provider_error"),
         (ErrorInfo(code=ErrorCode.PROVIDER_ERROR, message="down", retryable=True), 503,
          "provider_error"),
         (ErrorInfo(code=ErrorCode.CONTEXT_TOO_LONG, message="long"), 400,
