@@ -9,10 +9,6 @@ written to build/agents/."""
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,19 +16,12 @@ from typing import Any
 import pytest
 
 from exai.emulators.provider import EmulatorServer
-from tests.clients.daemon import DOC_TOKEN, daemon_env
-from tests.clients.install import claude_binary, codex_binary
+from tests.clients.daemon import daemon_env
+from tests.clients.model_agents import AgentRun, claude_env, codex_env, run_claude, run_codex
 from tests.clients.recorder import RecordingProxy, write_round
 from tests.shim.helpers import DaemonProcess
 
-DOC = Path(__file__).parents[2] / "docs" / "agents.md"
 SECRET = "the secret word is pelican"
-_NO_NETWORK = "http://127.0.0.1:9"  # nothing listens: a proxied connection is refused
-
-
-def snippets() -> dict[str, tuple[str, str]]:
-    found = re.findall(r"<!-- snippet: ([\w-]+) -->\n```(\w+)\n(.*?)\n```", DOC.read_text(), re.S)
-    return {name: (lang, body) for name, lang, body in found}
 
 
 @pytest.fixture(scope="module")
@@ -78,43 +67,10 @@ def _tool_round(exchanges: list[dict[str, Any]], marker: str) -> list[dict[str, 
 # --- Claude Code ----------------------------------------------------------------------------
 
 
-def _claude_env(home: Path, base_url: str) -> dict[str, str]:
-    _, body = snippets()["claude-code-model"]
-    exported = dict(re.findall(r"^export (\w+)=(.*)$", body, re.M))
-    assert exported["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8078"
-    assert exported["ANTHROPIC_API_KEY"] == DOC_TOKEN
-    return {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(home),
-        "LANG": "C.UTF-8",
-        **exported,
-        "ANTHROPIC_BASE_URL": base_url,  # the test daemon's port, through the recorder
-        "DISABLE_AUTOUPDATER": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-    }
-
-
 def _claude(project: Path, env: dict[str, str], prompt: str, *extra: str) -> dict[str, Any]:
-    proc = subprocess.run(
-        [
-            str(claude_binary()),
-            "-p",
-            prompt,
-            "--output-format",
-            "json",
-            "--allowedTools",
-            "Read",
-            *extra,
-        ],
-        env=env,
-        cwd=project,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    result: dict[str, Any] = json.loads(proc.stdout) if proc.stdout.strip() else {}
-    assert proc.returncode == 0 and not result.get("is_error"), (proc.stdout, proc.stderr[-3000:])
+    run = run_claude(project, env, prompt, *extra)
+    result: dict[str, Any] = json.loads(run.stdout) if run.stdout.strip() else {}
+    assert run.returncode == 0 and not result.get("is_error"), (run.stdout, run.stderr[-3000:])
     return result
 
 
@@ -130,7 +86,7 @@ def test_claude_code_reads_a_file_with_its_own_tool_and_answers_then_continues(
         },
         {"text": "The file says: {last_tool_result}", "when": {"last_role": "tool"}},
     )
-    env = _claude_env(tmp_path / "home", proxy.base_url)
+    env = claude_env(tmp_path / "home", proxy.base_url)
     first = _claude(project, env, "What is the secret word in notes.txt?")
     assert "pelican" in first["result"]
     assert first["num_turns"] == 2  # the tool round, then the answer
@@ -164,19 +120,6 @@ def test_claude_code_reads_a_file_with_its_own_tool_and_answers_then_continues(
 # --- Codex ----------------------------------------------------------------------------------
 
 
-def _codex_home(home: Path, base_url: str) -> Path:
-    _, body = snippets()["codex-model"]
-    config = tomllib.loads(body)
-    assert config["model_providers"]["exai"]["base_url"] == "http://127.0.0.1:8078/v1"
-    codex_home = home / ".codex"
-    codex_home.mkdir(parents=True)
-    text = body.replace("http://127.0.0.1:8078/v1", base_url + "/v1")
-    (codex_home / "config.toml").write_text(
-        text + "\n[analytics]\nenabled = false\n\n[features]\nplugins = false\n"
-    )
-    return codex_home
-
-
 def test_codex_runs_a_shell_command_with_its_own_tool_and_answers(
     tmp_path, emulator, proxy, project
 ):
@@ -188,41 +131,11 @@ def test_codex_runs_a_shell_command_with_its_own_tool_and_answers(
         },
         {"text": "The command printed: {last_tool_result}", "when": {"last_role": "tool"}},
     )
-    home = tmp_path / "home"
-    codex_home = _codex_home(home, proxy.base_url)
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(home),
-        "CODEX_HOME": str(codex_home),
-        "LANG": "C.UTF-8",
-        "EXAI_TOKEN": DOC_TOKEN,
-        "HTTP_PROXY": _NO_NETWORK,
-        "HTTPS_PROXY": _NO_NETWORK,
-        "ALL_PROXY": _NO_NETWORK,
-        "NO_PROXY": "127.0.0.1,localhost",
-    }
-    proc = subprocess.run(
-        [
-            str(codex_binary()),
-            "exec",
-            "--json",
-            "--strict-config",
-            "--skip-git-repo-check",
-            "--ephemeral",
-            "--cd",
-            str(project),
-            "What is the secret word in notes.txt?",
-        ],
-        env=env,
-        cwd=project,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    run: AgentRun = run_codex(project, codex_env(tmp_path / "home", proxy.base_url),
+                              "What is the secret word in notes.txt?")  # fmt: skip
+    events = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     failed = [e for e in events if e.get("type") in ("turn.failed", "error")]
-    assert proc.returncode == 0 and not failed, (proc.stdout, proc.stderr[-3000:])
+    assert run.returncode == 0 and not failed, (run.stdout, run.stderr[-3000:])
     items = [e["item"] for e in events if e.get("type") == "item.completed"]
     commands = [i for i in items if i.get("type") == "command_execution"]
     assert commands and "cat notes.txt" in commands[0]["command"]
