@@ -63,6 +63,8 @@ def _refuse(param: str, message: str) -> ValidationError_:
 def fit_request(info: ModelInfo, request: ChatRequest, support: ParamSupport) -> Fitted:
     """``request`` as ``info``'s API takes it; raises ``ValidationError_`` naming the
     parameter when it cannot be served by this model."""
+    if request.web_search and not info.web_search:
+        raise _refuse("web_search", f"{info.name} cannot search the web; choose a model that can")
     fitted = Fitted(dataclasses.replace(info.fit(request), tool_stream=info.tool_stream,
                                         preserved_thinking=info.preserved_thinking))  # fmt: skip
     _note_fitted_basics(info, request, fitted)
@@ -285,7 +287,9 @@ def _search_without_thinking(
     """Web search on a vendor whose search refuses a thinking model: thinking off for
     the request where it can be switched off and the caller did not ask for it."""
     out = fitted.request
-    if info.thinking == "switchable" and asked.thinking is not True and not out.reasoning_effort:
+    # Thinking asked for, by the switch or by an effort level above "minimal".
+    wanted = asked.thinking is True or asked.reasoning_effort not in (None, "none", "minimal")
+    if info.thinking == "switchable" and not wanted:
         out.thinking, out.thinks = False, False
         fitted.notes.append(note("thinking", f"{vendor}'s web search needs thinking off; "
                                  f"{info.name} answered this search without thinking"))  # fmt: skip

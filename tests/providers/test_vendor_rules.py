@@ -273,6 +273,28 @@ async def test_k26_search_with_thinking_asked_for_is_refused_by_name(
     assert emulator.requests == []
 
 
+async def test_k26_search_with_an_effort_that_asks_for_thinking_is_refused_by_name(
+    make_registry: MakeRegistry, emulator: EmulatorServer
+) -> None:
+    # K2.6 has no effort levels: "high" asks for thinking, which the search cannot have.
+    registry = make_registry(**BOTH)
+    with pytest.raises(ValidationError_) as caught:
+        await call(registry, "kimi-k2.6", ask("news", web_search=True, reasoning_effort="high"))
+    assert caught.value.details == {"param": "web_search"}
+    assert emulator.requests == []
+
+
+async def test_a_model_without_search_called_directly_is_refused_not_searched_silently(
+    make_registry: MakeRegistry, emulator: EmulatorServer
+) -> None:
+    registry = make_registry(**BOTH)
+    with pytest.raises(ValidationError_) as caught:
+        await call(registry, "kimi-k3", ask("news", web_search=True))
+    assert caught.value.details == {"param": "web_search"}
+    assert "kimi-k3 cannot search the web" in caught.value.message
+    assert emulator.requests == []
+
+
 async def test_k3_cannot_search(
     make_registry: MakeRegistry, emulator: EmulatorServer, tmp_path: Path
 ) -> None:
