@@ -87,6 +87,19 @@ def _split_continuation(messages: list[dict[str, Any]]) -> tuple[list[dict[str, 
     return messages, ""
 
 
+def _full_reply(conversation: list[dict[str, Any]], body: dict[str, Any], text: str | None) -> str:
+    """The whole reply to ``conversation``: the scripted ``text``, else the emulated
+    one (a JSON object under JSON mode), cut before the first stop sequence."""
+    full = text
+    if full is None:
+        turn = sum(1 for m in conversation if m.get("role") == "user")
+        _, asked = _last_user(conversation)
+        full = f"emulated reply #{turn} to: {asked} (saw {len(conversation)} messages)"
+        if (body.get("response_format") or {}).get("type") == "json_object":
+            full = json.dumps({"reply": full})
+    return _before_stop(full, body.get("stop"))
+
+
 def _offers_glm_search(tools: list[dict[str, Any]]) -> bool:
     return any(
         t.get("type") == "web_search" and t.get("web_search", {}).get("enable") in (True, "True")
@@ -146,16 +159,14 @@ def compose_reply(
     partial = bool(messages and messages[-1].get("role") == "assistant"
                    and messages[-1].get("partial"))  # fmt: skip
     conversation, given = _split_continuation(messages)
-    turn = sum(1 for m in conversation if m.get("role") == "user")
+    full = _full_reply(conversation, body, text)
+    cut = full.startswith(given) and len(full) > len(given)
+    if given and not messages[-1].get("partial") and not cut:
+        # A user message asking to "continue" a reply that was not cut is a message
+        # like any other: the emulator continues only what it cut.
+        conversation, given = messages, ""
+        full = _full_reply(conversation, body, text)
     _, asked = _last_user(conversation)
-    full = (
-        text
-        if text is not None
-        else (f"emulated reply #{turn} to: {asked} (saw {len(conversation)} messages)")
-    )
-    if text is None and (body.get("response_format") or {}).get("type") == "json_object":
-        full = json.dumps({"reply": full})
-    full = _before_stop(full, body.get("stop"))
     rest = full[len(given) :] if given and full.startswith(given) else full
     pieces = split_tokens(rest)
     finish = "stop"

@@ -34,16 +34,16 @@ def test_emulator_vectors_put_similar_text_close() -> None:
 
 
 async def test_both_plugins_batch_and_fail_over_with_cooldown(emulator, tmp_path) -> None:
-    glm = GlmEmbeddings("k", emulator.base_url_glm, "embedding-3", 32, 10.0)
-    oai = OpenAICompatEmbeddings("k", emulator.base_url_kimi, "emu-small", 32, 10.0)
+    glm = GlmEmbeddings("k", emulator.base_url_glm, "embedding-3", 256, 10.0)
+    oai = OpenAICompatEmbeddings("k", emulator.base_url_kimi, "emu-small", 256, 10.0)
     clock = Clock()
     chain = EmbeddingChain([glm, oai], batch_size=2, cooldown_s=30.0, clock=clock)
     done = await chain.embed(["a b", "c d", "e f"])
     assert [(d.model, len(d.vectors)) for d in done] == [("embedding-3", 2), ("embedding-3", 1)]
-    assert done[0].vectors[0] == pytest.approx(embed_text("a b", 32))
+    assert done[0].vectors[0] == pytest.approx(embed_text("a b", 256))
     sent = [r for r in emulator.requests if r["path"] == "/api/paas/v4/embeddings"]
     assert [r["body"]["input"] for r in sent] == [["a b", "c d"], ["e f"]]
-    assert sent[0]["body"]["dimensions"] == 32
+    assert sent[0]["body"]["dimensions"] == 256
 
     emulator.configure(embeddings_status=429, embeddings_retry_after=120)
     with pytest.raises(EmbeddingUnavailable, match="rate limited"):
@@ -53,7 +53,7 @@ async def test_both_plugins_batch_and_fail_over_with_cooldown(emulator, tmp_path
         await chain.embed_one("x")
     clock.now += 121  # Retry-After (120 s) outlasts the 30 s cooldown
     model, vector = await chain.embed_one("x")
-    assert model == "embedding-3" and len(vector) == 32
+    assert model == "embedding-3" and len(vector) == 256
     status = chain.status()
     assert status["vectors"] == "on" and status["providers"][0]["cooling_down_s"] == 0
     await chain.aclose()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from exai.protocol import ErrorCode
+from exai.store.base import ANY_OWNER
 from exai.tools.chat import SYSTEM_PROMPT
 from tests.conftest import emulated_providers, make_settings, running_daemon
 
@@ -203,3 +204,28 @@ def test_the_system_prompt_argument_is_not_offered_to_models():
     from exai.tools.chat import ChatTool
 
     assert "system_prompt" not in ChatTool.input_schema()["properties"]
+
+
+async def test_continue_gets_an_answer_and_an_empty_one_is_never_a_stored_turn(
+    chat_settings, emulator, client_factory
+):
+    async with running_daemon(chat_settings()) as daemon:
+        client = await client_factory(daemon)
+        first = await client.call("chat", {"prompt": "hello", "model": "glm-5.1"})
+        cid = first.metadata.continuation_id
+        # A person typing "Continue" after a whole answer gets an answer, not nothing.
+        more = await client.call("chat", {"prompt": "Continue", "continuation_id": cid,
+                                          "model": "glm-5.1"})  # fmt: skip
+        assert more.error is None and more.outputs[0].text.strip()
+        emulator.script({"text": ""})  # the model answers nothing at all
+        empty = await client.call("chat", {"prompt": "and then?", "continuation_id": cid,
+                                           "model": "glm-5.1"})  # fmt: skip
+        assert empty.error is not None and empty.error.code == ErrorCode.PROVIDER_ERROR
+        assert "empty answer" in empty.error.message and empty.error.retryable
+        emulator.script({"finish_reason": "sensitive"}, vendor="glm")
+        filtered = await client.call("chat", {"prompt": "and now?", "continuation_id": cid,
+                                              "model": "glm-5.1"})  # fmt: skip
+        assert filtered.error is not None and "content filter" in filtered.error.message
+        thread = await daemon.services.store.load_context(cid, ANY_OWNER)
+    answers = [m["content"] for m in thread.messages if m["role"] == "assistant"]
+    assert answers == [first.outputs[0].text, more.outputs[0].text]  # nothing else stored
