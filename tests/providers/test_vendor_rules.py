@@ -539,3 +539,18 @@ async def test_a_glm_search_says_its_fee_is_not_in_the_cost(
     assert "no confirmed fee" in note["message"] and "1 search fee(s)" in note["message"]
     assert info.price is not None and call_cost(info.price, response.usage).tools == 0
     assert len(emulator.requests) == 1
+
+
+async def test_a_glm_tool_name_repeated_on_every_piece_is_read_once(
+    glm: GLMProvider, emulator: EmulatorServer
+) -> None:
+    # Some GLM servers repeat function.name on every tool_stream piece (3p vllm#44098).
+    emulator.configure(glm_tool_stream_repeat_name=True)
+    emulator.script({"tool_calls": [{"name": "read_file", "arguments": {"path": "a long path"}}]})
+    request = ChatRequest(model="glm-5.1", messages=user("read"), tools=[READ], tool_stream=True)
+    deltas = [d async for d in glm.stream(request)]
+
+    assert emulator.requests[-1]["body"]["tool_stream"] is True
+    (call,) = deltas[-1].response.tool_calls
+    assert call["function"]["name"] == "read_file"
+    assert json.loads(call["function"]["arguments"]) == {"path": "a long path"}
