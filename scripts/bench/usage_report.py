@@ -41,7 +41,7 @@ DAYS = 90
 RUNS = 15
 GROUPS = ("principal", "tool", "model")
 START = 1_780_000_000.0  # a fixed period, so every run queries the same rows
-MODELS = [("kimi-k2.6", "kimi", "USD"), ("kimi-k2-thinking", "kimi", "USD"),
+MODELS = [("kimi-k2.6", "kimi", "USD"), ("kimi-k3", "kimi", "USD"),
           ("kimi-k2-turbo", "kimi", "USD"), ("moonshot-v1-8k", "kimi", "CNY"),
           ("glm-5", "glm", "USD"), ("glm-4.7", "glm", "USD"), ("glm-4.6", "glm", "CNY"),
           ("glm-4.5-flash", "glm", "USD")]  # fmt: skip
