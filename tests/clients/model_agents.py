@@ -10,9 +10,11 @@ loopback, and the agents that have a switch for it are told not to try.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import tomllib
 from dataclasses import dataclass
@@ -68,9 +70,21 @@ class AgentRun:
 
 
 def _run(argv: list[str], env: dict[str, str], project: Path, timeout_s: float) -> AgentRun:
-    proc = subprocess.run(argv, env=env, cwd=project, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=timeout_s)  # fmt: skip
-    return AgentRun(proc.returncode, proc.stdout, proc.stderr)
+    """Run the agent in a process group of its own: qwen-code runs itself again as a
+    child, which a timeout must end too."""
+    proc = subprocess.Popen(argv, env=env, cwd=project, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever it left running
+    return AgentRun(proc.returncode, stdout, stderr)
 
 
 def _base_env(home: Path) -> dict[str, str]:
