@@ -14,7 +14,17 @@ from typing import Any
 from exai.providers.wire import StreamAssembler
 
 from .kimi import LOOKUP_TOOL, TOOL_PROMPT, TOOL_RESULT, ask
-from .probe import Exchange, Outcome, Probe, Skip, check, fails, holds, observed
+from .probe import (
+    Exchange,
+    Outcome,
+    Probe,
+    Skip,
+    carries_reasoning,
+    check,
+    fails,
+    holds,
+    observed,
+)
 
 __all__ = ["GLM_MODELS", "tool_stream_shape"]
 
@@ -36,13 +46,7 @@ def _body(messages: list[dict[str, Any]], cap: int, **extra: Any) -> dict[str, A
        source=f"VENDORS.md rows 14, 21; {THINKING_PAGE}; "
               "docs.bigmodel.cn/cn/guide/capabilities/thinking-mode")  # fmt: skip
 async def reasoning_content(probe: Probe) -> Outcome:
-    answer = await probe.chat(_body(ask("Reply with the single word: ok"), 1024))
-    if not answer.ok:
-        return fails(answer.said())
-    reasoning = answer.message.get("reasoning_content") or ""
-    if reasoning:
-        return holds(f"{len(reasoning)} characters of reasoning_content")
-    return fails(f"no reasoning_content (finish_reason {answer.finish_reason()})")
+    return await carries_reasoning(probe, _body(ask("Reply with the single word: ok"), 1024))
 
 
 @check("glm.reasoning_effort", vendor="glm", models=("glm-5.2",),

@@ -14,7 +14,17 @@ from typing import Any
 
 from exai.providers.error_mapping import status_error
 
-from .probe import Exchange, Outcome, Probe, Skip, check, fails, holds, observed
+from .probe import (
+    Exchange,
+    Outcome,
+    Probe,
+    Skip,
+    carries_reasoning,
+    check,
+    fails,
+    holds,
+    observed,
+)
 
 __all__ = ["KIMI_MODELS", "LOOKUP_TOOL", "TOOL_PROMPT", "TOOL_RESULT", "ask"]
 
@@ -69,13 +79,7 @@ def _refusal(answer: Exchange, what: str) -> Outcome:
        rule="a thinking model's answer carries its reasoning in message.reasoning_content",
        source=f"VENDORS.md rows 3, 21; {THINKING_GUIDE}")  # fmt: skip
 async def reasoning_content(probe: Probe) -> Outcome:
-    answer = await probe.chat(_body(ask("Reply with the single word: ok"), 1024))
-    if not answer.ok:
-        return fails(answer.said())
-    reasoning = answer.message.get("reasoning_content") or ""
-    if reasoning:
-        return holds(f"{len(reasoning)} characters of reasoning_content")
-    return fails(f"no reasoning_content (finish_reason {answer.finish_reason()})")
+    return await carries_reasoning(probe, _body(ask("Reply with the single word: ok"), 1024))
 
 
 @check("kimi.k3_refuses_thinking", vendor="kimi", models=("kimi-k3",),

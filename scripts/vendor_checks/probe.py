@@ -43,6 +43,7 @@ __all__ = [
     "Recorder",
     "Run",
     "Skip",
+    "carries_reasoning",
     "check",
     "fails",
     "fixture_text",
@@ -71,6 +72,17 @@ def holds(detail: str = "") -> Outcome:
 
 def fails(detail: str) -> Outcome:
     return Outcome("does not hold", detail)
+
+
+async def carries_reasoning(probe: Probe, body: dict[str, Any]) -> Outcome:
+    """Whether the answer to ``body`` carries its reasoning in ``reasoning_content``."""
+    answer = await probe.chat(body)
+    if not answer.ok:
+        return fails(answer.said())
+    reasoning = answer.message.get("reasoning_content") or ""
+    if reasoning:
+        return holds(f"{len(reasoning)} characters of reasoning_content")
+    return fails(f"no reasoning_content (finish_reason {answer.finish_reason()})")
 
 
 def observed(detail: str) -> Outcome:

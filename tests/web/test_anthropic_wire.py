@@ -365,6 +365,9 @@ def test_a_sealed_signature_is_the_only_reasoning_that_reaches_the_model():
         ),
         ("EqQBCkYIARgCKkBanthropic", "not made by exai"),
     ],
+    # The carriers are random (a fresh nonce each), so ids must be given: xdist workers
+    # collect separately and must agree on every test's name.
+    ids=["unsealed-r1", "garbage-r2", "another-principal", "another-key", "anthropic"],
 )
 def test_a_forged_foreign_or_unsealed_carrier_is_dropped_with_a_note(carrier, why):
     out = _replayed(carrier, thinking="words the client wrote")
