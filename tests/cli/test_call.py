@@ -122,7 +122,8 @@ async def test_the_working_directory_is_a_root_for_files(tmp_path, provider_emul
     project = tmp_path / "project"
     project.mkdir()
     (project / "notes.txt").write_text("the-file-body-7731\n")
-    ports = {"EXAI_WS_PORT": str(free_port()), "EXAI_HTTP_PORT": ""}
+    # Both ports of its own: a developer's daemon may hold the defaults.
+    ports = {"EXAI_WS_PORT": str(free_port()), "EXAI_HTTP_PORT": str(free_port())}
     env = clean_env(tmp_path, HOME=str(tmp_path / "home"), **ports,
                     KIMI_API_KEY="sk-test", KIMI_BASE_URL=provider_emulator.base_url_kimi,
                     GLM_API_KEY="test", GLM_BASE_URL=provider_emulator.base_url_glm)  # fmt: skip
@@ -132,15 +133,16 @@ async def test_the_working_directory_is_a_root_for_files(tmp_path, provider_emul
         files = f'files=["{project / "notes.txt"}"]'
         for _ in range(600):
             read = await run_exai("call", "chat", "prompt=summarize", files, env=env, cwd=project)
-            if "nothing is listening" not in read.err:
+            if "nothing is listening" not in read.err or daemon.returncode is not None:
                 break
             await asyncio.sleep(0.05)
         refused = await run_exai("call", "chat", "prompt=summarize", files, "--no-root",
                                  env=env, cwd=project)  # fmt: skip
     finally:
-        daemon.terminate()
-        await finish(daemon)
-    assert read.code == 0, read.err
+        if daemon.returncode is None:
+            daemon.terminate()
+        served = await finish(daemon)
+    assert read.code == 0, read.err + served.err
     sent = [r for r in provider_emulator.requests if "the-file-body-7731" in str(r.get("body"))]
     assert len(sent) == 1
     assert refused.code == 1 and "FORBIDDEN" in refused.err

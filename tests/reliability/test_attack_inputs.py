@@ -221,7 +221,7 @@ def test_absurd_prices_stop_the_catalogue_and_the_daemon(tmp_path, figures):
     path.write_text('[models."kimi-k2.6".price]\noutput = 1e300\n')
     port = free_port()
     env = {**os.environ, "EXAI_MODELS_FILE": str(path), "EXAI_DATA_DIR": str(tmp_path / "d"),
-           "EXAI_WS_PORT": str(port), "EXAI_HTTP_PORT": ""}  # fmt: skip
+           "EXAI_WS_PORT": str(port), "EXAI_HTTP_PORT": str(free_port())}  # fmt: skip
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
         serve = subprocess.Popen([sys.executable, "-m", "exai.cli.main", "serve"], env=env,
