@@ -22,7 +22,7 @@ from exai.admission import Admission
 from exai.audit.readiness import audit_check
 from exai.auth import Authenticator, Credential, Principal, parse_token_list
 from exai.bridge import Bridge
-from exai.cluster import ClusterState, open_cluster
+from exai.cluster import ClusterState, SharedReasoning, open_cluster, open_shared_reasoning
 from exai.daemon.dispatch import Dispatcher
 from exai.daemon.local import LocalCaller
 from exai.daemon.reads import CoreReads
@@ -34,6 +34,7 @@ from exai.logs import get_logger
 from exai.metrics import DaemonMetrics
 from exai.protocol import CallToolFrame, ToolInfo
 from exai.settings import Settings
+from exai.store.sql import SqlStore
 from exai.tools.base import Services
 from exai.tools.registry import ToolRegistry
 from exai.tracing import setup as tracing_setup
@@ -74,6 +75,8 @@ class Core:
         self.public_url: str | None = s.public_url
         self.bridge: Bridge | None = None
         self.cluster: ClusterState | None = None
+        self.shared_reasoning: SharedReasoning | None = None
+        self.sign_ins: SqlStore | None = None
         self._own_jobs = False
         self._ticker: asyncio.Task[None] | None = None
         self._background: set[asyncio.Future[Any]] = set()
@@ -119,6 +122,12 @@ class Core:
         # shared with the other daemons on it; with SQLite this is None.
         self.cluster = open_cluster(services.store, s)
         self.sessions.shared = self._dispatcher.shared_rates = self.cluster
+        # The reasoning of callers' tool rounds, in the store too: any daemon on
+        # Postgres finds a round another made, and SQLite keeps it over a restart.
+        self.shared_reasoning = open_shared_reasoning(services.store, services.providers)
+        # The console's sign-ins are kept in the store too (exai.store.sign_ins).
+        if isinstance(services.store, SqlStore):
+            self.sign_ins = services.store
         self._register_gauges()
         self._ticker = asyncio.create_task(self._tick(), name="exai-heartbeat")
 
@@ -146,6 +155,8 @@ class Core:
             self._ticker.cancel()
         if self.cluster is not None:
             await self.cluster.aclose()
+        if self.shared_reasoning is not None:
+            await self.shared_reasoning.aclose()
         services = self._services
         if services is not None and self._own_jobs and services.jobs is not None:
             await services.jobs.store.aclose()

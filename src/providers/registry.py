@@ -59,6 +59,7 @@ class ProviderRegistry:
         reasoning = ToolReasoning(
             max_bytes=int(settings.tool_reasoning_max_mb * 1024 * 1024),
             ttl_s=settings.tool_reasoning_ttl_s,
+            principal_bytes=int(settings.tool_reasoning_principal_mb * 1024 * 1024),
         )
         self._calls = ModelCalls(
             settings, self._providers, self._catalogue, emit=emit, reasoning=reasoning
@@ -217,6 +218,12 @@ class ProviderRegistry:
     def tool_reasoning(self) -> ToolReasoning | None:
         """The reasoning kept for callers' tool rounds (see exai.providers.tool_reasoning)."""
         return self._calls.reasoning
+
+    async def recall_tool_reasoning(self, owner: str, messages: list[dict[str, Any]]) -> None:
+        """Bring the reasoning of ``messages``' tool rounds that this daemon's memory
+        lacks from the store, before the request is prepared (see ToolReasoning.recall)."""
+        if self._calls.reasoning is not None:
+            await self._calls.reasoning.recall(owner, messages)
 
     def prepare(self, request: ChatRequest, model_info: ModelInfo) -> Fitted:
         """``request`` as ``model_info`` would get it, with the notes of what was

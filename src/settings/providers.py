@@ -67,9 +67,15 @@ class ProvidersSettings(BaseModel):
     )
     tool_reasoning_max_mb: float = _providers(
         64.0, "Memory for the reasoning of tool rounds returned to stateless callers, kept to "
-        "send back with them (thinking models want it); least recently used first out; 0 keeps "
-        "none.",
+        "send back with them (thinking models want it), all principals together; the largest "
+        "principal's least recently used first out; 0 keeps none.",
         ge=0,
+    )  # fmt: skip
+    tool_reasoning_principal_mb: float = _providers(
+        16.0, "Each principal's share of the tool-round reasoning, in memory and in the store "
+        "(least recently used first out in memory, oldest written in the store), so one "
+        "principal never pushes out another's.",
+        gt=0,
     )  # fmt: skip
     tool_reasoning_ttl_s: float = _providers(
         6 * 3600.0, "How long the reasoning of a tool round is kept for the caller's next "

@@ -28,7 +28,9 @@ from exai.errors import ValidationError_
 from exai.store.base import StoreLimits
 from exai.store.executor import Dialect
 from exai.store.migrations import apply_migrations
+from exai.store.reasoning import POSTGRES_TABLE as POSTGRES_REASONING
 from exai.store.responses import POSTGRES_MIGRATION as POSTGRES_RESPONSES
+from exai.store.sign_ins import POSTGRES_TABLE as POSTGRES_SIGN_INS
 from exai.store.sql import Body, SqlStore, T
 
 __all__ = [
@@ -226,6 +228,9 @@ MIGRATIONS: list[tuple[int, str]] = [
     (7, POSTGRES_RESPONSES),  # the Responses API's stored responses (exai.store.responses)
     # The trace of each model call, when tracing was on: the console links a turn to it.
     (8, "ALTER TABLE {s}.call_costs ADD COLUMN trace_id text;"),
+    # The reasoning of callers' tool rounds and the console's sign-ins, shared by every
+    # daemon on this database (exai.store.reasoning, exai.store.sign_ins).
+    (9, POSTGRES_REASONING + POSTGRES_SIGN_INS),
 ]
 
 # Workflow steps holding their thread's lock at once, per daemon; more wait.
@@ -287,6 +292,8 @@ class PgConnection:
 
 class PostgresStore(SqlStore):
     """The conversation store in a Postgres schema. Create with :meth:`open`."""
+
+    shared = True
 
     def __init__(
         self,

@@ -6,7 +6,9 @@ threads and forks (:mod:`exai.store.threads`), turns and their request keys
 (:mod:`exai.store.turns`), state, artifacts and vendor uploads
 (:mod:`exai.store.artifacts`), cost rows (:mod:`exai.store.costs`), the search
 of a principal's threads (:mod:`exai.store.search`), the Responses API's stored
-responses (:mod:`exai.store.responses`), all on
+responses (:mod:`exai.store.responses`), the reasoning of callers' tool rounds
+(:mod:`exai.store.reasoning`) and the console's sign-ins (:mod:`exai.store.sign_ins`),
+all on
 :class:`~exai.store.sql_base.SqlBase`. A backend only supplies connections
 through ``_read`` and ``_write`` and a :class:`~exai.store.executor.Dialect`.
 """
@@ -16,8 +18,10 @@ from __future__ import annotations
 from exai.store.artifacts import ArtifactRows
 from exai.store.base import ConversationStore
 from exai.store.costs import CostAccounts
+from exai.store.reasoning import ReasoningRows
 from exai.store.responses import ResponseRows
 from exai.store.search import ThreadSearch
+from exai.store.sign_ins import SignInRows
 from exai.store.sql_base import Body, T
 from exai.store.threads import ThreadRows
 from exai.store.turns import TurnRows
@@ -26,10 +30,23 @@ __all__ = ["Body", "SqlStore", "T"]
 
 
 class SqlStore(
-    ThreadRows, TurnRows, ArtifactRows, CostAccounts, ThreadSearch, ResponseRows, ConversationStore
+    ThreadRows,
+    TurnRows,
+    ArtifactRows,
+    CostAccounts,
+    ThreadSearch,
+    ResponseRows,
+    ReasoningRows,
+    SignInRows,
+    ConversationStore,
 ):
     """Everything a conversation store does, over any :class:`~exai.store.executor.Executor`,
     and the per-call cost rows kept beside the conversations (:class:`CostAccounts`)."""
+
+    # Whether other daemons use this store too (Postgres), so that what one of them
+    # keeps in its memory may be stale: a console sign-in is then checked here on
+    # every request, not only when this daemon's memory does not hold it.
+    shared = False
 
     async def prune(self, now: float | None = None) -> int:
         """Remove expired and deleted threads, and the responses past the TTL; how many

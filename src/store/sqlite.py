@@ -32,7 +32,9 @@ import aiosqlite
 from exai.store.base import StoreLimits
 from exai.store.executor import Dialect, ThreadConnection, drive
 from exai.store.migrations import apply_sqlite_migrations
+from exai.store.reasoning import SQLITE_TABLE as SQLITE_REASONING
 from exai.store.responses import SQLITE_MIGRATION as SQLITE_RESPONSES
+from exai.store.sign_ins import SQLITE_TABLE as SQLITE_SIGN_INS
 from exai.store.sql import Body, SqlStore, T
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -200,6 +202,9 @@ MIGRATIONS: list[tuple[int, str]] = [
     (7, SQLITE_RESPONSES),  # the Responses API's stored responses (exai.store.responses)
     # The trace of each model call, when tracing was on: the console links a turn to it.
     (8, "ALTER TABLE call_costs ADD COLUMN trace_id TEXT;"),
+    # The reasoning of callers' tool rounds and the console's sign-ins, kept past a
+    # restart (exai.store.reasoning, exai.store.sign_ins).
+    (9, SQLITE_REASONING + SQLITE_SIGN_INS),
 ]
 
 _BUSY_TIMEOUT_S = 10.0

@@ -262,6 +262,10 @@ class CompletionTool(Tool):
                 owner=context.principal.name,
             )
 
+        # A tool round answered by another daemon (or before a restart) is read from
+        # the store before any model is fitted to the request; nothing when memory
+        # holds every round.
+        await providers.recall_tool_reasoning(context.principal.name, messages)
         # "auto" passes over models whose API cannot take the request's parameters
         # (a forced tool_choice, a seed...) rather than choosing one that refuses them.
         info = providers.resolve(
