@@ -32,7 +32,7 @@ async def _daemon_with_alices_things(tmp_path, emulator):
                 "continuation_id": first.metadata.continuation_id,
             },
         )
-        await client.call("chat", {"prompt": "unrelated weather talk"})
+        await client.call("chat", {"prompt": "unrelated weather talk", "model": "kimi-k2.6"})
         job = await client.call(
             "schedule",
             {"tool": "chat", "arguments": {"prompt": "x"}, "when": "0 3 * * *", "name": "nightly"},
