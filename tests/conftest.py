@@ -16,7 +16,7 @@ import pytest
 from exai.app import App
 from exai.audit.scrub import log_scrubber
 from exai.client import ExaiClient
-from exai.emulators.postgres import TempPostgres
+from exai.emulators.postgres import TempPostgres, reap_orphans
 from exai.emulators.provider import EmulatorServer
 from exai.logs import configure_logging
 from exai.settings import Settings
@@ -26,6 +26,18 @@ from exai.tools.registry import ToolRegistry
 # Logs go to a buffer that tests can read (the secret scans do), not to the terminal.
 LOG_BUFFER = io.StringIO()
 configure_logging("json", "info", stream=LOG_BUFFER, scrubber=log_scrubber())
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stop the throwaway Postgres servers of an earlier run that was killed before its
+    watchdogs could (only those whose owning process is gone); once per run, in the
+    controller rather than in each xdist worker."""
+    if hasattr(session.config, "workerinput"):
+        return
+    reaped = reap_orphans()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reaped and reporter is not None:
+        reporter.write_line(f"stopped {len(reaped)} Postgres server(s) left by an earlier run")
 
 
 def make_settings(tmp_path: Path, **overrides: Any) -> Settings:

@@ -11,6 +11,14 @@ runs with the minimal environment of a child of exai (:func:`~exai.subprocesses.
 
     with TempPostgres() as pg:
         url = pg.create_database("store_test")
+
+``pg_ctl`` detaches the server from the process that starts it, so a Ctrl-C that
+ends the tests, or a test worker killed outright, would leave it running. Each
+cluster therefore has a watchdog (this module run with ``--watch``): a process of
+its own session that holds the read end of a pipe whose write end only the owner
+has, and stops the server when that pipe closes, however the owner ended. The
+directory also names its owner (the file ``owner``), so :func:`reap_orphans` can
+stop, at the start of a later run, a server whose owner and watchdog are both gone.
 """
 
 from __future__ import annotations
@@ -18,18 +26,23 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
+import time
 import weakref
 from pathlib import Path
 from types import TracebackType
 
 from exai.emulators.ports import free_port
-from exai.subprocesses import child_environment
+from exai.subprocesses import child_environment, worker_environment
 
-__all__ = ["TempPostgres"]
+__all__ = ["TempPostgres", "reap_orphans"]
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_PREFIX = "exai-pg-"
+_OWNER = "owner"
 
 
 def _bindir() -> Path:
@@ -48,11 +61,124 @@ def _bindir() -> Path:
     return path
 
 
-def _cleanup(directory: str, pg_ctl: list[str], data: str) -> None:
+def _started_at(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks after boot), to tell it from a later
+    process given the same pid; None if there is no such process or it has exited.
+    Where there is no /proc, "?" for any process that exists."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "?"
+    except OSError:
+        return None
+    state, *rest = stat.rsplit(")", 1)[1].split()
+    return None if state in ("Z", "X") else rest[18]
+
+
+def _postmaster(directory: Path) -> int | None:
+    """The running server of the cluster in ``directory``: the pid its postmaster.pid
+    names, if that process runs on this data directory (checked where there is /proc)."""
+    data = directory / "data"
+    try:
+        pid = int((data / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+    if _started_at(pid) is None:
+        return None
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except FileNotFoundError:
+        return pid if not Path("/proc/self").exists() else None
+    except OSError:
+        return None
+    return pid if os.fsencode(data) in command else None
+
+
+def _stop_cluster(directory: Path) -> None:
+    """Stop the server of the cluster in ``directory`` at once (what ``pg_ctl stop -m
+    immediate`` sends) and delete the directory."""
+    pid = _postmaster(directory)
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGQUIT)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + 30
+        while _started_at(pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _owner(directory: Path) -> tuple[int, str] | None:
+    try:
+        pid, started = (directory / _OWNER).read_text().split()
+        return int(pid), started
+    except (OSError, ValueError):
+        return None
+
+
+def reap_orphans(root: Path | None = None) -> list[Path]:
+    """Stop the servers of clusters under ``root`` (the temporary directory) whose
+    owner has exited, and delete their directories; returns those directories.
+
+    Only a cluster whose ``owner`` file names a process that is gone is touched: a
+    server of a run still going on, or one this module did not start, is left alone."""
+    reaped = []
+    for directory in sorted((root or Path(tempfile.gettempdir())).glob(f"{_PREFIX}*")):
+        owner = _owner(directory)
+        if owner is None or _started_at(owner[0]) == owner[1]:
+            continue
+        _stop_cluster(directory)
+        reaped.append(directory)
+    return reaped
+
+
+def _watch(directory: Path) -> None:
+    """The watchdog: wait until standard input closes (the owner stopped the cluster
+    or ended), then stop the cluster if it is still there. Its own session keeps the
+    Ctrl-C that ends the owner from ending it too."""
+    while sys.stdin.buffer.read(1):
+        pass
+    if directory.exists():
+        _stop_cluster(directory)
+
+
+def _start_watchdog(directory: Path) -> tuple[subprocess.Popen[bytes], int]:
+    read, write = os.pipe()
+    try:
+        watchdog = subprocess.Popen(
+            [sys.executable, "-m", "exai.emulators.postgres", "--watch", str(directory)],
+            stdin=read, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, env=worker_environment(),
+        )  # fmt: skip
+    except BaseException:
+        os.close(write)
+        raise
+    finally:
+        os.close(read)
+    return watchdog, write
+
+
+def _cleanup(directory: str, pg_ctl: list[str], data: str,
+             watchdog: subprocess.Popen[bytes], pipe: int) -> None:  # fmt: skip
     if os.path.exists(os.path.join(data, "postmaster.pid")):
         subprocess.run([*pg_ctl, "stop", "-D", data, "-m", "immediate", "-w"],
                        capture_output=True, check=False, env=child_environment())  # fmt: skip
     shutil.rmtree(directory, ignore_errors=True)
+    os.close(pipe)
+    try:
+        watchdog.wait(10)
+    except subprocess.TimeoutExpired:
+        watchdog.kill()
+        watchdog.wait()
 
 
 class TempPostgres:
@@ -86,11 +212,15 @@ class TempPostgres:
     def start(self) -> TempPostgres:
         if self._dir is not None:
             return self
-        directory = Path(tempfile.mkdtemp(prefix="exai-pg-"))
+        directory = Path(tempfile.mkdtemp(prefix=_PREFIX))
         self._dir = directory
         data = directory / "data"
         pg_ctl = [*self._run_as(), str(self._bin / "pg_ctl")]
-        self._finalizer = weakref.finalize(self, _cleanup, str(directory), pg_ctl, str(data))
+        (directory / _OWNER).write_text(f"{os.getpid()} {_started_at(os.getpid())}\n")
+        watchdog, pipe = _start_watchdog(directory)
+        self._finalizer = weakref.finalize(
+            self, _cleanup, str(directory), pg_ctl, str(data), watchdog, pipe
+        )
         if os.geteuid() == 0:
             shutil.chown(directory, "postgres", "postgres")
         directory.chmod(0o700)
@@ -149,3 +279,9 @@ class TempPostgres:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["--watch"] or len(sys.argv) != 3:
+        sys.exit("usage: python -m exai.emulators.postgres --watch DIRECTORY")
+    _watch(Path(sys.argv[2]))
