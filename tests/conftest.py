@@ -28,6 +28,31 @@ LOG_BUFFER = io.StringIO()
 configure_logging("json", "info", stream=LOG_BUFFER, scrubber=log_scrubber())
 
 
+class _FailuresAsTheyHappen:
+    """Names each failure the moment its report arrives: ``-q`` with xdist prints only
+    an ``F`` then, and the names otherwise wait for the summary at the end of the run."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)  # after the progress letter, on a line of its own
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed:
+            what = "FAILED" if report.when == "call" else f"ERROR (in {report.when})"
+            writer = self.config.get_terminal_writer()
+            if writer.width_of_current_line:
+                writer.line()
+            writer.line(f"{what} {report.nodeid}", red=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    # The controller sees every worker's reports; -v already names each test.
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not hasattr(config, "workerinput") and config.option.verbose <= 0:
+        config.pluginmanager.register(_FailuresAsTheyHappen(config), "failures-as-they-happen")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Stop the throwaway Postgres servers of an earlier run that was killed before its
     watchdogs could (only those whose owning process is gone); once per run, in the
