@@ -219,11 +219,15 @@ class ProviderRegistry:
         """The reasoning kept for callers' tool rounds (see exai.providers.tool_reasoning)."""
         return self._calls.reasoning
 
-    async def recall_tool_reasoning(self, owner: str, messages: list[dict[str, Any]]) -> None:
-        """Bring the reasoning of ``messages``' tool rounds that this daemon's memory
-        lacks from the store, before the request is prepared (see ToolReasoning.recall)."""
-        if self._calls.reasoning is not None:
-            await self._calls.reasoning.recall(owner, messages)
+    async def recall_tool_reasoning(
+        self, owner: str, messages: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """``messages`` with their tool rounds' reasoning put back where this daemon's
+        memory or the store knows it (see ToolReasoning.recall); once per request,
+        before the request is prepared for any model."""
+        if self._calls.reasoning is None:
+            return messages
+        return await self._calls.reasoning.recall(owner, messages)
 
     def prepare(self, request: ChatRequest, model_info: ModelInfo) -> Fitted:
         """``request`` as ``model_info`` would get it, with the notes of what was

@@ -287,10 +287,15 @@ class ToolReasoning:
         messages that lack it, and the indices of the rounds it does not know
         (a round it knows to have had no reasoning is not among them). The input
         is not modified."""
+        return self._restore(owner, messages, round_digests(owner, messages))
+
+    def _restore(
+        self, owner: str, messages: Sequence[dict[str, Any]], rounds: dict[int, bytes]
+    ) -> tuple[list[dict[str, Any]], list[int]]:
         out = list(messages)
         unknown: list[int] = []
         now = self._clock()
-        for index, key in round_digests(owner, messages).items():
+        for index, key in rounds.items():
             if _reasoning(messages[index]):
                 continue
             entry = self._live(owner, key, now)
@@ -335,31 +340,33 @@ class ToolReasoning:
         self._pending_bytes += sum(e.size for e in entries)
         self._trim_pending()
 
-    async def recall(self, owner: str, messages: Sequence[dict[str, Any]]) -> None:
-        """Bring into memory, from the store, the rounds of ``messages`` that lack
-        reasoning and that memory does not hold: nothing when memory holds them all
-        (every request of a loop that stays on one daemon), else one query.
+    async def recall(self, owner: str, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``messages`` with the reasoning known for their tool rounds put back, as
+        :meth:`restore` does, once per request: the rounds memory does not hold are
+        first read from the store (with :meth:`share`), in one query; nothing is
+        read when memory holds them all (every request of a loop that stays on one
+        daemon). What is still unknown is left for :func:`settle_reasoning`.
 
         The newest round may have been answered a moment ago by another daemon
         whose background writer has not written it yet; when the store does not
         have it, it is asked once more after :data:`RECHECK_S`.
         """
-        if self._load is None:
-            return
-        now = self._clock()
+        if not lacking_reasoning(messages):
+            return list(messages)
         rounds = round_digests(owner, messages)
-        wanted = [
-            key
-            for index, key in rounds.items()
-            if not _reasoning(messages[index]) and self._live(owner, key, now) is None
-        ]
-        if not wanted:
-            return
-        newest = rounds[max(rounds)]
-        missing = await self._read(owner, wanted)
-        if newest in missing:
-            await asyncio.sleep(RECHECK_S)
-            await self._read(owner, missing)
+        if self._load is not None:
+            now = self._clock()
+            wanted = [
+                key
+                for index, key in rounds.items()
+                if not _reasoning(messages[index]) and self._live(owner, key, now) is None
+            ]
+            if wanted:
+                missing = await self._read(owner, wanted)
+                if rounds[max(rounds)] in missing:
+                    await asyncio.sleep(RECHECK_S)
+                    await self._read(owner, missing)
+        return self._restore(owner, messages, rounds)[0]
 
     async def _read(self, owner: str, keys: Collection[bytes]) -> set[bytes]:
         """Read ``keys`` of ``owner`` into memory; the keys the store did not have."""
@@ -407,7 +414,7 @@ def settle_reasoning(
     """
     messages = request.messages
     unknown = lacking_reasoning(messages)
-    if cache is not None and request.owner is not None:
+    if unknown and cache is not None and request.owner is not None:
         messages, unknown = cache.restore(request.owner, messages)
     request.messages = messages
     lacking = lacking_reasoning(messages)

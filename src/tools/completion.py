@@ -232,6 +232,10 @@ class CompletionTool(Tool):
         notes: list[dict[str, str]] = []
         if arguments.memory:
             messages, memory_ids, notes = await with_memory(context, messages)
+        # The caller's tool rounds get their reasoning back once, before any model is
+        # fitted to the request; a round answered by another daemon (or before a
+        # restart) is read from the store, nothing when memory holds every round.
+        messages = await providers.recall_tool_reasoning(context.principal.name, messages)
         tools = [t.model_dump(exclude_none=True) for t in arguments.tools or []]
         needs = ModelNeeds(
             thinking=arguments.thinking_mode == "on",
@@ -262,10 +266,6 @@ class CompletionTool(Tool):
                 owner=context.principal.name,
             )
 
-        # A tool round answered by another daemon (or before a restart) is read from
-        # the store before any model is fitted to the request; nothing when memory
-        # holds every round.
-        await providers.recall_tool_reasoning(context.principal.name, messages)
         # "auto" passes over models whose API cannot take the request's parameters
         # (a forced tool_choice, a seed...) rather than choosing one that refuses them.
         info = providers.resolve(

@@ -133,13 +133,14 @@ async def test_a_round_made_elsewhere_is_read_once_then_served_from_memory() -> 
     stand_in.write(here)
     history = [QUESTION, returned(), {"role": "tool", "tool_call_id": "c0", "content": "x"}]
 
-    await there.recall("alice", history)
-    out, unknown = there.restore("alice", history)
-    assert unknown == [] and out[1]["reasoning_content"] == "I should read the file"
-    assert len(stand_in.reads) == 1
+    out = await there.recall("alice", history)
+    assert out[1]["reasoning_content"] == "I should read the file" and out[2] == history[2]
+    assert "reasoning_content" not in history[1]  # the input is left alone
+    assert there.restore("alice", history)[1] == [] and len(stand_in.reads) == 1
 
     await there.recall("alice", [*history, {"role": "user", "content": "and then?"}])
-    await here.recall("alice", history)  # the daemon that made it holds it
+    out = await here.recall("alice", history)  # the daemon that made it holds it
+    assert out[1]["reasoning_content"] == "I should read the file"
     assert len(stand_in.reads) == 1
 
 
@@ -254,8 +255,7 @@ async def test_sqlite_keeps_the_rounds_over_a_restart(tmp_path: Path) -> None:
     try:
         after = ToolReasoning(10 * ENTRY, 60)
         SharedReasoning(after, store)
-        await after.recall("alice", history)
-        out, unknown = after.restore("alice", history)
+        out = await after.recall("alice", history)
     finally:
         await store.aclose()
-    assert unknown == [] and out[1]["reasoning_content"] == "kept over a restart"
+    assert out[1]["reasoning_content"] == "kept over a restart"
