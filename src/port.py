@@ -20,7 +20,9 @@ What a face may do:
 - **read** what a face needs to describe the core: the tools a principal may
   call, one tool's input schema, the models, readiness and counters, and, for
   the console, a principal's own threads, jobs, memories and spend (and, for
-  an operator, everyone's spend, the audit trail, health and settings).
+  an operator, everyone's spend, the audit trail, health and settings);
+- **keep** the console's sign-ins where every daemon on the same store finds
+  them (:class:`SignInStore`).
 
 This module holds only interfaces and depends on nothing above the foundation.
 """
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
     )
     from exai.settings import Settings
 
-__all__ = ["Caller", "Port", "Reads", "SessionHandle"]
+__all__ = ["Caller", "Port", "Reads", "SessionHandle", "SignInStore"]
 
 
 class SessionHandle(Protocol):
@@ -191,6 +193,24 @@ class Reads(Protocol):
         ...
 
 
+class SignInStore(Protocol):
+    """Where the console's sign-ins outlive one daemon's memory: the conversation
+    store (rows are ``exai.store.sign_ins.SignInRow``, keyed by a digest of the
+    cookie)."""
+
+    # Other daemons use it too: what one daemon's memory holds may have been signed
+    # out elsewhere, so the console checks it on every request.
+    shared: bool
+
+    async def put_sign_in(self, row: Any) -> None: ...
+
+    async def sign_in_row(self, id_hash: str) -> Any: ...
+
+    async def set_sign_in_flashes(self, id_hash: str, flashes: str) -> None: ...
+
+    async def delete_sign_in(self, id_hash: str) -> None: ...
+
+
 class Port(Protocol):
     """The core as a face sees it."""
 
@@ -203,6 +223,8 @@ class Port(Protocol):
     # Where people reach the HTTP listener (EXAI_PUBLIC_URL, else the listener's own
     # address once it listens; None without one): links in notifications point here.
     public_url: str | None
+    # The console's sign-ins beyond this daemon's memory; None keeps them there only.
+    sign_ins: SignInStore | None
 
     @property
     def draining(self) -> bool:

@@ -118,12 +118,13 @@ class CookieRealm:
     """Paths under ``prefix`` authenticate by a session cookie, not a bearer header.
 
     ``principal`` reads the request's headers (its ``Cookie``) and returns the
-    signed-in principal, or None. ``open_paths`` (exact) and ``open_prefixes``
-    are served to anyone: the sign-in form and the static files it needs.
+    signed-in principal, or None; it is a coroutine, since the session may be in a
+    store several daemons share. ``open_paths`` (exact) and ``open_prefixes`` are
+    served to anyone: the sign-in form and the static files it needs.
     """
 
     prefix: str
-    principal: Callable[[dict[str, str]], Principal | None]
+    principal: Callable[[dict[str, str]], Awaitable[Principal | None]]
     sign_in: str
     open_paths: frozenset[str] = frozenset()
     open_prefixes: tuple[str, ...] = ()
@@ -204,7 +205,7 @@ class Guard:
         realm = next((r for r in self.cookie_realms if r.holds(scope["path"])), None)
         if realm is not None:
             if not realm.is_open(scope["path"]):
-                principal = realm.principal(headers)
+                principal = await realm.principal(headers)
                 if principal is None:
                     await self._to_sign_in(scope, send, realm)
                     return

@@ -41,10 +41,10 @@ from exai.web.console.sessions import (
     CSRF_FIELD,
     CSRF_HEADER,
     ConsoleSession,
-    ConsoleSessions,
     cookie_value,
     tokens_match,
 )
+from exai.web.console.sign_ins import SignIns
 from exai.web.console.views import money, when
 from exai.web.guard import CookieRealm, principal_of
 
@@ -87,7 +87,8 @@ def security_headers(*, cache: bool = False) -> dict[str, str]:
 class Console:
     def __init__(self, core: Port) -> None:
         self.core = core
-        self.sessions = ConsoleSessions(core.settings.console_session_ttl_s)
+        self.sessions = SignIns(core.sign_ins, core.settings.console_session_ttl_s,
+                                core.credential_problem)  # fmt: skip
         self.templates = Environment(
             loader=FileSystemLoader(HERE / "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
@@ -123,7 +124,7 @@ class Console:
     def routes(self) -> list[BaseRoute]:
         from exai.web.console import jobs, memories, operator, signin, spend, threads
 
-        return [
+        routes: list[BaseRoute] = [
             Route(PREFIX, self._home, methods=["GET"]),
             Route(f"{PREFIX}/", self._home, methods=["GET"]),
             Route(f"{PREFIX}/static/{{name}}", self._static_file, methods=["GET"]),
@@ -134,9 +135,30 @@ class Console:
             *spend.routes(self),
             *operator.routes(self),
         ]
+        for route in routes:
+            if isinstance(route, Route):
+                route.app = self._saving_flashes(route.app)
+        return routes
 
-    def _principal_of_headers(self, headers: dict[str, str]) -> Principal | None:
-        session = self.sessions.get(cookie_value(headers, COOKIE), time.time())
+    def _saving_flashes(self, app: Any) -> Any:
+        """``app``, writing the session's changed flashes back to the store as its
+        response starts: the page after a redirect may be served by another daemon."""
+
+        async def run(scope: Any, receive: Any, send: Any) -> None:
+            async def send_saved(message: Any) -> None:
+                if message["type"] == "http.response.start":
+                    cookie = cookie_value(headers_of(scope), COOKIE)
+                    session = self.sessions.get(cookie, time.time())
+                    if session is not None:
+                        await self.sessions.save(session)
+                await send(message)
+
+            await app(scope, receive, send_saved)
+
+        return run
+
+    async def _principal_of_headers(self, headers: dict[str, str]) -> Principal | None:
+        session = await self.sessions.check(cookie_value(headers, COOKIE), time.time())
         return session.principal if session is not None else None
 
     async def _home(self, request: Request) -> Response:

@@ -14,15 +14,18 @@ session's CSRF token (a form field or the ``X-Exai-CSRF`` header), compared in
 constant time. The sign-in form, which has no session yet, is protected the
 same way by a short-lived token in a cookie of its own (double submit).
 
-Sessions live in one daemon's memory: a restart signs everyone out, and
-behind a load balancer the console needs sticky sessions (docs/console.md).
-At most ``max_sessions`` are kept; past that the oldest go first.
+Sessions live in the daemon's memory (at most ``max_sessions``; past that the
+oldest go first) and in the conversation store, so that any daemon on a shared
+Postgres accepts them and a restart keeps them: what crosses to the store is
+:func:`session_key` (a digest of the cookie, never the cookie),
+:func:`principal_record` and the flashes; :mod:`.sign_ins` does that I/O.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from typing import Any
 
-from exai.auth import Principal
+from exai.auth import Credential, Principal, budget_from_claim, budget_to_claim
 
 __all__ = [
     "COOKIE",
@@ -41,6 +44,9 @@ __all__ = [
     "ConsoleSessions",
     "cookie_header",
     "cookie_value",
+    "principal_from_record",
+    "principal_record",
+    "session_key",
     "tokens_match",
 ]
 
@@ -59,6 +65,8 @@ class ConsoleSession:
     created_at: float
     expires_at: float
     flashes: list[tuple[str, str]] = field(default_factory=list)  # (kind, text) to show once
+    # The flashes changed since the store last had them.
+    flashes_changed: bool = False
 
     @property
     def public_id(self) -> str:
@@ -68,9 +76,11 @@ class ConsoleSession:
     def flash(self, kind: str, text: str) -> None:
         self.flashes.append((kind, text))
         del self.flashes[:-5]
+        self.flashes_changed = True
 
     def take_flashes(self) -> list[tuple[str, str]]:
         out, self.flashes = self.flashes, []
+        self.flashes_changed = self.flashes_changed or bool(out)
         return out
 
 
@@ -96,6 +106,13 @@ class ConsoleSessions:
             self._sessions.popitem(last=False)
         return session
 
+    def adopt(self, session: ConsoleSession) -> ConsoleSession:
+        """Hold a session signed in elsewhere (another daemon, or before a restart)."""
+        self._sessions[session.id] = session
+        while len(self._sessions) > self.max_sessions:
+            self._sessions.popitem(last=False)
+        return session
+
     def get(self, session_id: str | None, now: float) -> ConsoleSession | None:
         if not session_id:
             return None
@@ -115,6 +132,44 @@ class ConsoleSessions:
         for sid in gone:
             del self._sessions[sid]
         return len(gone)
+
+
+def session_key(session_id: str) -> str:
+    """What names a session in the store: a digest of its cookie, which reading the
+    store does not give back."""
+    return hashlib.sha256(b"exai-console-session\0" + session_id.encode()).hexdigest()
+
+
+def principal_record(principal: Principal) -> str:
+    """``principal`` as JSON, for the store; :func:`principal_from_record` reads it."""
+    credential = principal.credential
+    return json.dumps({
+        "name": principal.name,
+        "scopes": None if principal.scopes is None else sorted(principal.scopes),
+        "method": principal.method,
+        "budget": None if principal.budget is None else budget_to_claim(principal.budget),
+        "expires_at": principal.expires_at,
+        "memory": principal.memory,
+        "credential": None if credential is None else credential.public(),
+    }, sort_keys=True)  # fmt: skip
+
+
+def principal_from_record(text: str) -> Principal:
+    """The principal :func:`principal_record` wrote; ``ValueError`` for anything else."""
+    value = json.loads(text)
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        raise ValueError("not a principal record")
+    scopes, budget, credential = value.get("scopes"), value.get("budget"), value.get("credential")
+    expires = value.get("expires_at")
+    return Principal(
+        value["name"],
+        scopes=None if scopes is None else frozenset(str(s) for s in scopes),
+        method=str(value.get("method", "token")),
+        budget=None if budget is None else budget_from_claim(budget),
+        expires_at=None if expires is None else float(expires),
+        memory=value.get("memory"),
+        credential=None if credential is None else Credential.from_public(credential),
+    )
 
 
 def tokens_match(expected: str, given: str | None) -> bool:

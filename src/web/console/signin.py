@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from exai.errors import UnauthorizedError
+from exai.logs import get_logger
 from exai.web.asgi import headers_of
 from exai.web.console.app import PREFIX, Console, security_headers
 from exai.web.console.sessions import (
@@ -36,6 +37,8 @@ from exai.web.console.views import safe_next
 from exai.web.guard import check_token
 
 __all__ = ["routes"]
+
+log = get_logger("exai.web.console")
 
 
 def routes(console: Console) -> list[BaseRoute]:
@@ -104,7 +107,17 @@ class _SignIn:
             return self._form(
                 request, status=401, error=f"Not signed in: {exc.message}", then=fields.get("next")
             )
-        session = self.console.sessions.sign_in(principal, time.time())
+        try:
+            session = await self.console.sessions.sign_in(principal, time.time())
+        except Exception as exc:
+            log.warning("keeping a console sign-in failed", error=f"{type(exc).__name__}: {exc}")
+            return self._form(
+                request,
+                status=503,
+                error="The sign-in could not be kept (the store did not answer); "
+                "please try again in a moment.",
+                then=fields.get("next"),
+            )
         self.core.emit(
             "connection_opened",
             session_id=session.public_id,
@@ -135,7 +148,7 @@ class _SignIn:
         fields = await self.console.form(request)
         if fields is None:
             return self.console.refusal(request)
-        session = self.console.sessions.sign_out(self.console.session(request).id)
+        session = await self.console.sessions.sign_out(self.console.session(request).id)
         if session is not None:
             self.core.emit(
                 "connection_closed",
