@@ -7,8 +7,9 @@ an ephemeral loopback port and the daemons' ports. HAProxy is a Debian package;
 :func:`ensure_haproxy` installs it with apt-get when it is missing and this
 process may, as the test setup does for the real IDE clients from npm.
 
-    with TempHaproxy([port1, port2]) as lb:
-        url = lb.url   # ws://127.0.0.1:<port>
+    with TempHaproxy([port1, port2], http_ports=[http1, http2]) as lb:
+        url = lb.url             # ws://127.0.0.1:<port>
+        http_url = lb.http_url   # http://127.0.0.1:<port>: /mcp, /v1, /console
 """
 
 from __future__ import annotations
@@ -50,14 +51,23 @@ def ensure_haproxy() -> str:
 
 
 class TempHaproxy:
-    """``haproxy -f deploy/haproxy.cfg`` on a loopback port, for up to three daemons."""
+    """``haproxy -f deploy/haproxy.cfg`` on two loopback ports (WebSocket, HTTP), for up
+    to three daemons."""
 
-    def __init__(self, daemon_ports: Sequence[int], config: Path = CONFIG) -> None:
-        if not 1 <= len(daemon_ports) <= _SERVERS:
-            raise ValueError(f"the configuration has {_SERVERS} servers")
+    def __init__(
+        self,
+        daemon_ports: Sequence[int],
+        config: Path = CONFIG,
+        *,
+        http_ports: Sequence[int] = (),
+    ) -> None:
+        if not 1 <= len(daemon_ports) <= _SERVERS or len(http_ports) > _SERVERS:
+            raise ValueError(f"the configuration has {_SERVERS} servers per backend")
         self.config = config
         self.daemon_ports = list(daemon_ports)
+        self.http_ports = list(http_ports)
         self.port = free_port()
+        self.http_port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -65,11 +75,18 @@ class TempHaproxy:
     def url(self) -> str:
         return f"ws://127.0.0.1:{self.port}"
 
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
     def environment(self) -> dict[str, str]:
         # A server without a daemon points at a port nobody listens on: marked down.
         ports = self.daemon_ports + [free_port() for _ in range(_SERVERS - len(self.daemon_ports))]
-        env = {"EXAI_LB_BIND": f"127.0.0.1:{self.port}"}
+        http = self.http_ports + [free_port() for _ in range(_SERVERS - len(self.http_ports))]
+        env = {"EXAI_LB_BIND": f"127.0.0.1:{self.port}",
+               "EXAI_LB_HTTP_BIND": f"127.0.0.1:{self.http_port}"}  # fmt: skip
         env.update({f"EXAI_DAEMON_{i + 1}": f"127.0.0.1:{p}" for i, p in enumerate(ports)})
+        env.update({f"EXAI_HTTP_{i + 1}": f"127.0.0.1:{p}" for i, p in enumerate(http)})
         return env
 
     def start(self, timeout_s: float = 10.0) -> TempHaproxy:

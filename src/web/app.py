@@ -187,6 +187,10 @@ class WebFace:
 
     async def _health(self, request: Request) -> Response:
         uptime = round(time.time() - self.core.started_at, 1)
+        if self.core.draining:
+            # A balancer stops sending requests here while running calls finish; the
+            # WebSocket port says the same by closing its listener.
+            return JSONResponse({"status": "draining", "uptime_s": uptime}, status_code=503)
         return JSONResponse({"status": "ok", "uptime_s": uptime})
 
 
