@@ -234,6 +234,7 @@ async def test_a_console_sign_in_on_one_daemon_is_honoured_by_the_other_until_si
         httpx.AsyncClient(base_url=pair.direct(0)) as one,
         httpx.AsyncClient(base_url=pair.direct(1)) as two,
     ):
+        await _an_mcp_session_stays_with_its_daemon(lb)
         # Round robin: the form, the sign-in and each page after it alternate daemons.
         await sign_in(lb, ALICE)
         for _ in range(4):
@@ -263,3 +264,26 @@ async def test_a_console_sign_in_on_one_daemon_is_honoured_by_the_other_until_si
             after = await client.get("/console/threads")
             assert after.status_code == 303
             assert after.headers["location"].startswith("/console/login")
+
+
+MCP = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+       "Authorization": f"Bearer {ALICE}"}  # fmt: skip
+
+
+async def _an_mcp_session_stays_with_its_daemon(lb: httpx.AsyncClient) -> None:
+    """A 2025-11-25 MCP session lives in the daemon that opened it: HAProxy sends every
+    request naming it there (without the stick table, every other one gets 404)."""
+    opened = await lb.post("/mcp", headers=MCP, json={
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "test", "version": "1"}}})  # fmt: skip
+    assert opened.status_code == 200, opened.text
+    session = {**MCP, "Mcp-Session-Id": opened.headers["mcp-session-id"],
+               "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    done = await lb.post("/mcp", headers=session, json=initialized)
+    assert done.status_code == 202, done.text
+    for n in range(4):
+        asked = {"jsonrpc": "2.0", "id": n + 1, "method": "tools/list"}
+        listed = await lb.post("/mcp", headers=session, json=asked)
+        assert listed.status_code == 200 and '"tools"' in listed.text, listed.text
