@@ -82,3 +82,16 @@ def test_encoding_refuses_what_the_model_would_refuse():
         encode_result("r", [42], {"tool": "echo"})  # type: ignore[list-item]
     with pytest.raises(ValueError):
         encode_result("r", ["x"], {"tool": "echo", "handle": object()})
+
+
+@pytest.mark.parametrize("number", ["NaN", "-Infinity", "1e999999"])
+def test_a_number_json_cannot_carry_is_a_frame_error_naming_the_call(number):
+    frame = ('{"op": "call_tool", "request_id": "r7", "name": "completion", '
+             f'"arguments": {{"messages": [], "top_p": {number}}}}}')  # fmt: skip
+    with pytest.raises(p.FrameError) as caught:
+        p.parse_client_frame(frame)
+    assert caught.value.request_id == "r7" and "NaN, Infinity" in str(caught.value)
+    # The same words in text are text.
+    text = ('{"op": "call_tool", "request_id": "r8", "name": "echo", '
+            '"arguments": {"t": "NaN 1e999"}}')
+    assert p.parse_client_frame(text).arguments == {"t": "NaN 1e999"}

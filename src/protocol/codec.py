@@ -9,6 +9,9 @@ code when that is impossible. Every call's result goes through
 
 from __future__ import annotations
 
+import math
+import re
+
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -38,6 +41,7 @@ from exai.protocol.frames import (
 
 __all__ = [
     "FrameError",
+    "check_finite",
     "describe_validation_error",
     "dump_frame",
     "dump_frame_bytes",
@@ -100,15 +104,47 @@ def describe_validation_error(
     return summary, {"fields": fields}
 
 
+# What may spell a number JSON cannot carry: NaN and Infinity (which pydantic-core's
+# parser takes), or an exponent large enough to overflow a float (1e999999 is read
+# as infinity). Only a frame with one of these is searched for it.
+_NON_FINITE = re.compile(r"NaN|Infinity|\d[eE]\+?\d{3}")
+_NON_FINITE_BYTES = re.compile(rb"NaN|Infinity|\d[eE]\+?\d{3}")
+
+
+def check_finite(raw: str | bytes, value: Any) -> None:
+    """Raise ``ValueError`` when ``value`` (parsed from ``raw``) holds a number JSON
+    cannot carry: no request holding one could be sent on, and encoding it fails
+    only after the call has started."""
+    hint = _NON_FINITE_BYTES if isinstance(raw, bytes) else _NON_FINITE
+    if not hint.search(raw):  # type: ignore[arg-type]
+        return
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError("a number is NaN, Infinity or past the range of a float; JSON "
+                             "carries none of these")  # fmt: skip
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+
+
 def parse_client_frame(text: str | bytes) -> Any:
     """Parse one client frame; raise :class:`FrameError` if it is not a valid one."""
     try:
         # The usual case in one pass of pydantic-core (parser and validator), which
         # bounds nesting depth; what is wrong with a frame that fails is worked out
         # below, step by step, so the error can say it and carry the request_id.
-        return _client_adapter.validate_json(text)
+        frame = _client_adapter.validate_json(text)
     except ValidationError:
         pass
+    else:
+        try:
+            check_finite(text, frame.model_dump() if hasattr(frame, "model_dump") else frame)
+        except ValueError as exc:
+            raise FrameError(str(exc), request_id=getattr(frame, "request_id", None)) from None
+        return frame
     try:
         # pydantic-core's parser: several times faster than json, and it bounds nesting depth.
         obj = from_json(text)

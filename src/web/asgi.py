@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from pydantic_core import from_json
 
+from exai.protocol.codec import check_finite
 from exai.web.model_call import RequestRefused
 
 __all__ = [
@@ -78,12 +79,14 @@ def parse_json(body: bytes) -> Any:
     accepts and no provider request can encode).
     """
     try:
-        return from_json(body)
+        value = from_json(body)
     except ValueError as exc:
         message = str(exc)
         if "hex escape" in message:  # pydantic-core's words for a surrogate left alone
             message += " (\\ud800-\\udfff escapes come only in surrogate pairs)"
         raise ValueError(message) from None
+    check_finite(body, value)
+    return value
 
 
 async def read_json(receive: Receive, headers: dict[str, str], limit: int) -> Any:
@@ -102,9 +105,12 @@ async def read_json(receive: Receive, headers: dict[str, str], limit: int) -> An
     if body is None:
         return None
     try:
-        return parse_json(body)
+        value = parse_json(body)
     except ValueError as exc:
         raise RequestRefused(f"the request body is not valid JSON: {exc}") from None
+    if value is None:  # None is how a client that left is told apart
+        raise RequestRefused("the request body is JSON null; send an object")
+    return value
 
 
 async def send_json(

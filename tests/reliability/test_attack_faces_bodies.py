@@ -12,12 +12,11 @@ error), and every refusal of one that is has that shape too; the daemon keeps
 serving (a good request on every face afterwards) and writes no traceback and
 nothing at error level to its log.
 
-Three kinds of body fail that today and have tests of their own, marked
-``xfail(strict=True)`` with the reason: a body that is JSON ``null`` (a 500 and an
-ASGI error in the log on every ``/v1`` face), numbers JSON cannot hold (``NaN``,
-``Infinity``, ``1e999999``: a 500 ``INTERNAL_ERROR`` where they reach a provider
-request), and a body over ``/mcp``'s 4 MiB (the MCP SDK's plain-text 413). The
-generated bodies leave those out, so the run above checks everything else.
+Three kinds of body have tests of their own: a body that is JSON ``null`` and
+numbers JSON cannot hold (``NaN``, ``Infinity``, ``1e999999``), both 400s now, and a
+body over ``/mcp``'s 4 MiB, which the MCP SDK still refuses with a plain-text 413
+(marked ``xfail(strict=True)`` with the reason). The generated bodies leave those
+out, so the run above checks everything else.
 """
 
 from __future__ import annotations
@@ -324,8 +323,6 @@ async def _each_face(tmp_path: Path, emulator: Any, bodies: dict[str, list[bytes
     return problems
 
 
-@pytest.mark.xfail(strict=True, reason="a body that is JSON null is taken for a client that left: "
-                   "/v1/* answer 500 (asgi.read_json returns None for both)")  # fmt: skip
 async def test_a_body_that_is_json_null_is_a_4xx_on_every_face(tmp_path, emulator, figures):
     bodies = {face: [b"null", b" null ", b"null\n"] for face in FACES}
     problems = await _each_face(tmp_path, emulator, bodies, "null_body", figures)
@@ -344,14 +341,6 @@ _NON_FINITE_TEMPLATES = {
 }  # fmt: skip
 
 
-NON_FINITE = (
-    "NaN, Infinity and 1e999999 parse as floats (pydantic-core's from_json allows them) and fail "
-    "encoding the provider request: 500 INTERNAL_ERROR 'Out of range float values are not JSON "
-    "compliant'"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=NON_FINITE)
 async def test_numbers_json_cannot_hold_are_a_4xx_on_every_face(tmp_path, emulator, figures):
     raws = ["NaN", "Infinity", "-Infinity", "1e999999", "-1e999999"]
     bodies = {face: [json.dumps(t).replace(f'"{_MARK}"', raw).encode() for raw in raws]

@@ -77,3 +77,25 @@ async def test_every_face_refuses_a_body_it_cannot_serve_with_a_400(
         message = _message(shape, json.loads(text))
         assert named[0] in message or (face == "mcp-handshake" and named[-1] in message), text
     assert emulator.requests == []
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [("null", "JSON null"), *[(json.dumps({"model": "kimi-k2.6", "x": 1}).replace("1}", f"{n}}}"),
+                               "NaN, Infinity") for n in ("NaN", "-Infinity", "1e999999")]],
+    ids=["null", "nan", "minus-infinity", "overflowing"],
+)
+async def test_a_null_body_or_a_number_json_cannot_carry_is_a_400_on_every_v1_face(
+    tmp_path, emulator, body, named
+):
+    # JSON null once read as a client that had left (a 500); NaN, Infinity and an
+    # exponent past a float's range reached the provider request and failed there.
+    async with faces_daemon(tmp_path, emulator) as daemon, httpx.AsyncClient(timeout=30) as http:
+        for face in ("chat", "messages", "count_tokens", "responses"):
+            path, _, _, shape = FACES[face]
+            headers = {"Authorization": f"Bearer {TOKENS['alice']}",
+                       "Content-Type": "application/json"}  # fmt: skip
+            answer = await http.post(base_url(daemon, path), content=body, headers=headers)
+            assert answer.status_code == 400, (face, answer.text[:300])
+            assert named in _message(shape, answer.json()), (face, answer.text[:300])
+    assert emulator.requests == []
