@@ -457,6 +457,12 @@ LAYOUT: list[tuple[str, str, list[tuple[str, str]]]] = [
             ("host_controls_passed", "loopback controls passed"),
         ],
     ),
+    # The model faces' attack families: every figure each records, under its name.
+    ("attack_faces_budget", "Attacks on the model faces: budgets with replayed reasoning", []),
+    ("attack_faces_bodies", "Attacks on the model faces: hostile bodies", []),
+    ("attack_faces_readiness", "Attacks on the model faces: readiness under audit loss", []),
+    ("attack_faces_traces", "Attacks on the model faces: traces without content", []),
+    ("attack_faces_carriers", "Attacks on the model faces: sealed carriers", []),
 ]
 
 
