@@ -92,6 +92,7 @@ def test_a_number_json_cannot_carry_is_a_frame_error_naming_the_call(number):
         p.parse_client_frame(frame)
     assert caught.value.request_id == "r7" and "NaN, Infinity" in str(caught.value)
     # The same words in text are text.
-    text = ('{"op": "call_tool", "request_id": "r8", "name": "echo", '
-            '"arguments": {"t": "NaN 1e999"}}')
+    text = (
+        '{"op": "call_tool", "request_id": "r8", "name": "echo", "arguments": {"t": "NaN 1e999"}}'
+    )
     assert p.parse_client_frame(text).arguments == {"t": "NaN 1e999"}

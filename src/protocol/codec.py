@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError

@@ -182,10 +182,10 @@ class KimiProvider(OpenAICompatibleProvider):
 def _typed(tool: dict[str, Any]) -> dict[str, Any]:
     """A caller's function tool with its parameter schema as Moonshot accepts it."""
     function = tool.get("function")
-    parameters = function.get("parameters") if isinstance(function, dict) else None
-    if not isinstance(parameters, dict):
+    if not isinstance(function, dict) or not isinstance(function.get("parameters"), dict):
         return tool
-    return {**tool, "function": {**function, "parameters": moonshot_parameters(parameters)}}
+    typed = moonshot_parameters(function["parameters"])
+    return {**tool, "function": {**function, "parameters": typed}}
 
 
 def create(settings: Settings) -> KimiProvider:

@@ -266,7 +266,7 @@ def _effort_as_switch(info: ModelInfo, effort: str, off: bool, fitted: Fitted) -
                 note(
                     "reasoning_effort",
                     f"{info.name} has no reasoning_effort, only a thinking switch; {effort!r} "
-                    f"turned thinking {'off' if off else 'on, at the model’s own depth'}",
+                    f"turned thinking {'off' if off else 'on, at its own depth'}",
                 )
             )
         return

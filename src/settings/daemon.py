@@ -191,8 +191,11 @@ class DaemonSettings(BaseModel):
     @field_validator("reasoning_seal_key")
     @classmethod
     def _seal_key_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and value.get_secret_value() and \
-                len(value.get_secret_value().encode()) < 32:
+        if (
+            value is not None
+            and value.get_secret_value()
+            and len(value.get_secret_value().encode()) < 32
+        ):
             raise ValueError("must be at least 32 bytes")
         return value
 

@@ -8,7 +8,6 @@ thread started with a system prompt of its own keeps it instead of
 
 from __future__ import annotations
 
-
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 

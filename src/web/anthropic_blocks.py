@@ -191,9 +191,7 @@ def _user(blocks: list[Any], where: str, role: str, out: Converted) -> list[dict
     return [*tools, {"role": "user", "content": parts}]
 
 
-def _assistant(
-    blocks: list[Any], where: str, out: Converted, carriers: Carriers
-) -> dict[str, Any]:
+def _assistant(blocks: list[Any], where: str, out: Converted, carriers: Carriers) -> dict[str, Any]:
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     reasoning: list[str] = []

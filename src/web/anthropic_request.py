@@ -107,9 +107,7 @@ def served_model(name: str, rules: list[tuple[str, str]]) -> str:
     return name
 
 
-def parse_messages(
-    body: Any, rules: list[tuple[str, str]], carriers: Carriers
-) -> MessagesCall:
+def parse_messages(body: Any, rules: list[tuple[str, str]], carriers: Carriers) -> MessagesCall:
     """The call for a ``/v1/messages`` body; raises :class:`RequestRefused`."""
     body = want_dict(body, "body")
     check_known(body, _FIELDS)

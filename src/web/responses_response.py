@@ -38,6 +38,7 @@ __all__ = ["ResponseStream", "response_body"]
 # Finish reasons that leave a response incomplete, and the reason the API names.
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
+
 def _usage(result: CallToolResult | None) -> dict[str, Any] | None:
     if result is None:
         return None

@@ -169,7 +169,8 @@ async def test_the_reasoning_exai_puts_back_on_a_tool_round_is_held_too(
                       f'[models."{MODEL}".price]\ncurrency = "USD"\ninput = "100"\n'
                       'output = "0"\n')  # fmt: skip
     settings = make_settings(tmp_path, models_file=models, budgets="alice=1 USD/day",
-                             ws_tokens=f"alice={TOKEN}", **emulated_providers(emulator))  # fmt: skip
+                             ws_tokens=f"alice={TOKEN}",
+                             **emulated_providers(emulator))  # fmt: skip
     emulator.script({"tool_calls": [{"name": "read_file", "arguments": {"path": "a"}}],
                      "reasoning": "ponder " * 20_000})  # fmt: skip
     ask = [{"role": "user", "content": "read a"}]

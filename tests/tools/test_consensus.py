@@ -148,7 +148,8 @@ async def test_the_exchange_continues_a_conversation(settings, emulator, client_
     ("models", "extra", "code", "named"),
     [
         ([{"model": GLM, "stance": "for"}, {"model": "glm-5.1-latest", "stance": "for"}], {},
-         ErrorCode.VALIDATION_ERROR, "duplicate stance: glm-5.1-latest is asked for stance 'for' twice"),
+         ErrorCode.VALIDATION_ERROR,
+         "duplicate stance: glm-5.1-latest is asked for stance 'for' twice"),
         ([{"model": KIMI}, {"model": KIMI}], {}, ErrorCode.VALIDATION_ERROR, "'neutral' twice"),
         ([{"model": KIMI}, {"model": "gpt-17"}], {}, ErrorCode.VALIDATION_ERROR, "gpt-17"),
         ([{"model": KIMI}], {}, ErrorCode.VALIDATION_ERROR, "models"),

@@ -81,8 +81,13 @@ async def test_every_face_refuses_a_body_it_cannot_serve_with_a_400(
 
 @pytest.mark.parametrize(
     ("body", "named"),
-    [("null", "JSON null"), *[(json.dumps({"model": "kimi-k2.6", "x": 1}).replace("1}", f"{n}}}"),
-                               "NaN, Infinity") for n in ("NaN", "-Infinity", "1e999999")]],
+    [
+        ("null", "JSON null"),
+        *[
+            (json.dumps({"model": "kimi-k2.6", "x": 1}).replace("1}", f"{n}}}"), "NaN, Infinity")
+            for n in ("NaN", "-Infinity", "1e999999")
+        ],
+    ],
     ids=["null", "nan", "minus-infinity", "overflowing"],
 )
 async def test_a_null_body_or_a_number_json_cannot_carry_is_a_400_on_every_v1_face(
