@@ -86,14 +86,27 @@ async def test_every_span_of_a_call_that_succeeds_has_status_ok(
 async def test_a_streamed_call_records_the_time_to_first_chunk(
     tmp_path, emulator, spans, client_factory
 ):
-    async with running_daemon(_settings(tmp_path, emulator)) as daemon:
-        client = await client_factory(daemon)
-        res = await client.call("chat", {"prompt": "stream it", "model": "glm-4.6"}, stream=True)
+    # The emulator waits before its answer begins and after each chunk it sends, so the
+    # first chunk comes no sooner than the first wait, and two waits at least follow it
+    # (its own, and the last chunk's) before the span ends: bounds the script sets, not
+    # the machine's speed.
+    before_first, after_each = 0.3, 0.15
+    emulator.script({"text": "first and then the rest", "latency_ms": before_first * 1000})
+    emulator.configure(chunk_delay_ms=after_each * 1000)
+    try:
+        async with running_daemon(_settings(tmp_path, emulator)) as daemon:
+            client = await client_factory(daemon)
+            res = await client.call("chat", {"prompt": "stream it", "model": "glm-4.6"},
+                                    stream=True)  # fmt: skip
+    finally:
+        emulator.reset()
     assert res.error is None, res.error
     model = spans.one("chat glm-4.6")
     assert model.attributes["gen_ai.provider.name"] == "z_ai"
     assert model.attributes["gen_ai.request.stream"] is True
-    assert model.attributes["gen_ai.response.time_to_first_chunk"] >= 0
+    first_chunk_s = model.attributes["gen_ai.response.time_to_first_chunk"]
+    span_s = (model.end_time - model.start_time) / 1e9
+    assert before_first <= first_chunk_s <= span_s - 2 * after_each
 
 
 async def test_a_traceparent_on_the_frame_becomes_the_parent(
