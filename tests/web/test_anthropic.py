@@ -178,7 +178,9 @@ async def test_a_client_that_leaves_mid_stream_cancels_the_call(tmp_path, emulat
             await asyncio.sleep(0.05)
         metrics = daemon.core.metrics.render().decode()
     assert 'exai_calls_total{status="CANCELLED",tool="completion"} 1.0' in metrics
-    assert json.dumps(body)  # the request was a plain Messages API request
+    # One streamed provider request for the question, not retried once the client left.
+    (sent,) = emulator.requests
+    assert sent["body"]["stream"] is True and sent["body"]["messages"][-1] == ASK[-1]
 
 
 async def test_a_spent_budget_is_refused_before_any_provider_request(tmp_path, emulator):
