@@ -8,13 +8,17 @@ on one session at once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from exai.auth import issue_token
+from exai.web import app as web_app
+from exai.web.session_book import SessionBook
 from tests.web.helpers import SECRET, mcp_daemon, mcp_url
 
 ALICE = issue_token(SECRET, sub="alice", ttl_s=600)
@@ -124,19 +128,36 @@ async def test_the_daemons_total_cap_is_503_naming_its_setting(tmp_path: Path):
     assert "EXAI_MCP_MAX_SESSIONS=2" in refused.json()["error"]["message"]
 
 
-async def test_an_idle_session_expires_and_frees_its_place(tmp_path: Path):
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_an_idle_session_expires_and_frees_its_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # The daemon's book on a hand-turned clock; the SDK ends the session on the same
+    # setting by its own timer, which at 30 s does not run out during the test.
+    clock = Clock()
+    monkeypatch.setattr(web_app, "SessionBook", functools.partial(SessionBook, clock=clock))
     async with (
-        mcp_daemon(tmp_path, mcp_max_sessions_per_principal=1, mcp_session_idle_s=0.5) as daemon,
+        mcp_daemon(tmp_path, mcp_max_sessions_per_principal=1, mcp_session_idle_s=30) as daemon,
         httpx.AsyncClient(timeout=10) as http,
     ):
         url = mcp_url(daemon)
         first = await open_session(http, url, ALICE)
-        assert (await http.post(url, json=INIT, headers=_headers(ALICE))).status_code == 429
-        await asyncio.sleep(1.5)
-        gone = await call_echo(http, url, ALICE, first, "too late")
+        clock.now += 30  # idle exactly as long as it may be: still held
+        held = await http.post(url, json=INIT, headers=_headers(ALICE))
+        clock.now += 0.5
         second = await open_session(http, url, ALICE)
-    assert gone.status_code == 404
-    assert second != first
+        book = daemon.web.mcp_sessions
+        owners = book.owner(first), book.owner(second)
+    assert held.status_code == 429
+    assert second != first and owners == (None, "alice")
+    assert daemon.web.mcp.session_idle_timeout == 30
 
 
 async def test_one_standalone_stream_per_session_the_rest_409(tmp_path: Path):
