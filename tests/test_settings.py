@@ -173,3 +173,12 @@ def test_changed_names_the_source_that_wins_and_leaves_defaults_out(monkeypatch)
     rows = {name: (value, where) for name, value, where in changed(settings, sources)}
     assert rows == {"EXAI_WS_PORT": (9001, "the environment"),
                     "GLM_API_KEY": ("****", "the environment, as ZAI_API_KEY")}  # fmt: skip
+
+
+def test_the_http_faces_are_turned_off_by_name_and_an_empty_value_is_the_default(monkeypatch):
+    from exai.settings import load_settings
+
+    monkeypatch.setenv("EXAI_HTTP_PORT", "off")
+    assert load_settings().http_port is None
+    monkeypatch.setenv("EXAI_HTTP_PORT", "")
+    assert load_settings().http_port == 8078

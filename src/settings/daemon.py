@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
@@ -28,7 +28,7 @@ class DaemonSettings(BaseModel):
     http_port: int | None = _daemon(
         8078,
         "Port for the HTTP faces (MCP at /mcp, OpenAI-compatible /v1) on EXAI_WS_HOST; "
-        "empty turns them off.",
+        "off turns them off.",
         ge=0,
         le=65535,
     )
@@ -186,6 +186,15 @@ class DaemonSettings(BaseModel):
     def _tokens_valid(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None:
             parse_token_list(value.get_secret_value())
+        return value
+
+    @field_validator("http_port", mode="before")
+    @classmethod
+    def _http_port_off(cls, value: Any) -> Any:
+        # An empty value means "not set" for every setting (the default port); the HTTP
+        # faces are turned off by name.
+        if isinstance(value, str) and value.strip().lower() == "off":
+            return None
         return value
 
     @field_validator("reasoning_seal_key")
