@@ -13,6 +13,7 @@ is all a face receives; which faces exist is the composition root's business
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -252,6 +253,11 @@ class Core:
             out["audit"] = audit_stats()
         if self.cluster is not None:
             out["cluster"] = dict(self.cluster.stats)
+        if self.shared_reasoning is not None:
+            cache = self.shared_reasoning.cache
+            out["tool_reasoning"] = {"bytes": cache.bytes_held, "rounds": len(cache),
+                                     **dataclasses.asdict(cache.stats),
+                                     **self.shared_reasoning.stats}  # fmt: skip
         trace_stats = tracing_setup.export_stats()
         if tracing_state.tracer is not None and trace_stats is not None:
             out["tracing"] = trace_stats.as_dict()
@@ -293,6 +299,17 @@ class Core:
             for key in ("resumed", "lookups", "results_written", "sync_failures"):
                 m.gauge(f"exai_cluster_{key}", f"Shared-state {key.replace('_', ' ')} since start",
                         lambda key=key: cluster.stats[key])  # fmt: skip
+        shared_reasoning = self.shared_reasoning
+        if shared_reasoning is not None:
+            cache = shared_reasoning.cache
+            m.gauge("exai_tool_reasoning_bytes", "Bytes of tool-round reasoning held in memory",
+                    lambda: cache.bytes_held)  # fmt: skip
+            m.gauge("exai_tool_reasoning_store_reads",
+                    "Reads of the store for tool rounds memory did not hold, since start",
+                    lambda: cache.stats.loads)  # fmt: skip
+            m.gauge("exai_tool_reasoning_write_failures",
+                    "Failed writes of tool-round reasoning to the store, since start",
+                    lambda: shared_reasoning.stats["write_failures"])  # fmt: skip
         trace_stats = tracing_setup.export_stats()
         if trace_stats is not None:
             m.gauge("exai_trace_spans_exported", "Spans the trace exporter delivered",

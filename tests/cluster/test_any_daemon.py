@@ -139,7 +139,7 @@ async def test_a_thinking_kimi_tool_loop_keeps_its_reasoning_on_the_other_daemon
             messages += [returned(choice.message),
                          {"role": "tool", "tool_call_id": call.id, "content": "hello"}]  # fmt: skip
         assert choice.message.content == "The notes say hello."
-        loaded = [d.core.services.providers.tool_reasoning.stats.loaded for d in pair.daemons]
+        loaded = [d.core.stats()["tool_reasoning"]["loaded"] for d in pair.daemons]
         await _a_draining_daemon_gets_no_more_requests(pair)
 
     sent = kimi_requests(emulator)
