@@ -26,6 +26,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from exai.cluster.writer import stop_then_write
 from exai.logs import get_logger
 from exai.providers.tool_reasoning import KeptReasoning, ToolReasoning
 from exai.store.reasoning import ReasoningRow
@@ -68,17 +69,8 @@ class SharedReasoning:
 
     async def aclose(self) -> None:
         """Stop the writer after writing what is queued (a graceful shutdown loses nothing)."""
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
-        try:
-            await self.write()
-        except Exception:
-            log.warning("last write of kept tool-round reasoning failed", exc_info=True)
+        task, self._task = self._task, None
+        await stop_then_write(task, self.write, "write of kept tool-round reasoning")
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()

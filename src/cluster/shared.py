@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 
 from exai.cluster.rates import WindowCounts
 from exai.cluster.results import Outcome, last_per_call, worth_sharing
+from exai.cluster.writer import stop_then_write
 from exai.logs import get_logger
 
 __all__ = ["ClusterState", "SharedResult", "SharedSession"]
@@ -150,17 +151,8 @@ class ClusterState:
 
     async def aclose(self) -> None:
         """Stop the writer after writing what is pending (a graceful shutdown loses nothing)."""
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
-        try:
-            await self.sync()
-        except Exception:
-            log.warning("last cluster synchronization failed", exc_info=True)
+        task, self._task = self._task, None
+        await stop_then_write(task, self.sync, "cluster synchronization")
 
     async def _loop(self) -> None:
         while True:

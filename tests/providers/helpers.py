@@ -6,7 +6,17 @@ from typing import Any
 
 from exai.providers.retry import RetryPolicy
 
-__all__ = ["FAST_RETRY", "overlapping", "user"]
+__all__ = ["FAST_RETRY", "READ", "overlapping", "user"]
+
+# A caller's function tool, as agents declare one.
+READ = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read a file",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+    },
+}
 
 # Retries exactly as the policy makes them, with backoff short enough for a test suite.
 FAST_RETRY = RetryPolicy(max_retries=3, initial_backoff_s=0.01, max_backoff_s=0.05)

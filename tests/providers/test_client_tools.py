@@ -16,16 +16,8 @@ from exai.providers.glm import GLMProvider
 from exai.providers.kimi import KimiProvider
 from exai.providers.openai_compat import OpenAICompatibleProvider
 
-from .helpers import user
+from .helpers import READ, user
 
-READ = {
-    "type": "function",
-    "function": {
-        "name": "read_file",
-        "description": "Read a file",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-    },
-}
 GREP = {
     "type": "function",
     "function": {

@@ -16,16 +16,8 @@ from exai.providers import ChatRequest, ProviderRegistry
 from exai.providers.kimi import KimiProvider
 from exai.settings import Settings
 
-from .helpers import user
+from .helpers import READ, user
 
-READ = {
-    "type": "function",
-    "function": {
-        "name": "read_file",
-        "description": "Read a file",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-    },
-}
 NAMED = {"type": "function", "function": {"name": "read_file"}}
 BOTH = {"kimi_api_key": "sk-kimi", "glm_api_key": "glm-key"}
 

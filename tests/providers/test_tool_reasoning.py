@@ -16,14 +16,8 @@ from exai.providers import ChatRequest, ProviderRegistry
 from exai.providers.tool_reasoning import ToolReasoning, round_digests
 from exai.settings import Settings
 
-READ = {
-    "type": "function",
-    "function": {
-        "name": "read_file",
-        "description": "Read a file",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-    },
-}
+from .helpers import READ
+
 STEP = {
     "tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}],
     "reasoning": "I should read the README first",

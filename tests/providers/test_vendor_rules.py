@@ -27,19 +27,10 @@ from exai.providers.glm import GLMProvider
 from exai.providers.kimi import KimiProvider
 from exai.providers.pricing import call_cost
 
-from .helpers import user
+from .helpers import READ, user
 
 BOTH = {"kimi_api_key": "sk-kimi", "glm_api_key": "glm-key"}
 MakeRegistry = Callable[..., ProviderRegistry]
-
-READ = {
-    "type": "function",
-    "function": {
-        "name": "read_file",
-        "description": "Read a file",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-    },
-}
 
 
 def ask(text: str = "hello", **kw: Any) -> ChatRequest:

@@ -18,15 +18,8 @@ from exai.providers import Delta, ProviderRegistry
 from exai.tools.base import Services, ToolContext
 from exai.tools.completion import CompletionInput, CompletionTool
 from tests.conftest import emulated_providers, make_settings, running_daemon
+from tests.providers.helpers import READ
 
-READ = {
-    "type": "function",
-    "function": {
-        "name": "read_file",
-        "description": "Read a file",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-    },
-}
 STEP = {
     "tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}],
     "reasoning": "the README will say",
