@@ -296,3 +296,14 @@ async def test_a_turn_links_to_its_trace(tmp_path, emulator):
     finally:
         tracing.reset()
         provider.shutdown()
+
+
+async def test_the_jobs_page_says_when_a_tokens_scopes_are_why_no_job_can_be_made(
+    tmp_path, emulator
+):
+    async with console(tmp_path, emulator, tool_profile="full") as http:
+        chat_only = issue_token(SECRET, "erin", scopes=["chat"], ttl_s=60)
+        await sign_in(http, chat_only, "/console/jobs")
+        page = (await http.get("/console/jobs")).text
+    assert "Your token&#39;s scopes do not include" in page or "Your token's scopes" in page
+    assert "does not offer the job tools" not in page  # the daemon does offer them

@@ -52,7 +52,7 @@ class _Jobs:
     ) -> Response:
         principal = self.console.principal(request)
         jobs = await self.reads.jobs(principal)
-        offered = {t.name for t in self.console.core.tools(principal)}
+        offered = {t.name for t in self.console.core.tools()}
         threads = await self.reads.threads(principal, limit=50)
         return self.console.page(
             request,
@@ -62,7 +62,10 @@ class _Jobs:
             form=form or {},
             status=status,
             threads=threads,
-            can_schedule="schedule" in offered,
+            # Why jobs cannot be made here, if they cannot: the daemon offers no job
+            # tools, or the signed-in token's scopes leave them out.
+            daemon_offers_jobs="schedule" in offered,
+            scopes_leave_out_jobs=not principal.may_call("schedule"),
         )
 
     async def create(self, request: Request) -> Response:
