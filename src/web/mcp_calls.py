@@ -38,10 +38,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
-from mcp_types import PARSE_ERROR
+from mcp_types import INVALID_REQUEST, PARSE_ERROR
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from exai.web.asgi import disconnected, parse_json, send_json
+from exai.web.asgi import disconnected, headers_of, parse_json, send_json
 
 __all__ = ["STREAM_AFTER_S", "McpEndpoint", "is_modern"]
 
@@ -69,14 +69,26 @@ class McpEndpoint:
     ) -> None:
         self.manager = manager
         self.json_manager = json_manager
+        self.max_body_bytes = max_body_bytes
         # The body is read here, so here too it is bounded as the manager bounds it.
         self._modern_post = RequestBodyLimitMiddleware(self._post, max_body_bytes)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["method"] == "POST" and self._declared_too_large(scope):
+            # Refused in JSON-RPC's shape, in either era: the SDK's own limit (which
+            # still bounds a body sent without a length) answers in plain text.
+            message = f"the request body is over {self.max_body_bytes:,} bytes"
+            error = {"code": INVALID_REQUEST, "message": message}
+            await send_json(send, 413, {"jsonrpc": "2.0", "id": None, "error": error})
+            return
         if scope["method"] == "POST" and is_modern(scope):
             await self._modern_post(scope, receive, send)
         else:
             await self.manager.handle_request(scope, receive, send)
+
+    def _declared_too_large(self, scope: Any) -> bool:
+        length = headers_of(scope).get("content-length", "")
+        return length.isdigit() and int(length) > self.max_body_bytes
 
     async def _post(self, scope: Any, receive: Any, send: Any) -> None:
         manager = self.manager

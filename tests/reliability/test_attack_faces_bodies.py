@@ -12,11 +12,10 @@ error), and every refusal of one that is has that shape too; the daemon keeps
 serving (a good request on every face afterwards) and writes no traceback and
 nothing at error level to its log.
 
-Three kinds of body have tests of their own: a body that is JSON ``null`` and
-numbers JSON cannot hold (``NaN``, ``Infinity``, ``1e999999``), both 400s now, and a
-body over ``/mcp``'s 4 MiB, which the MCP SDK still refuses with a plain-text 413
-(marked ``xfail(strict=True)`` with the reason). The generated bodies leave those
-out, so the run above checks everything else.
+Three kinds of body have tests of their own, since they once failed: a body that
+is JSON ``null`` and numbers JSON cannot hold (``NaN``, ``Infinity``, ``1e999999``),
+both 400s now, and a body over ``/mcp``'s 4 MiB, now a 413 in JSON-RPC's shape. The
+generated bodies leave those out, so the run above checks everything else.
 """
 
 from __future__ import annotations
@@ -349,8 +348,6 @@ async def test_numbers_json_cannot_hold_are_a_4xx_on_every_face(tmp_path, emulat
     assert problems == [], "\n".join(problems)
 
 
-@pytest.mark.xfail(strict=True, reason="/mcp refuses a body over its 4 MiB with the MCP SDK's "
-                   "plain-text 413 'Request body too large', not a JSON-RPC error")  # fmt: skip
 async def test_an_oversize_body_on_mcp_is_refused_in_json_rpcs_shape(tmp_path, emulator, figures):
     big = json.dumps("z" * (MCP_BODY + 10))
     where = {"mcp": ("params", "arguments", "text"), "mcp-handshake": ("params", "clientInfo")}

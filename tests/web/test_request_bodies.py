@@ -104,3 +104,18 @@ async def test_a_null_body_or_a_number_json_cannot_carry_is_a_400_on_every_v1_fa
             assert answer.status_code == 400, (face, answer.text[:300])
             assert named in _message(shape, answer.json()), (face, answer.text[:300])
     assert emulator.requests == []
+
+
+@pytest.mark.parametrize("face", ["mcp", "mcp-handshake"])
+async def test_a_body_over_mcps_limit_is_a_413_in_json_rpcs_shape(tmp_path, emulator, face):
+    from exai.web.mcp import MAX_BODY_BYTES
+
+    path, template, extra, _ = FACES[face]
+    body = json.dumps(template).replace(json.dumps(BAD), json.dumps("z" * (MAX_BODY_BYTES + 1)))
+    async with faces_daemon(tmp_path, emulator) as daemon, httpx.AsyncClient(timeout=30) as http:
+        headers = {"Authorization": f"Bearer {TOKENS['alice']}",
+                   "Content-Type": "application/json", **extra}  # fmt: skip
+        answer = await http.post(base_url(daemon, path), content=body, headers=headers)
+    assert answer.status_code == 413
+    refused = answer.json()  # once the MCP SDK's plain text
+    assert refused["jsonrpc"] == "2.0" and "over" in refused["error"]["message"]
