@@ -30,7 +30,7 @@ This module holds only interfaces and depends on nothing above the foundation.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from exai.admission import Admission
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     )
     from exai.settings import Settings
 
-__all__ = ["Caller", "Port", "Reads", "SessionHandle", "SignInStore"]
+__all__ = ["Caller", "Port", "Reads", "SessionHandle", "SignInRow", "SignInStore"]
 
 
 class SessionHandle(Protocol):
@@ -193,18 +193,26 @@ class Reads(Protocol):
         ...
 
 
+class SignInRow(NamedTuple):
+    id_hash: str
+    principal: str  # JSON
+    csrf: str
+    created_at: float
+    expires_at: float
+    flashes: str  # JSON list of [kind, text]
+
+
 class SignInStore(Protocol):
     """Where the console's sign-ins outlive one daemon's memory: the conversation
-    store (rows are ``exai.store.sign_ins.SignInRow``, keyed by a digest of the
-    cookie)."""
+    store (rows keyed by a digest of the cookie)."""
 
     # Other daemons use it too: what one daemon's memory holds may have been signed
     # out elsewhere, so the console checks it on every request.
     shared: bool
 
-    async def put_sign_in(self, row: Any) -> None: ...
+    async def put_sign_in(self, row: SignInRow) -> None: ...
 
-    async def sign_in_row(self, id_hash: str) -> Any: ...
+    async def sign_in_row(self, id_hash: str) -> SignInRow | None: ...
 
     async def set_sign_in_flashes(self, id_hash: str, flashes: str) -> None: ...
 

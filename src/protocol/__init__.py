@@ -27,9 +27,11 @@ from exai.protocol.codec import (
     parse_server_frame,
 )
 from exai.protocol.frames import (
+    EFFORTS,
     PROTOCOL_VERSION,
     SESSION_ID_PATTERN,
     TRACEPARENT_PATTERN,
+    UUID_PATTERN,
     CallToolAck,
     CallToolFrame,
     CallToolResult,
@@ -48,6 +50,7 @@ from exai.protocol.frames import (
     PingFrame,
     PongFrame,
     ProgressFrame,
+    ReasoningEffort,
     ResultMetadata,
     ServerFrame,
     ServerInfo,
@@ -57,9 +60,11 @@ from exai.protocol.frames import (
 )
 
 __all__ = [
+    "EFFORTS",
     "PROTOCOL_VERSION",
     "SESSION_ID_PATTERN",
     "TRACEPARENT_PATTERN",
+    "UUID_PATTERN",
     "CallToolAck",
     "CallToolFrame",
     "CallToolResult",
@@ -79,6 +84,7 @@ __all__ = [
     "PingFrame",
     "PongFrame",
     "ProgressFrame",
+    "ReasoningEffort",
     "ResultMetadata",
     "ServerFrame",
     "ServerInfo",

@@ -8,7 +8,7 @@ serializes (see :mod:`exai.protocol.codec`), and nothing knows about sockets.
 from __future__ import annotations
 
 from enum import IntEnum, StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -45,6 +45,13 @@ __all__ = [
 
 PROTOCOL_VERSION = 1
 SESSION_ID_PATTERN = r"^[A-Za-z0-9_-]{3,64}$"
+# A thread's id (``continuation_id``), as every tool and face checks it.
+UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+# How hard a model reasons, least to most, as the OpenAI, Anthropic and Z.ai APIs name
+# the levels between them; each model takes some of them (the catalogue's
+# reasoning_efforts), and exai maps the others onto those.
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+EFFORTS: tuple[str, ...] = get_args(ReasoningEffort)
 # W3C Trace Context: version-traceid-parentid-flags, lower-case hex; a later
 # version may add fields after the flags.
 TRACEPARENT_PATTERN = r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-[^\s]*)?$"

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from exai.protocol import EFFORTS
 from exai.providers.reasoning import ReplayRule
 
 __all__ = [
@@ -37,11 +38,6 @@ __all__ = [
     "Provider",
     "Usage",
 ]
-
-
-# Reasoning effort levels, least to most, as the OpenAI, Anthropic and Z.ai APIs name
-# them between them; a model takes some of them (the catalogue's reasoning_efforts).
-EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 
 
 @dataclass(slots=True)

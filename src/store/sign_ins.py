@@ -16,12 +16,14 @@ in schema version 9.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
 
+from exai.port import SignInRow
 from exai.store.executor import Executor
 from exai.store.sql_base import SqlBase
 
 __all__ = ["POSTGRES_TABLE", "SQLITE_TABLE", "SignInRow", "SignInRows"]
+
+# The row is the port's type (faces read it); the store keeps it.
 
 SQLITE_TABLE = """
 CREATE TABLE console_sessions (
@@ -49,15 +51,6 @@ CREATE INDEX console_sessions_expires ON {s}.console_sessions(expires_at);
 
 _COLUMNS = "id_hash, principal, csrf, created_at, expires_at, flashes"
 _INSERT = f"INSERT INTO {{p}}console_sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
-
-
-class SignInRow(NamedTuple):
-    id_hash: str
-    principal: str  # JSON
-    csrf: str
-    created_at: float
-    expires_at: float
-    flashes: str  # JSON list of [kind, text]
 
 
 class SignInRows(SqlBase):

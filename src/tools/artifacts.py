@@ -30,9 +30,9 @@ from pydantic_core import to_json
 
 from exai.errors import ValidationError_
 from exai.logs import get_logger
+from exai.protocol import UUID_PATTERN
 from exai.store.tokens import MAX_CHARS_PER_TOKEN, estimator_for
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
-from exai.tools.chat import UUID_PATTERN
 
 __all__ = [
     "ARTIFACT_TOOL",

@@ -11,12 +11,12 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
+from exai.protocol import UUID_PATTERN
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
 from exai.tools.turn import ReasoningEffort, ThinkingMode, TurnRequest, run_turn
 
 __all__ = ["TOOLS", "ChatInput", "ChatTool"]
 
-UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 CONTINUE_CONVERSATION = (
     "Continue an earlier exai conversation: the continuation_id a previous result returned. "
     "exai keeps the history, so send only the new message. Omit to start a new one."

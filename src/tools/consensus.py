@@ -32,10 +32,11 @@ from exai.errors import (
     ValidationError_,
 )
 from exai.files import acheck_paths
+from exai.protocol import UUID_PATTERN
 from exai.providers.base import Usage
 from exai.providers.pricing import Cost, Spend
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
-from exai.tools.chat import CONTINUE_CONVERSATION, UUID_PATTERN
+from exai.tools.chat import CONTINUE_CONVERSATION
 from exai.tools.turn import TurnRequest, response_cost, run_turn
 
 __all__ = ["TOOLS", "ConsensusInput", "ConsensusTool", "Opinion", "StanceModel", "stance_prompt"]

@@ -18,8 +18,8 @@ import json
 from pydantic import Field
 
 from exai.errors import InternalError
+from exai.protocol import UUID_PATTERN
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
-from exai.tools.chat import UUID_PATTERN
 
 __all__ = ["TOOLS", "ForkInput", "ForkTool"]
 

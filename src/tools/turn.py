@@ -49,6 +49,7 @@ from exai import tracing
 from exai.accounting.ledger import Charge
 from exai.errors import ExaiError, InternalError, ProviderError, ValidationError_
 from exai.files import acheck_paths
+from exai.protocol import ReasoningEffort
 from exai.providers import ChatRequest, ChatResponse, ModelInfo, ModelNeeds, Usage
 from exai.providers.pricing import Cost, call_cost
 from exai.store.base import StoredMessage, Thread
@@ -70,8 +71,6 @@ __all__ = [
 ]
 
 ThinkingMode = Literal["auto", "on", "off"]
-# exai.providers.EFFORTS, as a type the tools' schemas show.
-ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 
 # The thread state entry holding a thread's frozen memory block and its memory ids.
 _MEMORY_BLOCK_KEY = "memory_block"

@@ -31,8 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from exai.tools.chat import UUID_PATTERN
-from exai.tools.turn import ReasoningEffort
+from exai.protocol import UUID_PATTERN, ReasoningEffort
 from exai.web.model_call import (
     ModelCall,
     RequestRefused,

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
-from exai.tools.turn import ReasoningEffort
+from exai.protocol import ReasoningEffort
 from exai.web.model_call import (
     ModelCall,
     Note,

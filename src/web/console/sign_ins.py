@@ -29,8 +29,7 @@ from collections.abc import Callable
 
 from exai.auth import Credential, Principal
 from exai.logs import get_logger
-from exai.port import SignInStore
-from exai.store.sign_ins import SignInRow
+from exai.port import SignInRow, SignInStore
 from exai.web.console.sessions import (
     ConsoleSession,
     ConsoleSessions,
