@@ -32,9 +32,7 @@ from typing import TYPE_CHECKING, Any
 from exai import tracing
 from exai.errors import (
     ExaiError,
-    OverCapacityError,
     ProviderError,
-    RateLimitedError,
     ValidationError_,
 )
 from exai.limits import CapacityLimiter
@@ -42,6 +40,13 @@ from exai.logs import get_logger
 from exai.providers import traced
 from exai.providers.base import ChatRequest, ChatResponse, Delta, Provider
 from exai.providers.catalogue import Catalogue, ModelInfo
+from exai.providers.fallback import (
+    attempt_of,
+    failed_providers,
+    fallback_note,
+    falls_back,
+    with_attempts,
+)
 from exai.providers.params import Fitted, fit_request
 from exai.providers.pricing import call_cost
 from exai.providers.reasoning import replay_messages
@@ -145,25 +150,25 @@ class ModelCalls:
         first_error: ExaiError | None = None
         attempts: list[dict[str, Any]] = []
         for info in self._chain(model_info, request):
-            if first_error is not None and info.provider in _failed(attempts):
+            if first_error is not None and info.provider in failed_providers(attempts):
                 continue
             try:
                 fitted = self.prepare(info, request)
                 response = await self._complete_with(info, request, fitted)
             except ExaiError as exc:
                 self._explain_unserved(info, exc)
-                if first_error is None and not _falls_back(exc):
+                if first_error is None and not falls_back(exc):
                     raise
                 first_error = first_error or exc
-                attempts.append(_attempt(info, exc))
+                attempts.append(attempt_of(info, exc))
                 tracing.event("fallback", {"exai.model": info.name, "error.type": exc.code.value})
                 continue
             if first_error is not None:
                 response.fallback_from = model_info.name
-                response.notes.append(_fallback_note(model_info, info, first_error))
+                response.notes.append(fallback_note(model_info, info, first_error))
             return response
         assert first_error is not None
-        raise _with_attempts(first_error, attempts)
+        raise with_attempts(first_error, attempts)
 
     async def stream(self, request: ChatRequest, model_info: ModelInfo) -> AsyncIterator[Delta]:
         """Deltas from ``model_info``; a fallback model takes over only if the
@@ -171,24 +176,24 @@ class ModelCalls:
         first_error: ExaiError | None = None
         attempts: list[dict[str, Any]] = []
         for info in self._chain(model_info, request):
-            if first_error is not None and info.provider in _failed(attempts):
+            if first_error is not None and info.provider in failed_providers(attempts):
                 continue
             try:
                 fitted = self.prepare(info, request)
             except ValidationError_ as exc:
                 if first_error is None:
                     raise
-                attempts.append(_attempt(info, exc))
+                attempts.append(attempt_of(info, exc))
                 continue
             async with aclosing(self._stream_with(info, request, fitted)) as deltas:
                 try:
                     first = await anext(deltas)
                 except ExaiError as exc:
                     self._explain_unserved(info, exc)
-                    if first_error is None and not _falls_back(exc):
+                    if first_error is None and not falls_back(exc):
                         raise
                     first_error = first_error or exc
-                    attempts.append(_attempt(info, exc))
+                    attempts.append(attempt_of(info, exc))
                     tracing.event("fallback", {"exai.model": info.name,
                                                "error.type": exc.code.value})  # fmt: skip
                     continue
@@ -199,13 +204,13 @@ class ModelCalls:
                         delta.response.fallback_from = fallback_from
                         if first_error is not None:
                             delta.response.notes.append(
-                                _fallback_note(model_info, info, first_error)
+                                fallback_note(model_info, info, first_error)
                             )
                     yield delta
                     delta = await anext(deltas, None)
                 return
         assert first_error is not None
-        raise _with_attempts(first_error, attempts)
+        raise with_attempts(first_error, attempts)
 
     def _explain_unserved(self, info: ModelInfo, exc: ExaiError) -> None:
         """A vendor's 404 for a model the catalogue thinks current: it has most likely
@@ -360,51 +365,6 @@ async def _closing(deltas: AsyncIterator[Delta]) -> AsyncIterator[AsyncIterator[
         aclose = getattr(deltas, "aclose", None)
         if aclose is not None:
             await aclose()
-
-
-# Failures of one vendor that no retry cures but another vendor's model may not share:
-# an account out of balance or quota, a model the vendor no longer serves.
-_FALLBACK_KINDS = frozenset({"balance", "not_found"})
-
-
-def _falls_back(exc: ExaiError) -> bool:
-    """Whether another model might answer: the provider is down, busy or limiting, the
-    account is out of balance, or the vendor no longer serves the model."""
-    if isinstance(exc, (RateLimitedError, OverCapacityError)):
-        return True
-    if not isinstance(exc, ProviderError):
-        return False
-    return exc.retryable or (exc.details or {}).get("kind") in _FALLBACK_KINDS
-
-
-def _fallback_note(first: ModelInfo, answered: ModelInfo, exc: ExaiError) -> dict[str, str]:
-    """What the caller should know when another model answered: which, why, at what price."""
-    price = answered.price
-    rates = (f"{price.currency} {price.input:g} in / {price.output:g} out per 1M tokens"
-             if price is not None else "no published price")  # fmt: skip
-    return {
-        "param": "model",
-        "message": (
-            f"{first.name} could not answer ({exc.code.value}: {exc.message}); "
-            f"{answered.name} answered instead, at its own price ({rates})"
-        ),
-    }
-
-
-def _failed(attempts: list[dict[str, Any]]) -> set[str]:
-    """Providers that failed (a model skipped for its parameters does not count)."""
-    return {a["provider"] for a in attempts if a["code"] != "VALIDATION_ERROR"}
-
-
-def _attempt(info: ModelInfo, exc: ExaiError) -> dict[str, Any]:
-    return {"model": info.name, "provider": info.provider, "code": exc.code.value,
-            "message": exc.message}  # fmt: skip
-
-
-def _with_attempts(exc: ExaiError, attempts: list[dict[str, Any]]) -> ExaiError:
-    if len(attempts) > 1:
-        exc.details = {**(exc.details or {}), "attempts": attempts}
-    return exc
 
 
 def _carries_images(request: ChatRequest) -> bool:

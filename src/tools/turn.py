@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 from exai import tracing
 from exai.accounting.ledger import Charge
-from exai.errors import ExaiError, InternalError, ProviderError, ValidationError_
+from exai.errors import ExaiError, InternalError, ValidationError_
 from exai.files import acheck_paths
 from exai.protocol import ReasoningEffort
 from exai.providers import ChatRequest, ChatResponse, ModelInfo, ModelNeeds, Usage
@@ -58,7 +58,13 @@ from exai.store.tokens import estimator_for
 from exai.tools.attachments import FilesFound, attach, read_attachments
 from exai.tools.base import ToolContext
 from exai.tools.chunker import StreamChunker
-from exai.tools.turn_store import THREAD_PROMPT_KEY, answer_of, input_end, store_turn
+from exai.tools.turn_store import (
+    THREAD_PROMPT_KEY,
+    answer_of,
+    input_end,
+    refuse_unusable,
+    store_turn,
+)
 
 __all__ = [
     "ReasoningEffort",
@@ -200,7 +206,7 @@ async def _run_turn(context: ToolContext, turn: TurnRequest, span: Any) -> TurnR
         request_id=context.request_id,
     )
     response = await ask_model(context, request, info)
-    _refuse_unusable(response)
+    refuse_unusable(response)
 
     text = response.text
     if turn.store_turn:
@@ -238,28 +244,6 @@ async def _run_turn(context: ToolContext, turn: TurnRequest, span: Any) -> TurnR
     if skipped:
         metadata["files_skipped"] = [{"path": p, "reason": r} for p, r in skipped]
     return TurnResult(text, response, info, thread_id, assembled, metadata)
-
-
-def _refuse_unusable(response: ChatResponse) -> None:
-    """An answer the vendor's content filter stopped, or an empty one, is an error, never
-    a turn stored as a plain success: a person reading the thread would take it for the
-    model's answer. The cost of the call stays charged."""
-    if response.finish_reason == "content_filter":
-        raise ProviderError(
-            f"{response.model}'s content filter stopped the answer; nothing was stored. "
-            "Rephrase the request, or ask another model",
-            retryable=False,
-            details={"kind": "content_filter", "model": response.model,
-                     "provider": response.provider},
-        )  # fmt: skip
-    if not response.text.strip() and not response.tool_calls:
-        raise ProviderError(
-            f"{response.model} returned an empty answer (finish_reason "
-            f"{response.finish_reason!r}); nothing was stored. Ask again",
-            retryable=True,
-            details={"kind": "empty_answer", "model": response.model,
-                     "provider": response.provider},
-        )  # fmt: skip
 
 
 def _resolve(providers: Any, model: str | None, needs: ModelNeeds, *, images: bool) -> ModelInfo:

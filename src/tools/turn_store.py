@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from exai.errors import ProviderError
 from exai.providers import ChatResponse
 from exai.store.base import StoredMessage
 from exai.tools.attachments import FilesFound
@@ -18,7 +19,7 @@ from exai.tools.base import ToolContext
 if TYPE_CHECKING:
     from exai.tools.turn import TurnRequest
 
-__all__ = ["THREAD_PROMPT_KEY", "answer_of", "input_end", "store_turn"]
+__all__ = ["THREAD_PROMPT_KEY", "answer_of", "input_end", "refuse_unusable", "store_turn"]
 
 # Audit events carry the message, but not without bound.
 _AUDIT_CONTENT_CHARS = 4000
@@ -84,3 +85,25 @@ def input_end(stored: list[StoredMessage]) -> int:
     """Where the model's messages of a stored turn start: after the user's message
     (and the attachments stored before it)."""
     return next((i + 1 for i, m in enumerate(stored) if m.role == "user"), 1)
+
+
+def refuse_unusable(response: ChatResponse) -> None:
+    """An answer the vendor's content filter stopped, or an empty one, is an error, never
+    a turn stored as a plain success: a person reading the thread would take it for the
+    model's answer. The cost of the call stays charged."""
+    if response.finish_reason == "content_filter":
+        raise ProviderError(
+            f"{response.model}'s content filter stopped the answer; nothing was stored. "
+            "Rephrase the request, or ask another model",
+            retryable=False,
+            details={"kind": "content_filter", "model": response.model,
+                     "provider": response.provider},
+        )  # fmt: skip
+    if not response.text.strip() and not response.tool_calls:
+        raise ProviderError(
+            f"{response.model} returned an empty answer (finish_reason "
+            f"{response.finish_reason!r}); nothing was stored. Ask again",
+            retryable=True,
+            details={"kind": "empty_answer", "model": response.model,
+                     "provider": response.provider},
+        )  # fmt: skip
