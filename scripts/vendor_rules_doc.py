@@ -54,7 +54,7 @@ APPLIED: dict[str, tuple[str, str]] = {
             "`params._search_without_thinking`",
             f"{_P}::test_k26_searches_with_thinking_off_and_says_so, "
             f"{_P}::test_k3_cannot_search"),
-    "K-8": ("`providers.reasoning.replay_messages`, `tool_reasoning.settle_reasoning`",
+    "K-8": ("`providers.reasoning.replay_messages`, `settling.settle_reasoning`",
             "tests/providers/test_tool_reasoning.py::test_an_unknown_round_is_refused_when_"
             "thinking_cannot_be_turned_off"),
     "K-9": ("models.toml `preserved_thinking`; `ReplayRule.all_reasoning`; stored answers "

@@ -51,7 +51,8 @@ from exai.providers.params import Fitted, fit_request
 from exai.providers.pricing import call_cost
 from exai.providers.reasoning import replay_messages
 from exai.providers.routing import ModelNeeds, rank_models
-from exai.providers.tool_reasoning import ToolReasoning, settle_reasoning
+from exai.providers.settling import settle_reasoning
+from exai.providers.tool_reasoning import ToolReasoning
 
 if TYPE_CHECKING:
     from exai.settings import Settings

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ReplayRule", "replay_messages"]
+__all__ = ["ReplayRule", "lacking_reasoning", "reasoning_of", "replay_messages"]
 
 _REASONING_KEYS = ("reasoning_content", "reasoning")
 
@@ -57,7 +57,8 @@ class ReplayRule:
     all_reasoning: bool = False
 
 
-def _reasoning(message: dict[str, Any]) -> str:
+def reasoning_of(message: dict[str, Any]) -> str:
+    """A message's reasoning (``reasoning_content``, or ``reasoning``), "" if none."""
     for key in _REASONING_KEYS:
         value = message.get(key)
         if isinstance(value, str) and value:
@@ -84,7 +85,7 @@ def replay_messages(
             out.append(message)
             continue
         calls = message.get("tool_calls") or []
-        reasoning = _reasoning(message)
+        reasoning = reasoning_of(message)
         leave_out = (
             not client
             and bool(calls)
@@ -105,3 +106,12 @@ def replay_messages(
             cleaned["reasoning_content"] = reasoning
         out.append(cleaned if len(cleaned) != len(message) or keep else message)
     return out
+
+
+def lacking_reasoning(messages: Sequence[dict[str, Any]]) -> list[int]:
+    """Indices of assistant tool-call messages that carry no reasoning."""
+    return [
+        i
+        for i, m in enumerate(messages)
+        if m.get("role") == "assistant" and m.get("tool_calls") and not reasoning_of(m)
+    ]

@@ -46,19 +46,14 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from exai.errors import ValidationError_
 from exai.logs import get_logger
-from exai.providers.base import ChatRequest
-from exai.providers.catalogue import ModelInfo
-from exai.providers.reasoning import ReplayRule
+from exai.providers.reasoning import lacking_reasoning, reasoning_of
 
 __all__ = [
     "KeptReasoning",
     "Load",
     "ToolReasoning",
-    "lacking_reasoning",
     "round_digests",
-    "settle_reasoning",
 ]
 
 log = get_logger("exai.providers")
@@ -122,14 +117,6 @@ def round_digests(owner: str, messages: Sequence[dict[str, Any]]) -> dict[int, b
         if message.get("role") == "assistant" and message.get("tool_calls"):
             keys[index] = running.copy().digest()
     return keys
-
-
-def _reasoning(message: dict[str, Any]) -> str:
-    for key in ("reasoning_content", "reasoning"):
-        value = message.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return ""
 
 
 class KeptReasoning(NamedTuple):
@@ -267,7 +254,7 @@ class ToolReasoning:
         is kept too, so that it is known to have none."""
         if not turn.get("tool_calls") or self.max_bytes <= 0:
             return
-        reasoning = _reasoning(turn)
+        reasoning = reasoning_of(turn)
         running = _seed(owner)
         for message in messages:
             running.update(_unit(message))
@@ -296,7 +283,7 @@ class ToolReasoning:
         unknown: list[int] = []
         now = self._clock()
         for index, key in rounds.items():
-            if _reasoning(messages[index]):
+            if reasoning_of(messages[index]):
                 continue
             entry = self._live(owner, key, now)
             if entry is None:
@@ -359,7 +346,7 @@ class ToolReasoning:
             wanted = [
                 key
                 for index, key in rounds.items()
-                if not _reasoning(messages[index]) and self._live(owner, key, now) is None
+                if not reasoning_of(messages[index]) and self._live(owner, key, now) is None
             ]
             if wanted:
                 missing = await self._read(owner, wanted)
@@ -387,67 +374,3 @@ class ToolReasoning:
                 self._put(owner, row.key, row.reasoning, row.expires_at, row.size)
                 self.stats.loaded += 1
         return missing
-
-
-def lacking_reasoning(messages: Sequence[dict[str, Any]]) -> list[int]:
-    """Indices of assistant tool-call messages that carry no reasoning."""
-    return [
-        i
-        for i, m in enumerate(messages)
-        if m.get("role") == "assistant" and m.get("tool_calls") and not _reasoning(m)
-    ]
-
-
-def settle_reasoning(
-    info: ModelInfo,
-    request: ChatRequest,
-    asked_thinking: bool | None,
-    rule_for: Callable[[ChatRequest], ReplayRule],
-    cache: ToolReasoning | None,
-) -> tuple[ChatRequest, list[dict[str, str]]]:
-    """The caller's messages with their tool rounds' reasoning put back where it is
-    known, and the request adapted (or refused) for the rounds where it is not.
-
-    ``request`` is already fitted to ``info``; ``asked_thinking`` is the caller's
-    own switch (None: the model's default); ``rule_for`` is the vendor's
-    :class:`ReplayRule` for a request.
-    """
-    messages = request.messages
-    unknown = lacking_reasoning(messages)
-    if unknown and cache is not None and request.owner is not None:
-        messages, unknown = cache.restore(request.owner, messages)
-    request.messages = messages
-    lacking = lacking_reasoning(messages)
-    if not lacking:
-        return request, []
-    rule = rule_for(request)
-    if rule.requires_tool_reasoning:
-        where = ", ".join(f"messages[{i}]" for i in lacking)
-        why = (
-            "not known to this daemon (made elsewhere, expired, or not made by exai)"
-            if unknown
-            else "empty (the round was made without thinking)"
-        )
-        if info.thinking == "switchable" and asked_thinking is not True:
-            request.thinking, request.thinks = False, False
-            message = (
-                f"the reasoning of the tool round in {where} is {why}, and {info.name} "
-                "refuses a tool round without reasoning while it thinks; thinking was "
-                "turned off for this request"
-            )
-            return request, [{"param": "thinking", "message": message}]
-        raise ValidationError_(
-            f"{where}: {info.name} refuses an assistant tool-call message without its "
-            f"reasoning while it thinks, and that reasoning is {why}; send "
-            "reasoning_content with it, turn thinking off, or choose a model whose thinking "
-            "can be turned off",
-            details={"param": f"messages[{lacking[0]}]", "messages": lacking},
-        )
-    if rule.tool_reasoning and unknown:
-        where = ", ".join(f"messages[{i}]" for i in unknown)
-        message = (
-            f"the reasoning of the tool round in {where} is not known to this daemon; "
-            "the round was sent without it"
-        )
-        return request, [{"param": f"messages[{unknown[0]}]", "message": message}]
-    return request, []
