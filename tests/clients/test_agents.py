@@ -28,9 +28,11 @@ SECRET = "the secret word is pelican"
 def agent_daemon(
     tmp_path_factory: pytest.TempPathFactory, provider_emulator: EmulatorServer
 ) -> Iterator[DaemonProcess]:
-    daemon = DaemonProcess(
-        tmp_path_factory.mktemp("agent-daemon"), **daemon_env(provider_emulator)
-    ).start()
+    # The daemon keeps no reasoning of its own (EXAI_TOOL_REASONING_MAX_MB=0), so what
+    # reaches the model with a returned tool round came back in the agent's sealed
+    # carrier: Claude Code's thinking signature, Codex's encrypted_content.
+    env = {**daemon_env(provider_emulator), "EXAI_TOOL_REASONING_MAX_MB": "0"}
+    daemon = DaemonProcess(tmp_path_factory.mktemp("agent-daemon"), **env).start()
     yield daemon
     daemon.stop()
 
