@@ -45,7 +45,15 @@ if TYPE_CHECKING:
     )
     from exai.settings import Settings
 
-__all__ = ["Caller", "Port", "Reads", "SessionHandle", "SignInRow", "SignInStore"]
+__all__ = [
+    "Caller",
+    "KeptReasoning",
+    "Port",
+    "Reads",
+    "SessionHandle",
+    "SignInRow",
+    "SignInStore",
+]
 
 
 class SessionHandle(Protocol):
@@ -191,6 +199,20 @@ class Reads(Protocol):
     def settings_view(self, principal: Principal) -> dict[str, Any]:
         """The settings in effect, secrets and URL credentials masked."""
         ...
+
+
+# The rows the shared store keeps for the core: a tool round's reasoning (written by
+# exai.cluster.reasoning for exai.providers.tool_reasoning, kept by exai.store.reasoning)
+# and a console sign-in. Here, below both, so each side uses the one type.
+class KeptReasoning(NamedTuple):
+    """One round's reasoning as the shared store keeps it."""
+
+    key: bytes
+    owner: str
+    reasoning: str
+    size: int  # bytes counted against the owner's budget
+    stored_at: float
+    expires_at: float
 
 
 class SignInRow(NamedTuple):

@@ -28,8 +28,8 @@ from typing import Any
 
 from exai.cluster.writer import stop_then_write
 from exai.logs import get_logger
-from exai.providers.tool_reasoning import KeptReasoning, ToolReasoning
-from exai.store.reasoning import ReasoningRow
+from exai.port import KeptReasoning
+from exai.providers.tool_reasoning import ToolReasoning
 
 __all__ = ["SharedReasoning"]
 
@@ -58,8 +58,8 @@ class SharedReasoning:
         cache.share(self._load, self._wanted.set)
 
     async def _load(self, owner: str, keys: Sequence[bytes]) -> list[KeptReasoning]:
-        rows = await self._store.tool_reasoning(owner, keys)
-        return [KeptReasoning(*row) for row in rows]
+        rows: list[KeptReasoning] = await self._store.tool_reasoning(owner, keys)
+        return rows
 
     def start(self) -> None:
         if self._task is None:
@@ -102,7 +102,7 @@ class SharedReasoning:
         if not pending:
             return
         try:
-            await self._store.put_tool_reasoning([ReasoningRow(*e) for e in pending])
+            await self._store.put_tool_reasoning(pending)
         except BaseException:
             self.cache.requeue(pending)
             raise

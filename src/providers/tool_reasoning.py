@@ -44,9 +44,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from exai.logs import get_logger
+from exai.port import KeptReasoning
 from exai.providers.reasoning import lacking_reasoning, reasoning_of
 
 __all__ = [
@@ -117,17 +118,6 @@ def round_digests(owner: str, messages: Sequence[dict[str, Any]]) -> dict[int, b
         if message.get("role") == "assistant" and message.get("tool_calls"):
             keys[index] = running.copy().digest()
     return keys
-
-
-class KeptReasoning(NamedTuple):
-    """One round's reasoning as the shared store keeps it."""
-
-    key: bytes
-    owner: str
-    reasoning: str
-    size: int  # bytes counted against the owner's budget
-    stored_at: float
-    expires_at: float
 
 
 # Reads the store's entries of an owner among the given keys (one query).

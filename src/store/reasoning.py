@@ -20,12 +20,12 @@ comes with the console's sign-ins (:mod:`exai.store.sign_ins`) in schema version
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
 
+from exai.port import KeptReasoning
 from exai.store.executor import Executor
 from exai.store.sql_base import SqlBase
 
-__all__ = ["POSTGRES_TABLE", "SQLITE_TABLE", "ReasoningRow", "ReasoningRows"]
+__all__ = ["POSTGRES_TABLE", "SQLITE_TABLE", "ReasoningRows"]
 
 SQLITE_TABLE = """
 CREATE TABLE tool_reasoning (
@@ -82,19 +82,10 @@ DELETE FROM {p}tool_reasoning WHERE key IN (
 """
 
 
-class ReasoningRow(NamedTuple):
-    key: bytes
-    owner: str
-    reasoning: str
-    size: int  # bytes counted against the owner's budget
-    stored_at: float
-    expires_at: float
-
-
 class ReasoningRows(SqlBase):
     """Kept tool-round reasoning, on the store's connections (a part of ``SqlStore``)."""
 
-    async def put_tool_reasoning(self, rows: Sequence[ReasoningRow]) -> None:
+    async def put_tool_reasoning(self, rows: Sequence[KeptReasoning]) -> None:
         """Write ``rows`` in one transaction; a row for a key already kept replaces it."""
         if not rows:
             return
@@ -108,7 +99,7 @@ class ReasoningRows(SqlBase):
 
     async def tool_reasoning(
         self, owner: str, keys: Sequence[bytes], now: float | None = None
-    ) -> list[ReasoningRow]:
+    ) -> list[KeptReasoning]:
         """The live rows of ``owner`` among ``keys``; one query."""
         if not keys:
             return []
@@ -124,7 +115,7 @@ class ReasoningRows(SqlBase):
             return rows
 
         return [
-            ReasoningRow(bytes(r[0]), str(r[1]), str(r[2]), int(r[3]), float(r[4]), float(r[5]))
+            KeptReasoning(bytes(r[0]), str(r[1]), str(r[2]), int(r[3]), float(r[4]), float(r[5]))
             for r in await self._read(body)
         ]
 

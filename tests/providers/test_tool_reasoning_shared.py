@@ -21,7 +21,6 @@ from exai.emulators.postgres import TempPostgres
 from exai.providers import tool_reasoning
 from exai.providers.tool_reasoning import ENTRY_OVERHEAD, KeptReasoning, ToolReasoning
 from exai.store.postgres import PostgresStore
-from exai.store.reasoning import ReasoningRow
 from exai.store.sql import SqlStore
 from exai.store.sqlite import SqliteStore
 
@@ -208,8 +207,8 @@ async def store(
     await opened.aclose()
 
 
-def row(owner: str, n: int, *, at: float, expires: float = 10_000.0) -> ReasoningRow:
-    return ReasoningRow(f"{owner}-{n}".encode().ljust(32, b"\0"), owner, f"{owner} {n}", 100,
+def row(owner: str, n: int, *, at: float, expires: float = 10_000.0) -> KeptReasoning:
+    return KeptReasoning(f"{owner}-{n}".encode().ljust(32, b"\0"), owner, f"{owner} {n}", 100,
                         at, expires)  # fmt: skip
 
 
