@@ -72,7 +72,7 @@ def fit_request(info: ModelInfo, request: ChatRequest, support: ParamSupport) ->
     _fit_effort(info, request, fitted)
     out = fitted.request
     if out.web_search and out.thinks and not support.web_search_thinking:
-        _search_without_thinking(info, request, fitted, vendor)
+        _search_without_thinking(info, fitted, vendor)
     if out.top_p is not None and info.fixed_top_p is not None:
         if abs(out.top_p - info.fixed_top_p) > 1e-9:
             raise _refuse(
@@ -213,6 +213,10 @@ def _fit_tools(
             )
 
 
+# Effort levels that mean "no reasoning" to a model whose only knob is a switch.
+_THINKING_OFF = ("none", "minimal")
+
+
 def _fit_effort(info: ModelInfo, asked: ChatRequest, fitted: Fitted) -> None:
     """The caller's reasoning effort as ``info``'s own knob.
 
@@ -229,7 +233,7 @@ def _fit_effort(info: ModelInfo, asked: ChatRequest, fitted: Fitted) -> None:
         return
     if effort not in EFFORTS:
         raise _refuse("reasoning_effort", f"reasoning_effort is one of {', '.join(EFFORTS)}")
-    off = effort in ("none", "minimal")
+    off = effort in _THINKING_OFF
     if asked.thinking is not None and asked.thinking == off:
         raise _refuse(
             "reasoning_effort",
@@ -281,14 +285,13 @@ def _effort_as_switch(info: ModelInfo, effort: str, off: bool, fitted: Fitted) -
     )
 
 
-def _search_without_thinking(
-    info: ModelInfo, asked: ChatRequest, fitted: Fitted, vendor: str
-) -> None:
+def _search_without_thinking(info: ModelInfo, fitted: Fitted, vendor: str) -> None:
     """Web search on a vendor whose search refuses a thinking model: thinking off for
     the request where it can be switched off and the caller did not ask for it."""
     out = fitted.request
-    # Thinking asked for, by the switch or by an effort level above "minimal".
-    wanted = asked.thinking is True or asked.reasoning_effort not in (None, "none", "minimal")
+    # The fitted request says what the caller asked for: its own thinking switch, or
+    # an effort level as the model takes it (see _fit_effort); unset is the default.
+    wanted = out.thinking is True or out.reasoning_effort not in (None, "none")
     if info.thinking == "switchable" and not wanted:
         out.thinking, out.thinks = False, False
         fitted.notes.append(note("thinking", f"{vendor}'s web search needs thinking off; "
