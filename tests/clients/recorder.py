@@ -40,6 +40,16 @@ class RecordingProxy(ThreadedApp):
         async def forward(request: Request) -> Response:
             body = await request.body()
             headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+            # Kept as it arrives, not once answered: an agent that exits while exai is
+            # still retrying one of its requests (opencode's title) has still sent it.
+            exchange: dict[str, Any] = {
+                "path": request.url.path,
+                "status": None,
+                "request": _json(body),
+                "response": b"",
+            }
+            with self._lock:
+                self.exchanges.append(exchange)
             client = httpx.AsyncClient(timeout=None)
             upstream = await client.send(
                 client.build_request(
@@ -51,14 +61,7 @@ class RecordingProxy(ThreadedApp):
                 ),
                 stream=True,
             )
-            exchange: dict[str, Any] = {
-                "path": request.url.path,
-                "status": upstream.status_code,
-                "request": _json(body),
-                "response": b"",
-            }
-            with self._lock:
-                self.exchanges.append(exchange)
+            exchange["status"] = upstream.status_code
 
             async def relay() -> AsyncIterator[bytes]:
                 try:
