@@ -7,7 +7,8 @@ names, or ``"*"``; scopes restrict which tools the principal may call) and
 ``exai_budget`` (``{amount, currency, period}``: what the principal may spend
 per UTC day or month, see :mod:`exai.settings.values`) and ``exai_memory``
 (true or false: whether the model faces bring the principal's memories, over
-``EXAI_FACES_MEMORY``).
+``EXAI_FACES_MEMORY``) and ``exai_sessions`` (true or false: whether its model-face
+requests are kept as agent sessions, over ``EXAI_FACES_SESSIONS``).
 
 A principal is an *operator* when a JWT gives it the scope ``exai:admin``
 (:data:`ADMIN_SCOPE`) or ``EXAI_ADMIN_PRINCIPALS`` names it (:func:`is_admin`):
@@ -103,6 +104,8 @@ class Principal:
     budget: Budget | None = None  # from the token; None: EXAI_BUDGETS decides
     expires_at: float | None = None  # a JWT's exp; what is made from it must not outlive it
     memory: bool | None = None  # memory on the model faces, from the token; None: settings
+    # Whether its model-face requests are kept as agent sessions; None: settings
+    sessions: bool | None = None
     # Not part of who the principal is: two tokens of one principal are the same principal.
     credential: Credential | None = field(default=None, compare=False)
 
@@ -242,11 +245,15 @@ def _principal_from_claims(claims: dict[str, Any]) -> Principal:
             budget = parse_budget(claims["exai_budget"], "exai_budget")
         except ValueError as exc:
             raise UnauthorizedError(f"invalid token: {exc}") from None
-    memory = claims.get("exai_memory")
-    if memory is not None and not isinstance(memory, bool):
-        raise UnauthorizedError("invalid token: exai_memory must be true or false")
+    switches = {}
+    for claim in ("exai_memory", "exai_sessions"):
+        value = claims.get(claim)
+        if value is not None and not isinstance(value, bool):
+            raise UnauthorizedError(f"invalid token: {claim} must be true or false")
+        switches[claim] = value
     exp = claims.get("exp")
-    return Principal(sub, scopes=scope_set, method="jwt", budget=budget, memory=memory,
+    return Principal(sub, scopes=scope_set, method="jwt", budget=budget,
+                     memory=switches["exai_memory"], sessions=switches["exai_sessions"],
                      expires_at=float(exp) if exp is not None else None)  # fmt: skip
 
 
@@ -257,6 +264,7 @@ def issue_token(
     ttl_s: float = 3600.0,
     budget: Budget | None = None,
     memory: bool | None = None,
+    sessions: bool | None = None,
 ) -> str:
     now = int(time.time())
     claims: dict[str, object] = {"sub": sub, "iat": now, "nbf": now, "exp": now + int(ttl_s)}
@@ -266,4 +274,6 @@ def issue_token(
         claims["exai_budget"] = budget_to_claim(budget)
     if memory is not None:
         claims["exai_memory"] = memory
+    if sessions is not None:
+        claims["exai_sessions"] = sessions
     return jwt.encode(claims, secret, algorithm="HS256")

@@ -3,8 +3,9 @@
 Kept apart from the server so tests can build a daemon around services of their
 choosing, and so the order of start-up and shutdown is written down once: the
 audit trail first (everything else reports to it), then the conversation store,
-then the ledger that keeps cost rows in it, then the providers; closing runs in
-reverse, so the ledger writes its last rows while the store is open, and the
+then the ledger that keeps cost rows in it and the keeper of agent sessions, then
+the providers; closing runs in reverse, so the ledger and the keeper write their
+last rows while the store is open, and the
 audit trail hears about everything that happened before it flushes to its outbox.
 """
 
@@ -21,6 +22,7 @@ from exai.providers import ProviderRegistry
 from exai.settings import Settings
 from exai.store import open_store
 from exai.tools.base import NullAudit, Services
+from exai.tools.session_keeper import SessionKeeper
 
 __all__ = ["build_services", "close_services", "open_jobs"]
 
@@ -48,6 +50,8 @@ async def build_services(settings: Settings) -> Services:
         instance_id = getattr(partial.audit, "instance_id", None) or default_instance_id()
         partial.ledger = Ledger(store, parse_budgets(settings.budgets), instance_id=instance_id)
         partial.ledger.start()
+        partial.sessions = SessionKeeper(store)
+        partial.sessions.start()
         opening = "the providers (EXAI_MODELS_FILE, EXAI_ROUTING_RULES)"
         partial.providers = providers = ProviderRegistry.from_settings(
             settings, emit=partial.audit.emit
@@ -76,7 +80,7 @@ async def build_services(settings: Settings) -> Services:
 
 
 async def close_services(services: Services) -> None:
-    for name in ("providers", "memory", "ledger", "store"):
+    for name in ("providers", "memory", "sessions", "ledger", "store"):
         resource = getattr(services, name, None)
         if resource is not None:
             try:

@@ -15,7 +15,8 @@ __all__ = ["SettingsError", "default_text", "env_example", "group_of", "load_set
 # List settings whose default (empty) is the same on every machine.
 _LIST_DEFAULTS = frozenset({"tools_allow", "tools_deny", "openai_compat_models", "fallback_models",
                             "allowed_origins", "memory_embedding_providers",
-                            "jobs_notify_hosts", "admin_principals", "faces_memory"})  # fmt: skip
+                            "jobs_notify_hosts", "admin_principals", "faces_memory",
+                            "faces_sessions"})  # fmt: skip
 
 
 def env_example() -> str:

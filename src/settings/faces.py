@@ -35,6 +35,16 @@ class FacesSettings(BaseModel):
         "or false) wins. Empty: no memory on the model faces.",
     )
 
+    faces_sessions: CommaList = list_field(
+        "model faces",
+        "Principals whose requests to the model faces are kept as agent sessions: each "
+        "request that continues an earlier one becomes the next turn of its thread (see "
+        "docs/agents.md#sessions), comma-separated; * is every principal. A JWT's "
+        "exai_sessions claim (true or false) wins, and a request with the header "
+        "X-Exai-Session: off is never kept. Empty: no request of the model faces is kept.",
+        default_factory=lambda: ["*"],
+    )
+
     @field_validator("anthropic_models")
     @classmethod
     def _model_map(cls, value: str) -> str:

@@ -95,6 +95,14 @@ class Thread:
     deleted_at: float | None = None
     turns: int = 0
     last_seq: int = 0
+    # An agent session's thread (exai.store.sessions): the model face it came through
+    # (``openai``, ``anthropic``, ``responses``), the client that sent it (from its
+    # User-Agent: "Claude Code 2.1.3"), the client's own session reference when it sent
+    # one, and the thread it follows when the client rewrote its history (compaction).
+    face: str | None = None
+    client: str | None = None
+    session_ref: str | None = None
+    follows: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,8 +173,8 @@ class CostAccounts:
         sql = (
             "SELECT r.first_seq, MIN(c.trace_id) FROM {p}call_costs c"
             " JOIN {p}request_turns r ON r.owner = c.principal AND r.session_id = c.session_id"
-            " AND r.request_id = c.request_id AND r.thread_id = c.thread_id"
-            " WHERE c.thread_id = ? AND c.principal = ? AND c.trace_id IS NOT NULL"
+            " AND r.request_id = c.request_id"
+            " WHERE r.thread_id = ? AND r.owner = ? AND c.trace_id IS NOT NULL"
             " GROUP BY r.first_seq"
         )
         rows = await self._read(lambda db: db.fetch(self.dialect.sql(sql), thread_id, principal))
@@ -184,14 +184,16 @@ class CostAccounts:
         """What each turn of the principal's thread cost: ``{first seq of the turn:
         {currency: nanos}}``, from the turn's own call (found by its request key, so
         two turns under one request id in different sessions stay apart). Calls to
-        unpriced models and turns no call of the principal stored are absent. The
-        thread's rows are found through ``call_costs_thread`` (schema version 6).
+        unpriced models and turns no call of the principal stored are absent. A turn
+        is found by its request key alone (``call_costs_request``, schema version 10),
+        so the turn an agent session's call stored after its cost row was written
+        (its row names no thread) has its cost too.
         """
         sql = (
             "SELECT r.first_seq, c.currency, SUM(c.cost_total) FROM {p}call_costs c"
             " JOIN {p}request_turns r ON r.owner = c.principal AND r.session_id = c.session_id"
-            " AND r.request_id = c.request_id AND r.thread_id = c.thread_id"
-            " WHERE c.thread_id = ? AND c.principal = ? AND c.currency IS NOT NULL"
+            " AND r.request_id = c.request_id"
+            " WHERE r.thread_id = ? AND r.owner = ? AND c.currency IS NOT NULL"
             " GROUP BY r.first_seq, c.currency"
         )
         rows = await self._read(lambda db: db.fetch(self.dialect.sql(sql), thread_id, principal))

@@ -30,6 +30,7 @@ from exai.store.executor import Dialect
 from exai.store.migrations import apply_migrations
 from exai.store.reasoning import POSTGRES_TABLE as POSTGRES_REASONING
 from exai.store.responses import POSTGRES_MIGRATION as POSTGRES_RESPONSES
+from exai.store.sessions import POSTGRES_TABLES as POSTGRES_SESSIONS
 from exai.store.sign_ins import POSTGRES_TABLE as POSTGRES_SIGN_INS
 from exai.store.sql import Body, SqlStore, T
 
@@ -231,6 +232,9 @@ MIGRATIONS: list[tuple[int, str]] = [
     # The reasoning of callers' tool rounds and the console's sign-ins, shared by every
     # daemon on this database (exai.store.reasoning, exai.store.sign_ins).
     (9, POSTGRES_REASONING + POSTGRES_SIGN_INS),
+    # Agent sessions as threads: their origin, and the heads requests continue from
+    # (exai.store.sessions); a turn's cost found by its request key alone.
+    (10, POSTGRES_SESSIONS),
 ]
 
 # Workflow steps holding their thread's lock at once, per daemon; more wait.

@@ -53,7 +53,7 @@ ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 THREAD_COLUMNS = (
     "id, owner, title, created_at, updated_at, parent_id, fork_point, depth, deleted_at,"
-    " turns, last_seq, total_chars"
+    " turns, last_seq, total_chars, face, client, session_ref, follows"
 )
 MESSAGE_COLUMNS = (
     "thread_id, seq, turn, role, content, request_id, created_at, fields, reasoning, model,"
@@ -107,7 +107,8 @@ def decode_thread(row: Sequence[Any], ttl_s: float) -> Thread:
     return Thread(
         id=row[0], owner=row[1], title=row[2], created_at=row[3], updated_at=row[4],
         expires_at=row[4] + ttl_s, parent_id=row[5], fork_point=row[6], depth=row[7],
-        deleted_at=row[8], turns=row[9], last_seq=row[10],
+        deleted_at=row[8], turns=row[9], last_seq=row[10], face=row[12], client=row[13],
+        session_ref=row[14], follows=row[15],
     )  # fmt: skip
 
 
@@ -115,7 +116,8 @@ def thread_row(thread: Thread, total_chars: int) -> tuple[Any, ...]:
     return (
         thread.id, thread.owner, thread.title, thread.created_at, thread.updated_at,
         thread.parent_id, thread.fork_point, thread.depth, thread.deleted_at, thread.turns,
-        thread.last_seq, total_chars,
+        thread.last_seq, total_chars, thread.face, thread.client, thread.session_ref,
+        thread.follows,
     )  # fmt: skip
 
 

@@ -7,8 +7,8 @@ threads and forks (:mod:`exai.store.threads`), turns and their request keys
 (:mod:`exai.store.artifacts`), cost rows (:mod:`exai.store.costs`), the search
 of a principal's threads (:mod:`exai.store.search`), the Responses API's stored
 responses (:mod:`exai.store.responses`), the reasoning of callers' tool rounds
-(:mod:`exai.store.reasoning`) and the console's sign-ins (:mod:`exai.store.sign_ins`),
-all on
+(:mod:`exai.store.reasoning`), the console's sign-ins (:mod:`exai.store.sign_ins`)
+and agent sessions' heads (:mod:`exai.store.sessions`), all on
 :class:`~exai.store.sql_base.SqlBase`. A backend only supplies connections
 through ``_read`` and ``_write`` and a :class:`~exai.store.executor.Dialect`.
 """
@@ -21,6 +21,7 @@ from exai.store.costs import CostAccounts
 from exai.store.reasoning import ReasoningRows
 from exai.store.responses import ResponseRows
 from exai.store.search import ThreadSearch
+from exai.store.sessions import SessionRows
 from exai.store.sign_ins import SignInRows
 from exai.store.sql_base import Body, T
 from exai.store.threads import ThreadRows
@@ -31,6 +32,7 @@ __all__ = ["Body", "SqlStore", "T"]
 
 class SqlStore(
     ThreadRows,
+    SessionRows,
     TurnRows,
     ArtifactRows,
     CostAccounts,

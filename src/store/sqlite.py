@@ -34,6 +34,7 @@ from exai.store.executor import Dialect, ThreadConnection, drive
 from exai.store.migrations import apply_sqlite_migrations
 from exai.store.reasoning import SQLITE_TABLE as SQLITE_REASONING
 from exai.store.responses import SQLITE_MIGRATION as SQLITE_RESPONSES
+from exai.store.sessions import SQLITE_TABLES as SQLITE_SESSIONS
 from exai.store.sign_ins import SQLITE_TABLE as SQLITE_SIGN_INS
 from exai.store.sql import Body, SqlStore, T
 
@@ -205,6 +206,9 @@ MIGRATIONS: list[tuple[int, str]] = [
     # The reasoning of callers' tool rounds and the console's sign-ins, kept past a
     # restart (exai.store.reasoning, exai.store.sign_ins).
     (9, SQLITE_REASONING + SQLITE_SIGN_INS),
+    # Agent sessions as threads: their origin, and the heads requests continue from
+    # (exai.store.sessions); a turn's cost found by its request key alone.
+    (10, SQLITE_SESSIONS),
 ]
 
 _BUSY_TIMEOUT_S = 10.0

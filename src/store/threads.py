@@ -105,44 +105,54 @@ class ThreadRows(SqlBase):
 
     async def fork(self, thread_id: str, owner: Owner, at_seq: int | None = None) -> Thread:
         tid = check_thread_id(thread_id)
-        now = self._clock()
-        new_id = str(uuid.uuid4())
 
         async def body(tx: Executor) -> Thread:
             source, _ = await self._owned(tx, tid, owner, lock=True)
-            at = source.last_seq if at_seq is None else at_seq
-            if not 0 <= at <= source.last_seq:
-                raise ValidationError_(f"--at must be within 0..{source.last_seq}")
-            depth = await ancestry_depth(tx, self.dialect, source.id, new_id,
-                                         self.limits.fork_max_depth)  # fmt: skip
-            check_depth(depth, source.id, self.limits, self._log)
-            await check_fork_point(tx, self.dialect, tid, at)
-            stats = await tx.fetchrow(
-                self._q("SELECT COALESCE(MAX(turn), 0), COALESCE(SUM(chars), 0)"
-                        " FROM {p}messages WHERE thread_id = ? AND seq <= ?"), tid, at)  # fmt: skip
-            assert stats is not None
-            fork = Thread(
-                id=new_id, owner=source.owner, title=source.title, created_at=now,
-                updated_at=now, expires_at=now + self.limits.ttl_s, parent_id=source.id,
-                fork_point=at, depth=depth, turns=int(stats[0]), last_seq=at,
-            )  # fmt: skip
-            await tx.execute(self._q(INSERT_THREAD), *thread_row(fork, int(stats[1])))
-            await tx.execute(
-                self._q(f"INSERT INTO {{p}}messages ({MESSAGE_INSERT_COLUMNS})"
-                        f" SELECT ?, {MESSAGE_INSERT_COLUMNS.split(', ', 1)[1]}"
-                        " FROM {p}messages WHERE thread_id = ? AND seq <= ?"),
-                new_id, tid, at,
-            )  # fmt: skip
-            refs = await tx.fetch(
-                self._q("SELECT seq, files FROM {p}messages WHERE thread_id = ? AND seq <= ?"
-                        " AND files IS NOT NULL"), tid, at)  # fmt: skip
-            latest = {path: seq for seq, files in refs for path in loads(files)}
-            if latest:
-                await tx.executemany(self._q(UPSERT_FILE),
-                                     [(new_id, p, s) for p, s in latest.items()])  # fmt: skip
-            return fork
+            return await self._fork_in(tx, source, at_seq)
 
         return await self._write(body)
+
+    async def _fork_in(
+        self, tx: Executor, source: Thread, at_seq: int | None, *, keep_origin: bool = False
+    ) -> Thread:
+        """Copy ``source`` up to ``at_seq`` into a new thread, inside ``tx``. A person's
+        fork of an agent session is the person's (no face or client); the branch an
+        agent itself made (``keep_origin``) stays the agent's session."""
+        tid, now, new_id = source.id, self._clock(), str(uuid.uuid4())
+        at = source.last_seq if at_seq is None else at_seq
+        if not 0 <= at <= source.last_seq:
+            raise ValidationError_(f"--at must be within 0..{source.last_seq}")
+        depth = await ancestry_depth(tx, self.dialect, source.id, new_id,
+                                     self.limits.fork_max_depth)  # fmt: skip
+        check_depth(depth, source.id, self.limits, self._log)
+        await check_fork_point(tx, self.dialect, tid, at)
+        stats = await tx.fetchrow(
+            self._q("SELECT COALESCE(MAX(turn), 0), COALESCE(SUM(chars), 0)"
+                    " FROM {p}messages WHERE thread_id = ? AND seq <= ?"), tid, at)  # fmt: skip
+        assert stats is not None
+        fork = Thread(
+            id=new_id, owner=source.owner, title=source.title, created_at=now,
+            updated_at=now, expires_at=now + self.limits.ttl_s, parent_id=source.id,
+            fork_point=at, depth=depth, turns=int(stats[0]), last_seq=at,
+        )  # fmt: skip
+        if keep_origin:
+            fork = replace(fork, face=source.face, client=source.client,
+                           session_ref=source.session_ref)  # fmt: skip
+        await tx.execute(self._q(INSERT_THREAD), *thread_row(fork, int(stats[1])))
+        await tx.execute(
+            self._q(f"INSERT INTO {{p}}messages ({MESSAGE_INSERT_COLUMNS})"
+                    f" SELECT ?, {MESSAGE_INSERT_COLUMNS.split(', ', 1)[1]}"
+                    " FROM {p}messages WHERE thread_id = ? AND seq <= ?"),
+            new_id, tid, at,
+        )  # fmt: skip
+        refs = await tx.fetch(
+            self._q("SELECT seq, files FROM {p}messages WHERE thread_id = ? AND seq <= ?"
+                    " AND files IS NOT NULL"), tid, at)  # fmt: skip
+        latest = {path: seq for seq, files in refs for path in loads(files)}
+        if latest:
+            await tx.executemany(self._q(UPSERT_FILE),
+                                 [(new_id, p, s) for p, s in latest.items()])  # fmt: skip
+        return fork
 
     async def import_thread(self, thread: Thread, messages: Sequence[StoredMessage]) -> Thread:
         tid = check_thread_id(thread.id)

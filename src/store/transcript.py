@@ -34,7 +34,8 @@ __all__ = ["ImportedThread", "export_lines", "parse_transcript"]
 ImportedThread = tuple[Thread, list[StoredMessage]]
 
 _THREAD_FIELDS = ("id", "owner", "title", "created_at", "updated_at", "parent_id",
-                  "fork_point", "depth", "deleted_at")  # fmt: skip
+                  "fork_point", "depth", "deleted_at", "face", "client", "session_ref",
+                  "follows")  # fmt: skip
 _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name"})
 
 

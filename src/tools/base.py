@@ -55,6 +55,8 @@ class Services:
     ledger: Any = None  # exai.accounting.ledger.Ledger (spend, budgets, cost rows)
     memory: Any = None  # exai.memory.MemoryService, when EXAI_MEMORY_ENABLED
     jobs: Any = None  # exai.jobs.service.JobService, when EXAI_JOBS_ENABLED
+    # exai.tools.session_keeper.SessionKeeper: keeps model-face requests as agent sessions
+    sessions: Any = None
 
 
 @dataclass(slots=True)

@@ -27,7 +27,10 @@ Around the caller's messages it may add (see :mod:`exai.tools.completion_context
 this request's ``instructions``, a stored response's conversation
 (``previous_response_id``: the Responses API's state, owner-checked), and the
 principal's memories (``memory``); with ``store_as`` it keeps the new messages and
-the answer as a stored response. Nothing else is read or written.
+the answer as a stored response; with ``session`` (the model faces set it, see
+:mod:`exai.store.sessions`) the request and its answer are kept, after the answer,
+as the next turn of the agent session they continue. Nothing else is read or
+written.
 
 Unlisted: a model choosing tools has no use for a raw message array, and every
 MCP client would pay for its schema in each ``tools/list``. The faces, and any
@@ -45,12 +48,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from exai.errors import InternalError, ValidationError_
 from exai.providers import ChatRequest, ChatResponse, ModelNeeds
 from exai.providers.catalogue import ModelInfo
+from exai.store.sessions import SessionTurn
 from exai.store.tokens import estimator_for
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
 from exai.tools.completion_context import keep_response, stored_messages, with_memory
 from exai.tools.turn import ReasoningEffort, ThinkingMode, ask_model, response_cost
 
-__all__ = ["TOOLS", "CompletionInput", "CompletionTool", "Message", "ToolSpec"]
+__all__ = ["TOOLS", "CompletionInput", "CompletionTool", "Message", "SessionOrigin", "ToolSpec"]
 
 _STRICT = ConfigDict(extra="forbid")
 RESPONSE_ID = r"^resp_[A-Za-z0-9]{8,64}$"
@@ -137,6 +141,18 @@ class ResponseFormat(BaseModel):
         return value
 
 
+class SessionOrigin(BaseModel):
+    """Where a kept request came from: what its agent session's thread records."""
+
+    model_config = _STRICT
+
+    face: str = Field(pattern=r"^[a-z_]{1,32}$", description="The model face it came through.")
+    client: str | None = Field(default=None, max_length=128, description="The client's name.")
+    ref: str | None = Field(
+        default=None, max_length=256, description="The client's own id for its session."
+    )
+
+
 class CompletionInput(ToolInput):
     messages: list[Message] = Field(min_length=1, description="The whole conversation, in order.")
     model: str = Field(default="auto", description='Model name or alias, or "auto".')
@@ -173,6 +189,11 @@ class CompletionInput(ToolInput):
         default=None,
         pattern=RESPONSE_ID,
         description="Keep this request's messages and the answer as a response under this id.",
+    )
+    session: SessionOrigin | None = Field(
+        default=None,
+        description="Keep the messages and the answer as the next turn of the agent session "
+        "they continue (a thread the caller can open), after answering.",
     )
 
     @field_validator("tools")
@@ -275,6 +296,17 @@ class CompletionTool(Tool):
         response = await ask_model(context, request, info)
         if arguments.store_as:
             await keep_response(context, arguments.store_as, previous, new, _answer(response))
+        if arguments.session is not None and context.services.sessions is not None:
+            sent = [*earlier, *new]
+            if arguments.instructions:
+                sent = [{"role": "system", "content": arguments.instructions}, *sent]
+            context.services.sessions.keep(SessionTurn(
+                owner=context.principal.name, messages=sent, answer=_answer(response),
+                request_id=context.request_id, session_id=context.session_id,
+                face=arguments.session.face, client=arguments.session.client,
+                ref=arguments.session.ref, model=response.model, provider=response.provider,
+                usage=response.usage.as_dict(),
+            ))  # fmt: skip
         cost = response_cost(providers, response)
         metadata: dict[str, Any] = {
             "model": response.model,

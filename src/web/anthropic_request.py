@@ -30,6 +30,8 @@ What Claude Code 2.1.330 sends, and what becomes of it (docs/agents.md):
 from __future__ import annotations
 
 import fnmatch
+import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,6 +139,7 @@ def parse_messages(body: Any, rules: list[tuple[str, str]], carriers: Carriers) 
         stream=stream,
         notes=tuple(notes),
         client_ref=client_ref,
+        session_ref=claude_session(client_ref),
         show_thinking=show,
         carriers=carriers,
     )
@@ -336,3 +339,21 @@ def _output_config(
             "json_schema": {"name": "output", "schema": schema},
         }
     return notes
+
+
+_SESSION = re.compile(r"session_([0-9A-Za-z-]{8,64})$")
+
+
+def claude_session(user_id: str | None) -> str | None:
+    """The session in Claude Code's ``metadata.user_id``: a JSON object's
+    ``session_id`` (2.x), or the ``..._session_<uuid>`` tail of the older string; any
+    other client's user id names a user, not a session."""
+    if not user_id:
+        return None
+    try:
+        parsed = json.loads(user_id)
+    except ValueError:
+        found = _SESSION.search(user_id)
+        return found.group(1) if found else None
+    session = parsed.get("session_id") if isinstance(parsed, dict) else None
+    return session[:256] if isinstance(session, str) and session else None

@@ -20,24 +20,29 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from exai.web.reasoning_seal import Carriers
 
 __all__ = [
+    "SESSION_HEADER",
     "TOOL",
     "ModelCall",
     "Note",
     "RequestRefused",
     "check_known",
+    "client_name",
     "memory_on",
+    "sessions_on",
     "want_bool",
     "want_dict",
     "want_list",
     "want_number",
     "want_str",
+    "with_session",
 ]
 
 
@@ -91,6 +96,13 @@ class ModelCall:
     # Seals the reasoning the answer hands the client to bring back, and opens what it
     # brought (see exai.web.reasoning_seal); None on a face that hands none out.
     carriers: Carriers | None = None
+    # The client's own reference for its session, when the API carries one (Claude
+    # Code's session id in metadata.user_id, Codex's prompt_cache_key); an end user's
+    # id (``user``) is not a session.
+    session_ref: str | None = None
+    # What keeps the request as a turn of its agent session (the ``session`` argument
+    # of ``completion``): set by :func:`with_session`, None when it is not kept.
+    session: dict[str, str | None] | None = None
 
 
 def memory_on(principal: Any, faces_memory: Iterable[str]) -> bool:
@@ -100,6 +112,60 @@ def memory_on(principal: Any, faces_memory: Iterable[str]) -> bool:
         return bool(principal.memory)
     listed = set(faces_memory)
     return "*" in listed or principal.name in listed
+
+
+SESSION_HEADER = "x-exai-session"
+_CLIENTS = (  # User-Agent product tokens of the agents docs/agents.md configures
+    ("claude-cli/", "Claude Code"),
+    ("codex_", "Codex"),
+    ("qwencode/", "qwen-code"),
+    ("opencode/", "opencode"),
+    ("openai-agents", "OpenAI Agents SDK"),
+    ("anthropic/", "Anthropic SDK"),
+    ("asyncanthropic/", "Anthropic SDK"),
+    ("openai/", "OpenAI SDK"),
+    ("asyncopenai/", "OpenAI SDK"),
+)
+_PRODUCT = re.compile(r"^([A-Za-z0-9._-]{1,48})(?:/(\d[A-Za-z0-9._+-]{0,23}))?")
+_VERSION = re.compile(r"^\d[A-Za-z0-9._+-]{0,23}$")
+
+
+def client_name(headers: Mapping[str, str]) -> str | None:
+    """The client a request came from, for people to read: a known agent's name and
+    version ("Claude Code 2.1.3"), else the User-Agent's first product token. The
+    official SDKs name their version in ``x-stainless-package-version``."""
+    user_agent = (headers.get("user-agent") or "").strip()
+    match = _PRODUCT.match(user_agent)
+    if match is None:
+        return None
+    version = match.group(2) or headers.get("x-stainless-package-version", "")
+    version = version if _VERSION.match(version) else ""
+    lowered = user_agent.lower()
+    name = next((n for prefix, n in _CLIENTS if lowered.startswith(prefix)), match.group(1))
+    return f"{name} {version}" if version else name
+
+
+def sessions_on(principal: Any, faces_sessions: Iterable[str]) -> bool:
+    """Whether a principal's model-face requests are kept as agent sessions: its
+    token's ``exai_sessions`` claim, else EXAI_FACES_SESSIONS (names, or ``*``)."""
+    if getattr(principal, "sessions", None) is not None:
+        return bool(principal.sessions)
+    listed = set(faces_sessions)
+    return "*" in listed or principal.name in listed
+
+
+def with_session(
+    call: ModelCall, headers: Mapping[str, str], principal: Any, faces_sessions: Iterable[str]
+) -> ModelCall:
+    """The call with what keeps it as a turn of its agent session, unless the principal
+    keeps none or the request says ``X-Exai-Session: off``. The header's other values
+    name the session (over the API's own reference)."""
+    asked = (headers.get(SESSION_HEADER) or "").strip()
+    if call.tool != TOOL or asked.lower() == "off" or not sessions_on(principal, faces_sessions):
+        return call
+    session = {"face": call.face, "client": client_name(headers),
+               "ref": asked[:256] or call.session_ref}  # fmt: skip
+    return replace(call, session=session)
 
 
 def check_known(body: Mapping[str, Any], known: Iterable[str], where: str = "") -> None:

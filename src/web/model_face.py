@@ -20,7 +20,7 @@ from exai.port import Caller, Port
 from exai.protocol import CallToolResult, ErrorInfo
 from exai.web.asgi import Receive, Send, headers_of, read_json, send_json
 from exai.web.guard import principal_of
-from exai.web.model_call import ModelCall, RequestRefused
+from exai.web.model_call import ModelCall, RequestRefused, with_session
 from exai.web.model_stream import StreamEncoder, face_span, run_streamed, run_whole
 
 __all__ = ["ModelApi", "ModelFace", "Whole"]
@@ -67,7 +67,9 @@ class ModelFace:
             body = await read_json(receive, headers, core.settings.max_frame_bytes)
             if body is None:
                 return  # the client left before it finished sending
-            call = api.parse(body, headers, principal_of(scope).name)
+            principal = principal_of(scope)
+            call = with_session(api.parse(body, headers, principal.name), headers, principal,
+                                core.settings.faces_sessions)  # fmt: skip
         except RequestRefused as exc:
             await send_json(send, *api.refusal_response(exc))
             return

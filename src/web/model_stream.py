@@ -132,11 +132,15 @@ def result_text(result: CallToolResult) -> str:
 
 def arguments_of(core: Port, client: Caller, call: ModelCall) -> dict[str, Any]:
     """The call's arguments, with the principal's memories asked for when it has them on
-    (EXAI_FACES_MEMORY or its token's ``exai_memory``). A thread (``chat``) brings its
-    own memory, frozen when it started."""
+    (EXAI_FACES_MEMORY or its token's ``exai_memory``), and what keeps it as a turn of
+    its agent session when it is kept. A thread (``chat``) brings its own memory,
+    frozen when it started."""
+    arguments = call.arguments
     if call.tool == "completion" and memory_on(client.principal, core.settings.faces_memory):
-        return {**call.arguments, "memory": True}
-    return call.arguments
+        arguments = {**arguments, "memory": True}
+    if call.session is not None:
+        arguments = {**arguments, "session": call.session}
+    return arguments
 
 
 @contextlib.contextmanager

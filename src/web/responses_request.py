@@ -174,6 +174,7 @@ def parse_responses(body: Any, response_id: str, carriers: Carriers) -> Response
         stream=stream,
         notes=tuple(notes),
         client_ref=_client_ref(body),
+        session_ref=_session_ref(body),
         response_id=response_id,
         store=store,
         previous_response_id=previous,
@@ -273,4 +274,17 @@ def _client_ref(body: dict[str, Any]) -> str | None:
         for key in ("session_id", "thread_id"):
             if isinstance(metadata.get(key), str):
                 return str(metadata[key])[:256]
+    return None
+
+
+def _session_ref(body: dict[str, Any]) -> str | None:
+    """The client's id for its conversation (Codex's ``prompt_cache_key`` is its
+    session's id), which groups its requests as one agent session."""
+    if isinstance(body.get("prompt_cache_key"), str):
+        return str(body["prompt_cache_key"])[:256] or None
+    metadata = body.get("client_metadata")
+    if isinstance(metadata, dict):
+        for key in ("session_id", "thread_id"):
+            if isinstance(metadata.get(key), str):
+                return str(metadata[key])[:256] or None
     return None

@@ -13,6 +13,9 @@ import exai.store.postgres
 import exai.store.sqlite
 from exai.errors import ConversationNotFoundError, RequestIdReusedError
 from exai.store.base import ConversationStore, StoredMessage, Thread
+from exai.store.executor import Executor
+from exai.store.lineage import restore_rows
+from exai.store.sql_base import INSERT_MESSAGE
 from tests.store.conftest import LATEST_SCHEMA, StoreFactory
 
 TURN = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi there"}]
@@ -116,12 +119,22 @@ async def test_a_store_of_the_previous_schema_is_migrated_and_keeps_its_turns(
     old = await store_factory()
     assert await old.schema_version() == 1  # type: ignore[attr-defined]
     now = time.time()
-    thread = await old.import_thread(  # a thread and its turn, written as schema 1 holds them
-        Thread(id=str(uuid.uuid4()), owner="alice", title=None, created_at=now,
-               updated_at=now, expires_at=now),
-        [StoredMessage(thread_id="", seq=n + 1, turn=1, role=m["role"], content=m["content"],
-                       request_id="r1", created_at=now) for n, m in enumerate(turn(1))],
-    )  # fmt: skip
+    thread = Thread(id=str(uuid.uuid4()), owner="alice", title=None, created_at=now,
+                    updated_at=now, expires_at=now)  # fmt: skip
+    restored = restore_rows(thread.id, [
+        StoredMessage(thread_id="", seq=n + 1, turn=1, role=m["role"], content=m["content"],
+                      request_id="r1", created_at=now) for n, m in enumerate(turn(1))
+    ])  # fmt: skip
+
+    async def schema_1_rows(tx: Executor) -> None:  # a thread and its turn, as schema 1 holds them
+        await tx.execute(
+            old._q("INSERT INTO {p}threads (id, owner, created_at, updated_at, turns, last_seq,"  # type: ignore[attr-defined]
+                   " total_chars) VALUES (?, ?, ?, ?, ?, ?, ?)"),
+            thread.id, "alice", now, now, restored.turns, restored.last_seq, restored.chars,
+        )  # fmt: skip
+        await tx.executemany(old._q(INSERT_MESSAGE), restored.rows)  # type: ignore[attr-defined]
+
+    await old._write(schema_1_rows)  # type: ignore[attr-defined]
     await old.aclose()
     monkeypatch.undo()
 

@@ -57,7 +57,10 @@ async def test_a_function_calling_loop_runs_stateless_and_whole(tmp_path, emulat
         )
         assert second.choices[0].message.content == "It says: the secret word is pelican"
         assert second.choices[0].finish_reason == "stop"
-        assert await daemon.services.store.list_threads() == []
+        # Nothing was read from the store; the session was kept after each answer.
+        await daemon.services.sessions.settled()
+        (kept,) = await daemon.services.store.list_threads()
+        assert kept.face == "openai" and kept.turns == 2
     sent = last_sent(emulator)
     assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "tool"]
     assert sent["messages"][1]["tool_calls"][0]["id"] == call.id

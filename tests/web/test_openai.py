@@ -90,7 +90,8 @@ async def test_without_a_thread_the_messages_go_to_the_model_as_given(daemon, sd
     assert completion.object == "chat.completion" and completion.model == KIMI
     assert completion.usage.prompt_tokens > 0 and completion.usage.completion_tokens > 0
     assert completion.exai["tool"] == "completion" and "continuation_id" not in completion.exai
-    assert await daemon.services.store.list_threads() == []
+    await daemon.services.sessions.settled()  # kept as an agent session, after the answer
+    assert [t.face for t in await daemon.services.store.list_threads()] == ["openai"]
 
 
 async def test_model_auto_chooses_a_configured_model(daemon, sdk, emulator):
@@ -218,7 +219,8 @@ async def test_streamed_chunks_reassemble_the_answer_and_end_with_usage(
         stored = await daemon.services.store.messages(cid, "alice")
         assert [m.content for m in stored] == ["tell me", text]
     else:
-        assert await daemon.services.store.list_threads() == []
+        await daemon.services.sessions.settled()  # kept as an agent session, after the answer
+        assert [t.face for t in await daemon.services.store.list_threads()] == ["openai"]
 
 
 async def test_a_stream_without_include_usage_has_no_usage_chunk(daemon, sdk):

@@ -55,7 +55,10 @@ async def test_a_tool_round_stateless_with_the_reasoning_carried_by_the_client(t
             model="kimi-k2.7-code", input=items, tools=[READ], store=False
         )
         assert second.output_text == "It says: pelican" and second.status == "completed"
-        assert await daemon.services.store.list_threads() == []
+        # store: false keeps no response; the agent session is kept as one thread
+        await daemon.services.sessions.settled()
+        (kept,) = await daemon.services.store.list_threads()
+        assert kept.face == "responses" and kept.turns == 2
     sent = last_sent(emulator)["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "tool"]  # no instructions now
     assert sent[1]["reasoning_content"] == "the notes will say"

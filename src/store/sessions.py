@@ -1,0 +1,251 @@
+"""Agent sessions kept as threads: what a model-face request continues, and its turn.
+
+An agent on a model face sends its whole history with every request and keeps no
+id of exai's. After each answer, :meth:`SessionRows.keep_session_turn` finds the
+thread the request continues and stores the request's new messages and the answer
+as that thread's next turn, in one write transaction:
+
+- each stored turn leaves two *heads* in ``session_heads``: the digest of the
+  conversation after its answer (what the agent's next request starts with), and
+  the digest of its whole input (what a retry of the same request sends again);
+  see :mod:`exai.store.session_keys`;
+- a request whose whole input is a stored turn's is a **retry**: nothing is
+  written but a head for the answer this attempt got, so that the agent's next
+  request, which carries that answer, continues the same thread;
+- otherwise the longest head the request starts with names the thread. At the
+  thread's end the request **continues** it; at an earlier turn (two requests
+  extending one prefix: a parallel branch, an edited message) it **branches**: a
+  fork of the thread up to that head, still the agent's session, takes the turn;
+- a request that starts with no head **starts** a thread. When the client sent a
+  session reference of its own and a thread of that reference exists, the new
+  thread *follows* it (the client rewrote its history: compaction, a cleared
+  context), which the console shows as its lineage.
+
+Heads are per principal (the digest chain starts from the principal's name, and
+every lookup is by owner), so two principals with identical histories keep two
+threads. They go with their thread when it is pruned. Schema version 10.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from exai.errors import ConversationNotFoundError
+from exai.store.base import Thread
+from exai.store.executor import Executor
+from exai.store.rows import THREAD_COLUMNS, decode_thread, thread_row
+from exai.store.session_keys import answer_digest, boundaries, input_digest
+from exai.store.sql_base import INSERT_THREAD, SqlBase
+from exai.store.turns import TurnRows, _Turn
+
+__all__ = ["POSTGRES_TABLES", "SQLITE_TABLES", "SessionKept", "SessionRows", "SessionTurn"]
+
+SQLITE_TABLES = """
+ALTER TABLE threads ADD COLUMN face TEXT;
+ALTER TABLE threads ADD COLUMN client TEXT;
+ALTER TABLE threads ADD COLUMN session_ref TEXT;
+ALTER TABLE threads ADD COLUMN follows TEXT;
+CREATE INDEX threads_session_ref ON threads(owner, session_ref, updated_at)
+    WHERE session_ref IS NOT NULL;
+CREATE TABLE session_heads (
+    owner TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    thread_id TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (owner, digest)
+) WITHOUT ROWID;
+CREATE INDEX session_heads_thread ON session_heads(thread_id);
+CREATE INDEX call_costs_request ON call_costs(principal, session_id, request_id);
+"""
+
+POSTGRES_TABLES = """
+ALTER TABLE {s}.threads ADD COLUMN face text;
+ALTER TABLE {s}.threads ADD COLUMN client text;
+ALTER TABLE {s}.threads ADD COLUMN session_ref text;
+ALTER TABLE {s}.threads ADD COLUMN follows text;
+CREATE INDEX threads_session_ref ON {s}.threads(owner, session_ref, updated_at)
+    WHERE session_ref IS NOT NULL;
+CREATE TABLE {s}.session_heads (
+    owner text NOT NULL,
+    digest text NOT NULL,
+    thread_id text NOT NULL REFERENCES {s}.threads(id) ON DELETE CASCADE,
+    seq integer NOT NULL,
+    PRIMARY KEY (owner, digest)
+);
+CREATE INDEX session_heads_thread ON {s}.session_heads(thread_id);
+CREATE INDEX call_costs_request ON {s}.call_costs(principal, session_id, request_id);
+"""
+
+_HEAD = "SELECT thread_id, seq FROM {p}session_heads WHERE owner = ? AND digest = ?"
+_HEADS = "SELECT digest, thread_id, seq FROM {p}session_heads WHERE owner = ?"
+_PUT_HEAD = (
+    "INSERT INTO {p}session_heads (owner, digest, thread_id, seq) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT DO NOTHING"
+)
+_LATEST_OF_REF = (
+    f"SELECT {THREAD_COLUMNS} FROM {{p}}threads WHERE owner = ? AND session_ref = ?"
+    " AND deleted_at IS NULL ORDER BY updated_at DESC LIMIT 1"
+)
+# The boundaries looked up first: a continuation starts with everything but the
+# request's last few messages (the tool results or the user message it adds).
+_RECENT = 64
+_CHUNK = 400
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
+
+Kept = Literal["started", "continued", "branched", "retried"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTurn:
+    """One answered model-face request, as an agent session keeps it.
+
+    ``messages`` is the conversation the agent sent (with the messages of the
+    stored responses it continued, and its instructions as a system message),
+    ``answer`` the assistant message it got back (text, tool calls, reasoning).
+    The turn is stored under the call's request key, so the call's cost and
+    trace rows are the turn's.
+    """
+
+    owner: str
+    messages: Sequence[Mapping[str, Any]]
+    answer: Mapping[str, Any]
+    request_id: str
+    session_id: str
+    face: str
+    client: str | None = None
+    ref: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    usage: Mapping[str, Any] | None = field(default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionKept:
+    """Where a turn went: its thread and what keeping it did."""
+
+    thread_id: str
+    kept: Kept
+    first_seq: int = 0
+    last_seq: int = 0
+    follows: str | None = None
+
+
+def title_of(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The first user message's words, without the reminders agents wrap around them."""
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "\n".join(
+                p.get("text", "")
+                for p in content
+                if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+            )
+        text = " ".join(_REMINDER.sub(" ", content).split()) if isinstance(content, str) else ""
+        if text:
+            return text[:80]
+    return None
+
+
+class SessionRows(TurnRows, SqlBase):
+    """Agent sessions' heads, on the store's connections (a part of ``SqlStore``)."""
+
+    async def keep_session_turn(self, turn: SessionTurn) -> SessionKept:
+        owner = turn.owner
+        digests = boundaries(owner, turn.messages)
+        retry_key = input_digest(digests[-1])
+        end = answer_digest(digests[-1], turn.answer)
+
+        async def body(tx: Executor) -> SessionKept:
+            stored = await tx.fetchrow(self._q(_HEAD), owner, retry_key)
+            if stored is not None and await self._live_thread(tx, stored[0], owner):
+                await tx.execute(self._q(_PUT_HEAD), owner, end, stored[0], stored[1])
+                return SessionKept(stored[0], "retried", stored[1], stored[1])
+            found = await self._longest_head(tx, owner, digests)
+            kept: SessionKept | None = None
+            if found is not None:
+                kept = await self._extend(tx, turn, *found)
+            if kept is None:
+                kept = await self._start(tx, turn)
+            await tx.executemany(self._q(_PUT_HEAD), [
+                (owner, retry_key, kept.thread_id, kept.last_seq),
+                (owner, end, kept.thread_id, kept.last_seq),
+            ])  # fmt: skip
+            return kept
+
+        return await self._claiming(body)
+
+    async def _live_thread(self, tx: Executor, thread_id: str, owner: str) -> Thread | None:
+        try:
+            thread, _ = await self._owned(tx, thread_id, owner)
+        except ConversationNotFoundError:  # deleted or expired: the session starts afresh
+            return None
+        return thread
+
+    async def _longest_head(
+        self, tx: Executor, owner: str, digests: list[str]
+    ) -> tuple[int, str, int] | None:
+        """The last message boundary whose digest is a stored head: (boundary index,
+        thread id, seq), newest boundaries asked first."""
+        at = {d: i for i, d in enumerate(digests[1:-1], start=1)}  # a later boundary wins
+        ordered = sorted(at, key=at.__getitem__, reverse=True)
+        chunks = [ordered[:_RECENT]] + [
+            ordered[i : i + _CHUNK] for i in range(_RECENT, len(ordered), _CHUNK)
+        ]
+        for chunk in filter(None, chunks):
+            marks = ", ".join("?" * len(chunk))
+            sql = f"{_HEADS} AND digest IN ({marks})"
+            rows = await tx.fetch(self._q(sql), owner, *chunk)
+            if rows:
+                digest, thread_id, seq = max(rows, key=lambda r: at[r[0]])
+                return at[digest], thread_id, int(seq)
+        return None
+
+    async def _extend(
+        self, tx: Executor, turn: SessionTurn, boundary: int, thread_id: str, seq: int
+    ) -> SessionKept | None:
+        """Continue the thread at its end, or branch it at ``seq``; None when the thread
+        is gone or full (the request then starts a thread of its own)."""
+        try:
+            thread, chars = await self._owned(tx, thread_id, turn.owner, lock=True)
+        except ConversationNotFoundError:
+            return None
+        if thread.turns >= self.limits.max_turns:
+            return None
+        new = [m for m in turn.messages[boundary:] if m.get("role") != "system"]
+        kept: Kept = "continued"
+        if seq != thread.last_seq:
+            thread, kept = await self._fork_in(tx, thread, seq, keep_origin=True), "branched"
+            chars = await self._chars(tx, thread.id)
+        stored = await self._append_in(tx, thread, chars, self._turn(turn, new))
+        return SessionKept(thread.id, kept, stored[0].seq, stored[-1].seq)
+
+    async def _chars(self, tx: Executor, thread_id: str) -> int:
+        row = await tx.fetchrow(self._q("SELECT total_chars FROM {p}threads WHERE id = ?"),
+                                thread_id)  # fmt: skip
+        return int(row[0]) if row else 0
+
+    async def _start(self, tx: Executor, turn: SessionTurn) -> SessionKept:
+        follows = None
+        if turn.ref:
+            row = await tx.fetchrow(self._q(_LATEST_OF_REF), turn.owner, turn.ref)
+            follows = None if row is None else decode_thread(row, self.limits.ttl_s).id
+        now = self._clock()
+        thread = Thread(
+            id=str(uuid.uuid4()), owner=turn.owner, title=title_of(turn.messages),
+            created_at=now, updated_at=now, expires_at=now + self.limits.ttl_s, face=turn.face,
+            client=turn.client, session_ref=turn.ref, follows=follows,
+        )  # fmt: skip
+        await tx.execute(self._q(INSERT_THREAD), *thread_row(thread, 0))
+        stored = await self._append_in(tx, thread, 0, self._turn(turn, list(turn.messages)))
+        return SessionKept(thread.id, "started", stored[0].seq, stored[-1].seq, follows)
+
+    @staticmethod
+    def _turn(turn: SessionTurn, new: list[Mapping[str, Any]]) -> _Turn:
+        return _Turn([*new, turn.answer], turn.request_id, turn.session_id,
+                     "session", turn.model, turn.provider, turn.usage, None)  # fmt: skip

@@ -1,0 +1,118 @@
+"""Keeping agent sessions' turns after their answers, off every request's path.
+
+``completion`` hands each answered model-face request that is kept as an agent
+session (see :mod:`exai.store.sessions`) to :meth:`SessionKeeper.keep`, which
+queues it and returns at once: the agent has its answer before exai looks up the
+thread it continues or writes the turn. One worker per daemon writes the queue in
+order, so a request is always kept after the one it continues (an agent sends
+the next request only once it has the answer, and that answer was queued
+first). A store that cannot be written keeps the turns queued and tried again,
+with backoff, like the cost rows (:class:`~exai.accounting.ledger.Ledger`); a
+turn the store refuses as such (an :class:`~exai.errors.ExaiError`) is logged and
+counted as failed.
+
+The queue is bounded (``max_queued``): past it, the oldest waiting turn is let
+go, logged and counted (``stats()["dropped"]``, in ``exai status``), never the
+daemon's memory. Closing writes what is queued, for at most ``drain_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from typing import Any
+
+from exai.errors import ExaiError
+from exai.logs import get_logger
+from exai.store.sessions import SessionKept, SessionTurn
+
+__all__ = ["SessionKeeper"]
+
+log = get_logger("exai.sessions")
+# Tries of one turn while the store fails (about a minute and a half with the
+# backoff) before it is given up, logged and counted, so that no one turn the store
+# keeps refusing holds every later one back.
+_ATTEMPTS = 24
+
+
+class SessionKeeper:
+    def __init__(self, store: Any, *, max_queued: int = 10_000, drain_s: float = 10.0) -> None:
+        self._store = store
+        self._queue: collections.deque[SessionTurn] = collections.deque()
+        self._max = max_queued
+        self._drain_s = drain_s
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task: asyncio.Task[None] | None = None
+        self._counts = {"kept": 0, "failed": 0, "dropped": 0}
+        self.last: SessionKept | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="exai-sessions")
+
+    def keep(self, turn: SessionTurn) -> None:
+        """Queue ``turn``; never waits."""
+        if len(self._queue) >= self._max:
+            dropped = self._queue.popleft()
+            self._counts["dropped"] += 1
+            log.error("session_turn_dropped", principal=dropped.owner,
+                      request_id=dropped.request_id, queued=len(self._queue))  # fmt: skip
+        self._queue.append(turn)
+        self._idle.clear()
+        self._wake.set()
+
+    def stats(self) -> dict[str, int]:
+        return {**self._counts, "queued": len(self._queue)}
+
+    async def settled(self) -> None:
+        """Return once every turn queued so far is written (or given up)."""
+        await self._idle.wait()
+
+    async def _run(self) -> None:
+        delay, attempts = 0.05, 0
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._queue:
+                turn = self._queue[0]
+                try:
+                    self.last = await self._store.keep_session_turn(turn)
+                except ExaiError as exc:  # this turn cannot be kept (a malformed message...)
+                    self._fail(turn, exc)
+                except Exception as exc:  # the store is unreachable: keep the turn, try again
+                    attempts += 1
+                    if attempts >= _ATTEMPTS:
+                        self._fail(turn, exc)
+                    else:
+                        log.warning("session_turn_not_written", error=repr(exc),
+                                    queued=len(self._queue))  # fmt: skip
+                        await asyncio.sleep(delay)
+                        delay = min(delay * 2, 5.0)
+                        continue
+                else:
+                    self._counts["kept"] += 1
+                if self._queue and self._queue[0] is turn:
+                    self._queue.popleft()
+                delay, attempts = 0.05, 0
+            self._idle.set()
+
+    def _fail(self, turn: SessionTurn, exc: BaseException) -> None:
+        self._counts["failed"] += 1
+        log.error("session_turn_failed", principal=turn.owner, request_id=turn.request_id,
+                  error=repr(exc))  # fmt: skip
+
+    async def aclose(self) -> None:
+        if self._task is None:
+            return
+        if self._queue:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.settled(), self._drain_s)
+        if self._queue:
+            log.error("session_turns_lost", queued=len(self._queue))
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
