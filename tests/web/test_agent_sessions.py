@@ -134,9 +134,7 @@ async def test_identical_histories_of_two_principals_stay_two_threads(tmp_path, 
         assert alice.turns == 1 and bob.turns == 2 and alice.id != bob.id
 
 
-async def test_a_session_is_not_kept_when_the_request_or_the_settings_say_so(
-    tmp_path, emulator
-):
+async def test_a_session_is_not_kept_when_the_request_or_the_settings_say_so(tmp_path, emulator):
     emulator.script(*[PLAIN] * 6)
     async with faces_daemon(tmp_path, emulator, faces_sessions=["bob"]) as daemon:
         async with _client(daemon, "alice") as client:  # not listed
@@ -180,8 +178,12 @@ async def test_a_responses_chain_is_one_thread(tmp_path, emulator):
     async with faces_daemon(tmp_path, emulator) as daemon:
         headers = {"authorization": f"Bearer {TOKENS['alice']}"}
         async with httpx.AsyncClient(base_url=base_url(daemon), headers=headers) as http:
-            first = (await http.post("/responses", json={
-                "model": "kimi-k2.6", "input": "hello", "instructions": "Be brief."})).json()
+            first = (
+                await http.post(
+                    "/responses",
+                    json={"model": "kimi-k2.6", "input": "hello", "instructions": "Be brief."},
+                )
+            ).json()
             second = await http.post("/responses", json={
                 "model": "kimi-k2.6", "input": "and again",
                 "previous_response_id": first["id"]})  # fmt: skip
