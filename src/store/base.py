@@ -311,10 +311,14 @@ class ConversationStore(ABC):
         include_deleted: bool = False,
         limit: int = 100,
         offset: int = 0,
+        face: str | None = None,
+        client: str | None = None,
     ) -> list[Thread]:
         """Threads, most recently updated first (expired ones only with deleted).
 
-        ``owner`` None (or ``ANY_OWNER``) lists every principal's threads.
+        ``owner`` None (or ``ANY_OWNER``) lists every principal's threads. ``face``
+        keeps the agent sessions that came through that model face (``*``: through
+        any), ``client`` those whose client's name holds that text (any case).
         """
 
     @abstractmethod

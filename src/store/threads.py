@@ -74,12 +74,23 @@ class ThreadRows(SqlBase):
         include_deleted: bool = False,
         limit: int = 100,
         offset: int = 0,
+        face: str | None = None,
+        client: str | None = None,
     ) -> list[Thread]:
         where: list[str] = []
         args: list[Any] = []
         if owner is not None and owner is not ANY_OWNER:
             where.append("owner = ?")
             args.append(owner)
+        if face == "*":
+            where.append("face IS NOT NULL")
+        elif face is not None:
+            where.append("face = ?")
+            args.append(face)
+        if client is not None:
+            escaped = client.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            where.append("LOWER(client) LIKE ? ESCAPE '\\'")
+            args.append(f"%{escaped}%")
         if not include_deleted:
             where.append("deleted_at IS NULL AND updated_at > ?")
             args.append(self._clock() - self.limits.ttl_s)

@@ -1,0 +1,145 @@
+"""Agent sessions in the store, on SQLite and on Postgres: which thread a request
+continues, retries, branches, lineage, owners, and listing sessions by face and client."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from exai.store.base import ConversationStore
+from exai.store.sessions import SessionTurn
+from tests.store.conftest import StoreFactory
+
+_ids = itertools.count(1)
+
+
+def _turn(
+    messages: list[dict[str, Any]], answer: str, owner: str = "alice", **kw: Any
+) -> SessionTurn:
+    kw.setdefault("face", "anthropic")
+    answered = {"role": "assistant", "content": answer}
+    return SessionTurn(owner=owner, messages=messages, answer=answered,
+                       request_id=f"r{next(_ids)}", session_id="S", **kw)  # fmt: skip
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def said(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+async def _contents(store: ConversationStore, thread_id: str) -> list[str | None]:
+    return [m.content for m in await store.messages(thread_id, "alice")]
+
+
+async def test_a_continuation_extends_its_thread_even_as_the_client_reshapes_messages(
+    store_factory: StoreFactory,
+) -> None:
+    store = await store_factory()
+    call = {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": '{"a": 1}'}}
+    first = await store.keep_session_turn(SessionTurn(
+        owner="alice", messages=[{"role": "system", "content": "sys"}, user("q")],
+        answer={"role": "assistant", "content": "", "tool_calls": [call],
+                "reasoning_content": "think"},
+        request_id="r-a", session_id="S", face="anthropic", client="Claude Code 2.1"))  # fmt: skip
+    assert first.kept == "started"
+    # the agent echoes the call with re-serialized arguments and without the reasoning,
+    # its text as a list of parts, a new system prompt
+    echoed = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": ""}],
+        "tool_calls": [{**call, "function": {"name": "Read", "arguments": '{ "a":1 }'}}],
+    }
+    second = await store.keep_session_turn(_turn(
+        [{"role": "system", "content": "sys, later"}, user("q"), echoed,
+         {"role": "tool", "tool_call_id": "c1", "content": "data"}], "done"))  # fmt: skip
+    assert (second.kept, second.thread_id) == ("continued", first.thread_id)
+    messages = await store.messages(first.thread_id, "alice")
+    assert [m.role for m in messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert messages[2].reasoning == "think" and messages[2].tool_calls == [call]
+    thread = await store.get_thread(first.thread_id, "alice")
+    assert (thread.face, thread.client, thread.title, thread.turns) == (
+        "anthropic", "Claude Code 2.1", "q", 2)  # fmt: skip
+
+
+async def test_a_retry_writes_nothing_and_its_answer_is_continued(
+    store_factory: StoreFactory,
+) -> None:
+    store = await store_factory()
+    first = await store.keep_session_turn(_turn([user("q")], "a1"))
+    retry = await store.keep_session_turn(_turn([user("q")], "a2"))
+    assert retry.kept == "retried" and retry.thread_id == first.thread_id
+    after = await store.keep_session_turn(_turn([user("q"), said("a2"), user("next")], "a3"))
+    assert (after.kept, after.thread_id) == ("continued", first.thread_id)
+    assert await _contents(store, first.thread_id) == ["q", "a1", "next", "a3"]
+
+
+async def test_a_second_request_on_an_answered_prefix_branches_into_a_fork(
+    store_factory: StoreFactory,
+) -> None:
+    store = await store_factory()
+    root = await store.keep_session_turn(_turn([user("q")], "a"))
+    left = await store.keep_session_turn(_turn([user("q"), said("a"), user("left")], "l"))
+    right = await store.keep_session_turn(_turn([user("q"), said("a"), user("right")], "r"))
+    assert left.thread_id == root.thread_id and right.kept == "branched"
+    fork = await store.get_thread(right.thread_id, "alice")
+    assert (fork.parent_id, fork.fork_point, fork.face) == (root.thread_id, 2, "anthropic")
+    assert await _contents(store, right.thread_id) == ["q", "a", "right", "r"]
+    # each branch goes on where it is
+    more = await store.keep_session_turn(
+        _turn([user("q"), said("a"), user("right"), said("r"), user("on")], "o"))  # fmt: skip
+    assert (more.kept, more.thread_id) == ("continued", right.thread_id)
+
+
+async def test_a_rewritten_history_under_the_same_session_ref_follows_the_old_thread(
+    store_factory: StoreFactory,
+) -> None:
+    store = await store_factory()
+    old = await store.keep_session_turn(_turn([user("q")], "a", ref="sess-1"))
+    new = await store.keep_session_turn(_turn([user("summary of q")], "b", ref="sess-1"))
+    other = await store.keep_session_turn(_turn([user("unrelated")], "c", ref="sess-2"))
+    assert new.kept == "started" and new.follows == old.thread_id and other.follows is None
+    assert (await store.get_thread(new.thread_id, "alice")).follows == old.thread_id
+
+
+async def test_an_identical_history_of_another_principal_is_never_continued(
+    store_factory: StoreFactory,
+) -> None:
+    store = await store_factory()
+    alice = await store.keep_session_turn(_turn([user("q")], "a", ref="shared"))
+    bob = await store.keep_session_turn(_turn([user("q"), said("a"), user("more")], "b", "bob",
+                                              ref="shared"))  # fmt: skip
+    assert bob.kept == "started" and bob.thread_id != alice.thread_id and bob.follows is None
+    assert await _contents(store, alice.thread_id) == ["q", "a"]
+    retry = await store.keep_session_turn(_turn([user("q")], "x", "bob"))
+    assert retry.kept == "started"  # alice's turn is no retry of bob's
+
+
+async def test_a_deleted_session_is_not_continued(store_factory: StoreFactory) -> None:
+    store = await store_factory()
+    gone = await store.keep_session_turn(_turn([user("q")], "a"))
+    await store.delete(gone.thread_id, "alice")
+    again = await store.keep_session_turn(_turn([user("q"), said("a"), user("more")], "b"))
+    assert again.kept == "started" and again.thread_id != gone.thread_id
+    await store.prune()
+    assert [t.id for t in await store.list_threads("alice")] == [again.thread_id]
+
+
+async def test_sessions_are_listed_by_face_and_client(store_factory: StoreFactory) -> None:
+    store = await store_factory()
+    claude = await store.keep_session_turn(_turn([user("1")], "a", client="Claude Code 2.1"))
+    codex = await store.keep_session_turn(
+        _turn([user("2")], "b", face="responses", client="Codex 0.9_%"))  # fmt: skip
+    plain = await store.create_thread("alice", title="a chat thread")
+
+    async def ids(**kw: Any) -> set[str]:
+        return {t.id for t in await store.list_threads("alice", **kw)}
+
+    assert await ids() == {claude.thread_id, codex.thread_id, plain.id}
+    assert await ids(face="*") == {claude.thread_id, codex.thread_id}
+    assert await ids(face="responses") == {codex.thread_id}
+    assert await ids(client="claude") == {claude.thread_id}
+    assert await ids(client="0.9_%") == {codex.thread_id}
+    assert await ids(client="9__") == set()  # _ and % are the text, not patterns
