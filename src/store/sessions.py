@@ -95,6 +95,7 @@ _LATEST_OF_REF = (
 _RECENT = 64
 _CHUNK = 400
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
+_WRAPPED = re.compile(r"\s*<([a-z][a-z_-]*)\b[^>]*>.*</\1>\s*", re.S)
 
 Kept = Literal["started", "continued", "branched", "retried"]
 
@@ -135,20 +136,22 @@ class SessionKept:
 
 
 def title_of(messages: Sequence[Mapping[str, Any]]) -> str | None:
-    """The first user message's words, without the reminders agents wrap around them."""
+    """The first words a person wrote: the first user text that is not one of the
+    tagged blocks agents send along (Claude Code's ``<system-reminder>``, Codex's
+    ``<environment_context>``), reminders inside a text taken out."""
     for message in messages:
         if message.get("role") != "user":
             continue
         content = message.get("content")
-        if isinstance(content, list):
-            content = "\n".join(
-                p.get("text", "")
-                for p in content
-                if isinstance(p, Mapping) and isinstance(p.get("text"), str)
-            )
-        text = " ".join(_REMINDER.sub(" ", content).split()) if isinstance(content, str) else ""
-        if text:
-            return text[:80]
+        parts = [content] if isinstance(content, str) else [
+            p.get("text") for p in content or () if isinstance(p, Mapping)
+        ]  # fmt: skip
+        for part in parts:
+            if not isinstance(part, str) or _WRAPPED.fullmatch(part):
+                continue
+            text = " ".join(_REMINDER.sub(" ", part).split())
+            if text:
+                return text[:80]
     return None
 
 

@@ -134,9 +134,19 @@ def codex_env(home: Path, base_url: str) -> dict[str, str]:
             **_NO_NETWORK}  # fmt: skip
 
 
-def run_codex(project: Path, env: dict[str, str], prompt: str, timeout_s: float = 180) -> AgentRun:
-    argv = [str(codex_binary()), "exec", "--json", "--strict-config", "--skip-git-repo-check",
-            "--ephemeral", "--cd", str(project), prompt]  # fmt: skip
+def run_codex(
+    project: Path, env: dict[str, str], prompt: str, timeout_s: float = 180, *,
+    resume: bool = False, keep: bool = False,
+) -> AgentRun:  # fmt: skip
+    """``codex exec`` on ``prompt``; ``keep`` writes the session to CODEX_HOME (not
+    ``--ephemeral``) and ``resume`` goes on with the last one (``exec resume --last``,
+    which takes the project from the working directory)."""
+    options = ["--json", "--strict-config", "--skip-git-repo-check"]
+    if resume:
+        argv = [str(codex_binary()), "exec", "resume", "--last", *options, prompt]
+    else:
+        argv = [str(codex_binary()), "exec", *options, *([] if keep else ["--ephemeral"]),
+                "--cd", str(project), prompt]  # fmt: skip
     return _run(argv, env, project, timeout_s)
 
 
