@@ -72,6 +72,7 @@ async def build_services(settings: Settings) -> Services:
                     settings.memory_extraction_max_attempts,
                 )
                 memory.worker.start()
+                partial.sessions.memory = memory  # agent sessions teach memory too
     except BaseException as exc:
         exc.add_note(f"while opening {opening}")
         await close_services(partial)

@@ -133,25 +133,31 @@ class SessionKept:
     first_seq: int = 0
     last_seq: int = 0
     follows: str | None = None
+    # What a person wrote in the turn's new user messages, for memory extraction.
+    asked: tuple[str, ...] = ()
+
+
+def person_text(message: Mapping[str, Any]) -> str:
+    """What a person wrote in a user message: its texts but the tagged blocks agents
+    send along (Claude Code's ``<system-reminder>``, Codex's
+    ``<environment_context>``), reminders inside a text taken out."""
+    if message.get("role") != "user":
+        return ""
+    content = message.get("content")
+    parts = [content] if isinstance(content, str) else [
+        p.get("text") for p in content or () if isinstance(p, Mapping)
+    ]  # fmt: skip
+    texts = [" ".join(_REMINDER.sub(" ", part).split()) for part in parts
+             if isinstance(part, str) and not _WRAPPED.fullmatch(part)]  # fmt: skip
+    return "\n".join(t for t in texts if t)
 
 
 def title_of(messages: Sequence[Mapping[str, Any]]) -> str | None:
-    """The first words a person wrote: the first user text that is not one of the
-    tagged blocks agents send along (Claude Code's ``<system-reminder>``, Codex's
-    ``<environment_context>``), reminders inside a text taken out."""
+    """The first words a person wrote (see :func:`person_text`)."""
     for message in messages:
-        if message.get("role") != "user":
-            continue
-        content = message.get("content")
-        parts = [content] if isinstance(content, str) else [
-            p.get("text") for p in content or () if isinstance(p, Mapping)
-        ]  # fmt: skip
-        for part in parts:
-            if not isinstance(part, str) or _WRAPPED.fullmatch(part):
-                continue
-            text = " ".join(_REMINDER.sub(" ", part).split())
-            if text:
-                return text[:80]
+        text = person_text(message)
+        if text:
+            return " ".join(text.split())[:80]
     return None
 
 
@@ -226,7 +232,7 @@ class SessionRows(TurnRows, SqlBase):
             thread, kept = await self._fork_in(tx, thread, seq, keep_origin=True), "branched"
             chars = await self._chars(tx, thread.id)
         stored = await self._append_in(tx, thread, chars, self._turn(turn, new))
-        return SessionKept(thread.id, kept, stored[0].seq, stored[-1].seq)
+        return SessionKept(thread.id, kept, stored[0].seq, stored[-1].seq, asked=_asked(new))
 
     async def _chars(self, tx: Executor, thread_id: str) -> int:
         row = await tx.fetchrow(self._q("SELECT total_chars FROM {p}threads WHERE id = ?"),
@@ -246,9 +252,14 @@ class SessionRows(TurnRows, SqlBase):
         )  # fmt: skip
         await tx.execute(self._q(INSERT_THREAD), *thread_row(thread, 0))
         stored = await self._append_in(tx, thread, 0, self._turn(turn, list(turn.messages)))
-        return SessionKept(thread.id, "started", stored[0].seq, stored[-1].seq, follows)
+        return SessionKept(thread.id, "started", stored[0].seq, stored[-1].seq, follows,
+                           _asked(turn.messages))  # fmt: skip
 
     @staticmethod
     def _turn(turn: SessionTurn, new: list[Mapping[str, Any]]) -> _Turn:
         return _Turn([*new, turn.answer], turn.request_id, turn.session_id,
                      "session", turn.model, turn.provider, turn.usage, None)  # fmt: skip
+
+
+def _asked(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    return tuple(filter(None, (person_text(m) for m in messages)))

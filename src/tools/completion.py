@@ -252,7 +252,11 @@ class CompletionTool(Tool):
         memory_ids: list[str] = []
         notes: list[dict[str, str]] = []
         if arguments.memory:
-            messages, memory_ids, notes = await with_memory(context, messages)
+            # A kept session's prompts are queued for extraction with their thread, by
+            # the keeper; only an unkept request's are queued here.
+            messages, memory_ids, notes = await with_memory(
+                context, messages, extract=arguments.session is None
+            )
         # The caller's tool rounds get their reasoning back once, before any model is
         # fitted to the request; a round answered by another daemon (or before a
         # restart) is read from the store, nothing when memory holds every round.

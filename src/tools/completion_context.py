@@ -73,7 +73,7 @@ async def keep_response(
 
 
 async def with_memory(
-    context: ToolContext, messages: list[dict[str, Any]]
+    context: ToolContext, messages: list[dict[str, Any]], *, extract: bool = True
 ) -> tuple[list[dict[str, Any]], list[str], list[dict[str, str]]]:
     """``messages`` with the memory block before the last user message: the messages,
     the memory ids used, and notes (a block that could not be built)."""
@@ -91,7 +91,7 @@ async def with_memory(
         note = {"param": "memory", "message": "the memories could not be read; the request "
                                               "went without them"}  # fmt: skip
         return messages, [], [note]
-    if index == len(messages) - 1:  # a new user turn, not a tool round of the same turn
+    if extract and index == len(messages) - 1:  # a new user turn, not a tool round
         service.queue_extraction(owner, text, None, None)
     if block is None:
         return messages, [], []

@@ -11,6 +11,9 @@ with backoff, like the cost rows (:class:`~exai.accounting.ledger.Ledger`); a
 turn the store refuses as such (an :class:`~exai.errors.ExaiError`) is logged and
 counted as failed.
 
+With memory extraction on (the memory service is set on the keeper), what a
+person asked in each kept turn is queued for extraction with its thread.
+
 The queue is bounded (``max_queued``): past it, the oldest waiting turn is let
 go, logged and counted (``stats()["dropped"]``, in ``exai status``), never the
 daemon's memory. Closing writes what is queued, for at most ``drain_s``.
@@ -48,6 +51,7 @@ class SessionKeeper:
         self._task: asyncio.Task[None] | None = None
         self._counts = {"kept": 0, "failed": 0, "dropped": 0}
         self.last: SessionKept | None = None
+        self.memory: Any = None  # exai.memory.MemoryService, set once it is open
 
     def start(self) -> None:
         if self._task is None:
@@ -94,10 +98,19 @@ class SessionKeeper:
                         continue
                 else:
                     self._counts["kept"] += 1
+                    self._learn(turn, self.last)
                 if self._queue and self._queue[0] is turn:
                     self._queue.popleft()
                 delay, attempts = 0.05, 0
             self._idle.set()
+
+    def _learn(self, turn: SessionTurn, kept: SessionKept) -> None:
+        """With memory extraction on, what a person asked in the turn is queued for
+        it, with the thread, like a ``chat`` turn's prompt."""
+        if self.memory is None:
+            return
+        for text in kept.asked:
+            self.memory.queue_extraction(turn.owner, text, kept.thread_id, None)
 
     def _fail(self, turn: SessionTurn, exc: BaseException) -> None:
         self._counts["failed"] += 1

@@ -5,6 +5,7 @@ thread with its tool calls and results (docs/agents.md#sessions)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -194,3 +195,28 @@ async def test_a_responses_chain_is_one_thread(tmp_path, emulator):
             ("user", "and again"), ("assistant", "noted"),
         ]  # fmt: skip
         assert thread.face == "responses"
+
+
+async def test_with_memory_extraction_on_an_agent_session_teaches_memory(tmp_path, emulator):
+    learned = {"memories": [{"content": "The project's store is SQLite", "type": "decision"}]}
+    emulator.script({"text": json.dumps(learned)}, vendor="glm")
+    emulator.script(PLAIN, vendor="kimi")
+    overrides = {"memory_extraction_enabled": True, "memory_extraction_model": "glm-4.5-flash"}
+    async with faces_daemon(tmp_path, emulator, **overrides) as daemon:
+        async with _client(daemon) as client:
+            ask = "<environment_context>cwd</environment_context>"
+            await client.chat.completions.create(model="kimi-k2.6", messages=[
+                {"role": "user", "content": ask},
+                {"role": "user", "content": "we keep the store in SQLite"}])  # fmt: skip
+        (thread,) = await _threads(daemon)
+        found: list[Any] = []
+        for _ in range(200):  # waits for the extraction worker; never a timing assertion
+            found = await daemon.services.memory.recall("alice", "store sqlite", vectors=False)
+            if found:
+                break
+            await asyncio.sleep(0.05)
+        assert [r.memory.content for r in found] == ["The project's store is SQLite"]
+        (extract,) = [r["body"] for r in emulator.requests if r["vendor"] == "glm"]
+        assert "we keep the store in SQLite" in json.dumps(extract["messages"])
+        assert "environment_context" not in json.dumps(extract["messages"])
+        assert thread.turns == 1
