@@ -31,16 +31,20 @@ class ThreadSearch(SqlBase):
         self, owner: str, text: str, *, limit: int = 50, offset: int = 0
     ) -> list[Thread]:
         """The owner's live threads whose title or any message contains ``text``,
-        most recently updated first."""
+        most recently updated first. A message's text is its content, and what it
+        holds besides (a list of parts, as agents send their prompts; tool calls and
+        their arguments), searched as its stored JSON."""
         pattern = like_pattern(text.strip().lower())
         sql = (
             f"SELECT {_COLUMNS} FROM {{p}}threads t"
             " WHERE t.owner = ? AND t.deleted_at IS NULL AND t.updated_at > ?"
             " AND (LOWER(COALESCE(t.title, '')) LIKE ? ESCAPE '\\'"
             " OR EXISTS (SELECT 1 FROM {p}messages m WHERE m.thread_id = t.id"
-            " AND LOWER(m.content) LIKE ? ESCAPE '\\'))"
+            " AND (LOWER(m.content) LIKE ? ESCAPE '\\'"
+            " OR LOWER(CAST(m.fields AS TEXT)) LIKE ? ESCAPE '\\')))"
             " ORDER BY t.updated_at DESC, t.id LIMIT ? OFFSET ?"
         )
-        args = (owner, self._clock() - self.limits.ttl_s, pattern, pattern, limit, offset)
+        args = (owner, self._clock() - self.limits.ttl_s, pattern, pattern, pattern, limit,
+                offset)  # fmt: skip
         rows = await self._read(lambda db: db.fetch(self.dialect.sql(sql), *args))
         return [decode_thread(row, self.limits.ttl_s) for row in rows]

@@ -20,6 +20,7 @@ from exai.store.rows import (
     loads,
     thread_row,
 )
+from exai.store.search import like_pattern
 from exai.store.sql_base import INSERT_MESSAGE, INSERT_THREAD, UPSERT_FILE, SqlBase
 
 __all__ = ["ThreadRows"]
@@ -88,9 +89,8 @@ class ThreadRows(SqlBase):
             where.append("face = ?")
             args.append(face)
         if client is not None:
-            escaped = client.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             where.append("LOWER(client) LIKE ? ESCAPE '\\'")
-            args.append(f"%{escaped}%")
+            args.append(like_pattern(client.lower()))
         if not include_deleted:
             where.append("deleted_at IS NULL AND updated_at > ?")
             args.append(self._clock() - self.limits.ttl_s)

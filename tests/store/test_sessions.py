@@ -143,3 +143,18 @@ async def test_sessions_are_listed_by_face_and_client(store_factory: StoreFactor
     assert await ids(client="claude") == {claude.thread_id}
     assert await ids(client="0.9_%") == {codex.thread_id}
     assert await ids(client="9__") == set()  # _ and % are the text, not patterns
+
+
+async def test_a_session_is_found_by_its_prompts_and_tool_calls(
+    store_factory: StoreFactory,
+) -> None:
+    store = await store_factory()
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "Grep", "arguments": '{"pattern": "flamingo"}'}}  # fmt: skip
+    prompt = {"role": "user", "content": [{"type": "text", "text": "Find the Pelican"}]}
+    kept = await store.keep_session_turn(SessionTurn(
+        owner="alice", messages=[prompt], request_id="r-s", session_id="S", face="anthropic",
+        answer={"role": "assistant", "content": None, "tool_calls": [call]}))  # fmt: skip
+    for text in ("pelican", "flamingo", "grep"):
+        assert [t.id for t in await store.search_threads("alice", text)] == [kept.thread_id]
+    assert await store.search_threads("bob", "pelican") == []
