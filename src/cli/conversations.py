@@ -1,12 +1,15 @@
 """``exai conversations``: list, show, export, import, fork, rm and prune stored threads.
 
 The commands act on the store ``EXAI_STORE_URL`` names, as the operator: they see
-every principal's threads. Export writes JSONL (see :mod:`exai.store.transcript`),
-which ``import`` reads back, along with the plain transcripts other tools write;
-a thread already in the store (by id, deleted or not) is skipped and said so, so
-an export can be imported again into the store it came from. ``rm`` deletes
-threads (their owners no longer see them) and ``prune`` erases what was deleted
-or expired.
+every principal's threads. ``list`` and ``export`` pick agent sessions (threads kept
+from the model faces, see :mod:`exai.store.sessions`) by face and client, or leave
+them out; ``show`` prints a thread as a transcript (:mod:`exai.cli.transcript_text`,
+which escapes every control character a stored message holds). Export writes JSONL
+(see :mod:`exai.store.transcript`), which ``import`` reads back, along with the plain
+transcripts other tools write; a thread already in the store (by id, deleted or
+not) is skipped and said so, so an export can be imported again into the store it
+came from. ``rm`` deletes threads (their owners no longer see them) and ``prune``
+erases what was deleted or expired.
 """
 
 from __future__ import annotations
@@ -17,13 +20,21 @@ import json
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from exai.auth import ANONYMOUS
 from exai.cli.common import run_reported
 from exai.cli.numbers import number
+from exai.cli.transcript_text import (
+    FACES,
+    LIST_HEADING,
+    face_name,
+    header_lines,
+    list_row,
+    transcript_lines,
+)
+from exai.errors import ConversationNotFoundError
 from exai.settings import load_settings
 from exai.store import ANY_OWNER, ConversationStore, Thread, open_store
 from exai.store.transcript import export_lines, parse_transcript
@@ -39,16 +50,21 @@ def register(subparsers: Any) -> None:
     p.add_argument("--owner", help="only this principal's threads")
     p.add_argument("--deleted", action="store_true", help="include deleted and expired threads")
     p.add_argument("--limit", type=number(1, 100000, integer=True), default=50)
+    _add_filters(p)
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=_command(_list))
 
-    p = sub.add_parser("show", help="one thread and its messages")
+    p = sub.add_parser("show", help="one thread as a transcript, turn by turn")
     p.add_argument("id")
+    p.add_argument("--reasoning", action="store_true", help="show the model's reasoning")
+    p.add_argument("--system", action="store_true", help="show system prompts in full")
     p.add_argument("--json", action="store_true", help="print the thread as export JSONL")
     p.set_defaults(func=_command(_show))
 
-    p = sub.add_parser("export", help="threads as JSONL (all live threads without IDs)")
+    p = sub.add_parser("export", help="threads as JSONL (all live threads, or those the "
+                       "filters pick, without IDs)")  # fmt: skip
     p.add_argument("ids", nargs="*", metavar="ID")
+    _add_filters(p)
     p.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     p.set_defaults(func=_command(_export))
 
@@ -76,6 +92,17 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_command(_prune))
 
 
+def _add_filters(p: argparse.ArgumentParser) -> None:
+    kinds = p.add_mutually_exclusive_group()
+    kinds.add_argument("--face", type=face_name, metavar="FACE",
+                       help="agent sessions of one model face: " + ", ".join(
+                           f"{name} ({path})" for name, path in FACES.items()))  # fmt: skip
+    kinds.add_argument("--sessions", action="store_true", help="agent sessions only")
+    kinds.add_argument("--threads", action="store_true", help="no agent sessions")
+    p.add_argument("--client", metavar="TEXT",
+                   help="agent sessions whose client's name holds TEXT (any case)")  # fmt: skip
+
+
 Action = Callable[[ConversationStore, argparse.Namespace, TextIO], Awaitable[int]]
 
 
@@ -94,29 +121,47 @@ async def _with_store(action: Action, args: argparse.Namespace) -> int:
         await store.aclose()
 
 
-def _when(epoch: float | None) -> str:
-    if epoch is None:
-        return "-"
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+def _filtered(args: argparse.Namespace) -> bool:
+    return bool(args.face or args.sessions or args.threads or args.client)
 
 
-def _thread_line(thread: Thread) -> str:
-    title = (thread.title or "").replace("\n", " ")[:50]
-    state = " deleted" if thread.deleted_at else ""
-    return (f"{thread.id}  {thread.owner:<16} {thread.turns:>6}  {_when(thread.updated_at)}"
-            f"{state}  {title}")  # fmt: skip
+async def _select(
+    store: ConversationStore,
+    args: argparse.Namespace,
+    *,
+    owner: str | None = None,
+    include_deleted: bool = False,
+    limit: int | None = None,
+) -> list[Thread]:
+    """The threads the filters pick, most recently active first, at most ``limit``.
+    The store picks sessions by face and client; chat threads (``--threads``) are the
+    ones without a face."""
+    if args.threads and args.client:
+        raise ValueError("--client picks agent sessions, and --threads leaves them out")
+    face = "*" if args.sessions else args.face
+    size = min(limit or 500, 500)
+    threads: list[Thread] = []
+    offset = 0
+    while page := await store.list_threads(owner or ANY_OWNER, include_deleted=include_deleted,
+                                           limit=size, offset=offset, face=face,
+                                           client=args.client):  # fmt: skip
+        offset += len(page)
+        threads.extend(t for t in page if not args.threads or t.face is None)
+        if limit is not None and len(threads) >= limit:
+            return threads[:limit]
+    return threads
 
 
 async def _list(store: ConversationStore, args: argparse.Namespace, out: TextIO) -> int:
-    owner = args.owner if args.owner else ANY_OWNER
-    threads = await store.list_threads(owner, include_deleted=args.deleted, limit=args.limit)
+    threads = await _select(store, args, owner=args.owner, include_deleted=args.deleted,
+                            limit=args.limit)  # fmt: skip
     if args.json:
         for thread in threads:
             print(json.dumps(dataclasses.asdict(thread), ensure_ascii=False), file=out)
         return 0
-    print(f"{'ID':<36}  {'OWNER':<16} {'TURNS':>6}  {'UPDATED':<20}  TITLE", file=out)
+    print(LIST_HEADING, file=out)
     for thread in threads:
-        print(_thread_line(thread), file=out)
+        print(list_row(thread), file=out)
     return 0
 
 
@@ -127,34 +172,23 @@ async def _show(store: ConversationStore, args: argparse.Namespace, out: TextIO)
         for line in export_lines(thread, messages):
             print(line, file=out)
         return 0
-    print(f"thread   {thread.id}\nowner    {thread.owner}\ntitle    {thread.title or '-'}\n"
-          f"created  {_when(thread.created_at)}\nupdated  {_when(thread.updated_at)}\n"
-          f"expires  {_when(thread.expires_at)}\nturns    {thread.turns}", file=out)  # fmt: skip
-    if thread.parent_id:
-        print(f"fork of  {thread.parent_id} at seq {thread.fork_point} (depth {thread.depth})",
-              file=out)  # fmt: skip
-    for message in messages:
-        label = f"[{message.seq}] turn {message.turn} {message.role}"
-        if message.model:
-            label += f" ({message.model})"
-        print(f"\n{label}", file=out)
-        provider = message.provider_message()
-        content = provider.get("content")
-        if content:
-            print(content if isinstance(content, str) else json.dumps(content), file=out)
-        for call in message.tool_calls or ():
-            print(f"-> tool call {json.dumps(call, ensure_ascii=False)}", file=out)
+    costs = await store.turn_costs(thread.id, thread.owner)
+    for line in header_lines(thread, costs):
+        print(line, file=out)
+    for line in transcript_lines(messages, costs, reasoning=args.reasoning, system=args.system):
+        print(line, file=out)
     return 0
 
 
 async def _export(store: ConversationStore, args: argparse.Namespace, out: TextIO) -> int:
+    if args.ids and _filtered(args):
+        raise ValueError("give IDs or filters (--face, --sessions, --threads, --client), not both")
     if args.ids:
         threads = [await store.get_thread(tid, ANY_OWNER) for tid in args.ids]
     else:
-        threads, offset = [], 0
-        while page := await store.list_threads(ANY_OWNER, limit=500, offset=offset):
-            threads.extend(page)
-            offset += len(page)
+        threads = await _select(store, args)
+        if _filtered(args):
+            threads += await _parents(store, threads)
     threads.sort(key=lambda t: (t.depth, t.created_at))
     target = args.output.open("w", encoding="utf-8") if args.output else out
     try:
@@ -166,6 +200,31 @@ async def _export(store: ConversationStore, args: argparse.Namespace, out: TextI
             target.close()
     print(f"exported {len(threads)} conversation(s)", file=sys.stderr)
     return 0
+
+
+async def _parents(store: ConversationStore, threads: list[Thread]) -> list[Thread]:
+    """The ancestors of the forks among ``threads`` that are not among them: an import
+    needs a fork's parent first. A parent that is gone is said, and left out."""
+    have = {thread.id for thread in threads}
+    added: list[Thread] = []
+    wanted = [t.parent_id for t in threads if t.parent_id]
+    while wanted:
+        parent_id = wanted.pop()
+        if parent_id in have:
+            continue
+        have.add(parent_id)
+        try:
+            parent = await store.get_thread(parent_id, ANY_OWNER)
+        except ConversationNotFoundError:
+            print(f"parent {parent_id} is deleted or expired: its forks will not import "
+                  "without it", file=sys.stderr)  # fmt: skip
+            continue
+        added.append(parent)
+        if parent.parent_id:
+            wanted.append(parent.parent_id)
+    if added:
+        print(f"with {len(added)} parent thread(s) the forks need", file=sys.stderr)
+    return added
 
 
 async def _import(store: ConversationStore, args: argparse.Namespace, out: TextIO) -> int:
