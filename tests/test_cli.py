@@ -58,6 +58,11 @@ async def test_token_issue_mints_a_verifiable_jwt():
                               "--ttl", "120", env={"EXAI_JWT_SECRET": secret})  # fmt: skip
     claims = jwt.decode(out.strip(), secret, algorithms=["HS256"])
     assert code == 0 and claims["sub"] == "erin" and claims["scopes"] == ["chat", "echo"]
+    assert "exai_sessions" not in claims and "exai_memory" not in claims
+    code, out, _ = await _run("token", "issue", "--sub", "erin", "--sessions", "off",
+                              "--memory", "on", env={"EXAI_JWT_SECRET": secret})  # fmt: skip
+    claims = jwt.decode(out.strip(), secret, algorithms=["HS256"])
+    assert code == 0 and claims["exai_sessions"] is False and claims["exai_memory"] is True
 
 
 def test_serve_settles_the_startup_heap_out_of_the_collector():

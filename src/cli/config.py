@@ -45,6 +45,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     issue.add_argument("--scopes", nargs="*", help="tools the token may call (default: all)")
     issue.add_argument("--ttl", type=number(1, 10 * 366 * 86400), default=3600.0,
                        help="lifetime in seconds")  # fmt: skip
+    for claim, what in (("memory", "its model-face requests bring its memories"),
+                        ("sessions", "its model-face requests are kept as agent sessions")):
+        issue.add_argument(f"--{claim}", choices=("on", "off"),
+                           help=f"whether {what}, over the daemon's setting "
+                           f"(EXAI_FACES_{claim.upper()})")  # fmt: skip
     issue.set_defaults(func=_token_issue)
 
 
@@ -118,5 +123,7 @@ def _token_issue(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from exai.auth import issue_token
 
-    print(issue_token(settings.jwt_secret.get_secret_value(), args.sub, args.scopes, args.ttl))
+    switch = {None: None, "on": True, "off": False}
+    print(issue_token(settings.jwt_secret.get_secret_value(), args.sub, args.scopes, args.ttl,
+                      memory=switch[args.memory], sessions=switch[args.sessions]))  # fmt: skip
     return 0

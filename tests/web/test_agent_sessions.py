@@ -14,6 +14,7 @@ import httpx
 from openai import AsyncOpenAI
 
 from exai.app import App
+from exai.auth import issue_token
 from exai.store.base import Thread
 from tests.web.faces import READ, TOKENS, base_url, faces_daemon
 
@@ -220,3 +221,15 @@ async def test_with_memory_extraction_on_an_agent_session_teaches_memory(tmp_pat
         assert "we keep the store in SQLite" in json.dumps(extract["messages"])
         assert "environment_context" not in json.dumps(extract["messages"])
         assert thread.turns == 1
+
+
+async def test_a_token_s_exai_sessions_claim_wins_over_the_setting(tmp_path, emulator):
+    emulator.script(*[PLAIN] * 4)
+    secret = "faces-secret-0123456789abcdef0123456789"
+    async with faces_daemon(tmp_path, emulator, jwt_secret=secret) as daemon:
+        for name, keep in (("carol", False), ("dave", True), ("erin", None)):
+            token = issue_token(secret, name, sessions=keep)
+            async with AsyncOpenAI(base_url=base_url(daemon), api_key=token) as client:
+                await client.chat.completions.create(model="kimi-k2.6", messages=[QUESTION])
+        kept = {name: len(await _threads(daemon, name)) for name in ("carol", "dave", "erin")}
+        assert kept == {"carol": 0, "dave": 1, "erin": 1}  # erin: EXAI_FACES_SESSIONS=*
