@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import structlog
 
-__all__ = ["bind_call", "configure_logging", "get_logger"]
+__all__ = ["bind_call", "configure_logging", "escape_unprintable", "get_logger"]
 
 _CALL: ContextVar[tuple[str, str, str] | None] = ContextVar("exai_call", default=None)
 
@@ -56,6 +56,13 @@ _MULTILINE = ("exception", "stack")  # tracebacks keep their line breaks
 def _escape_char(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape_unprintable(text: str, keep: str = "") -> str:
+    """``text`` with every control character, and every character that reorders or
+    hides text (bidirectional overrides, zero-width), written as ``\\xNN`` or
+    ``\\uNNNN``; the characters in ``keep`` (a line break, a tab) stay as they are."""
+    return _UNPRINTABLE.sub(lambda m: m.group() if m.group() in keep else _escape_char(m), text)
 
 
 def _escape_unprintable(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:

@@ -19,12 +19,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Final
 
+from exai.logs import escape_unprintable
 from exai.providers.pricing import from_nanos
 from exai.store import StoredMessage, Thread
 
@@ -43,23 +43,13 @@ __all__ = [
 FACES: Final = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages",
                 "responses": "/v1/responses"}  # fmt: skip
 
-# C0 controls but tab and newline, DEL, C1 controls, and the format characters that
-# reorder or hide text: bidirectional overrides and isolates, zero-width characters,
-# line and paragraph separators, the byte order mark.
-_UNPRINTABLE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]"
-)
 _INDENT = "    "
 
 
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
 def printable(text: str) -> str:
-    """``text`` with its line breaks and tabs, every other control character escaped."""
-    return _UNPRINTABLE.sub(_escape, text.replace("\r\n", "\n"))
+    """``text`` with its line breaks and tabs, every other control character (and what
+    reorders or hides text) escaped, as the console log writes it."""
+    return escape_unprintable(text.replace("\r\n", "\n"), keep="\n\t")
 
 
 def _one_line(text: str | None, width: int | None = None) -> str:

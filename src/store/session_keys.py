@@ -80,7 +80,9 @@ def items(message: Mapping[str, Any]) -> Iterator[tuple[Any, ...]]:
         for call in message.get("tool_calls") or ():
             if not isinstance(call, Mapping):
                 continue
-            function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+            function = call.get("function")
+            if not isinstance(function, Mapping):
+                function = {}
             yield ("call", str(call.get("id")), str(function.get("name")),
                    _arguments(function.get("arguments")))  # fmt: skip
     elif role == "tool":
