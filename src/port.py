@@ -134,16 +134,29 @@ class Reads(Protocol):
     # --- a principal's own (the console) -------------------------------------------
 
     async def threads(
-        self, principal: Principal, *, query: str = "", limit: int = 50, offset: int = 0
-    ) -> list[dict[str, Any]]:
-        """The principal's live threads, newest first; ``query`` keeps those whose title
-        or text contains it."""
+        self, principal: Principal, *, query: str = "", limit: int = 50, offset: int = 0,
+        kind: str = "", client: str = "", costs: bool = False,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """The principal's live threads, most recently updated first; ``query`` keeps
+        those whose title or text contains it, ``kind`` ``"agent"`` the agent sessions
+        (threads with a ``face``) and ``"chat"`` the others, ``client`` the agent
+        sessions whose client's name contains it (any case). Each thread carries its
+        ``face``, ``client``, ``session_ref`` and ``follows`` (None for a chat thread)
+        and, with ``costs``, its ``cost`` (``{currency: amount}``, the sum of its
+        turns'; a query per thread, for a page of tens)."""
         ...
 
     async def thread(
-        self, principal: Principal, thread_id: str, *, max_messages: int = 400
-    ) -> dict[str, Any] | None:
-        """One thread with its newest messages and what each turn cost, or None."""
+        self, principal: Principal, thread_id: str, *, max_messages: int = 400,
+        details: bool = True,
+    ) -> dict[str, Any] | None:  # fmt: skip
+        """One thread, or None: ``{"thread": {...}}`` alone without ``details``; with
+        them its newest whole turns within ``max_messages`` messages (``complete``
+        when they start at the first), each turn's cost (``costs``, by its first
+        seq) and trace (``traces``), the thread's ``cost``, and its ``lineage``: the
+        ``parent`` and the thread it ``follows`` (``{"id", "gone": True}`` when no
+        longer kept), and the ``followers`` and ``forks`` found among the principal's
+        200 most recently updated threads."""
         ...
 
     async def thread_export(self, principal: Principal, thread_id: str) -> str | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from exai.accounting.budgets import period_window
@@ -36,6 +37,10 @@ __all__ = ["CoreReads"]
 
 _DAY = 86400.0
 _MAX_PAGE = 500
+# A filtered thread list reads at most this many of the store's threads per page; a
+# thread page looks for the threads that follow or fork it among this many.
+_MAX_SCAN = 2000
+_LINEAGE_SCAN = 200
 
 
 class CoreReads(OperatorReads):
@@ -81,39 +86,97 @@ class CoreReads(OperatorReads):
     # --- threads --------------------------------------------------------------------
 
     async def threads(
-        self, principal: Principal, *, query: str = "", limit: int = 50, offset: int = 0
-    ) -> list[dict[str, Any]]:
+        self, principal: Principal, *, query: str = "", limit: int = 50, offset: int = 0,
+        kind: str = "", client: str = "", costs: bool = False,
+    ) -> list[dict[str, Any]]:  # fmt: skip
         store = self._core.services.store
         if store is None:
             return []
         limit, offset = _page(limit, offset)
-        if query.strip():
-            found = await store.search_threads(principal.name, query, limit=limit, offset=offset)
+        owner, text, client = principal.name, query.strip(), client.strip()
+        agent = kind == "agent" or bool(client)
+        if kind == "chat" and client:
+            return []  # a chat thread has no client
+        found: list[Any]
+        if not text and kind != "chat":
+            found = await store.list_threads(owner, limit=limit, offset=offset,
+                                             face="*" if agent else None,
+                                             client=client or None)  # fmt: skip
+        elif text and kind != "chat" and not agent:
+            found = await store.search_threads(owner, text, limit=limit, offset=offset)
         else:
-            found = await store.list_threads(principal.name, limit=limit, offset=offset)
-        return [_thread(t) for t in found]
+            # The store filters a search by text, or keeps threads without a face, in
+            # Python: read its pages until this page is full, over a bounded number.
+            async def read(at: int, count: int) -> list[Any]:
+                if text:
+                    return list(await store.search_threads(owner, text, limit=count, offset=at))
+                return list(await store.list_threads(owner, limit=count, offset=at))
+
+            def keep(thread: Any) -> bool:
+                if kind == "chat":
+                    return thread.face is None
+                if not agent:
+                    return True
+                return thread.face is not None and (
+                    not client or client.lower() in (thread.client or "").lower()
+                )
+
+            found = await _filtered(read, keep, limit, offset)
+        listed = [_thread(t) for t in found]
+        if costs:
+            for row in listed:
+                row["cost"] = _total(await store.turn_costs(row["id"], owner))
+        return listed
 
     async def thread(
-        self, principal: Principal, thread_id: str, *, max_messages: int = 400
-    ) -> dict[str, Any] | None:
+        self, principal: Principal, thread_id: str, *, max_messages: int = 400,
+        details: bool = True,
+    ) -> dict[str, Any] | None:  # fmt: skip
         store = self._core.services.store
         if store is None:
             return None
+        owner = principal.name
         try:
-            thread = await store.get_thread(thread_id, principal.name)
-            messages = await store.messages(thread.id, principal.name, limit=max_messages)
+            thread = await store.get_thread(thread_id, owner)
+            if not details:
+                return {"thread": _thread(thread)}
+            max_messages = max(1, max_messages)
+            messages = await store.messages(thread.id, owner, limit=max_messages + 1)
         except (ConversationNotFoundError, ValidationError_):
             return None
-        costs = await store.turn_costs(thread.id, principal.name)
-        traces = await store.turn_traces(thread.id, principal.name)
+        if len(messages) > max_messages:
+            # One message more than asked says whether the page starts inside a turn:
+            # that turn is left out rather than shown in part, unless it is all there is.
+            whole = [m for m in messages if m.turn != messages[0].turn]
+            messages = whole or messages[1:]
+        costs = await store.turn_costs(thread.id, owner)
+        traces = await store.turn_traces(thread.id, owner)
         return {
             "thread": _thread(thread),
             "messages": [_message(m) for m in messages],
             "complete": not messages or messages[0].seq == 1,
             "costs": {seq: {cur: str(from_nanos(n)) for cur, n in by_currency.items()}
                       for seq, by_currency in costs.items()},
+            "cost": _total(costs),
             "traces": traces,
+            "lineage": await self._lineage(store, thread),
         }  # fmt: skip
+
+    async def _lineage(self, store: Any, thread: Any) -> dict[str, Any]:
+        """The threads this one came from (its parent, the thread it follows) and,
+        among the owner's most recently updated, those that came from it."""
+        out: dict[str, Any] = {"parent": None, "follows": None, "followers": [], "forks": []}
+        for key, other in (("parent", thread.parent_id), ("follows", thread.follows)):
+            if other is None:
+                continue
+            try:
+                out[key] = _thread(await store.get_thread(other, thread.owner))
+            except (ConversationNotFoundError, ValidationError_):
+                out[key] = {"id": other, "gone": True}
+        recent = await store.list_threads(thread.owner, limit=_LINEAGE_SCAN)
+        out["followers"] = [_thread(t) for t in recent if t.follows == thread.id]
+        out["forks"] = [_thread(t) for t in recent if t.parent_id == thread.id]
+        return out
 
     async def thread_export(self, principal: Principal, thread_id: str) -> str | None:
         store = self._core.services.store
@@ -203,6 +266,34 @@ def _page(limit: int, offset: int) -> tuple[int, int]:
     return max(1, min(int(limit), _MAX_PAGE)), max(0, int(offset))
 
 
+async def _filtered(
+    read: Callable[[int, int], Awaitable[list[Any]]],
+    keep: Callable[[Any], bool],
+    limit: int,
+    offset: int,
+) -> list[Any]:
+    """Rows ``offset`` to ``offset + limit`` of those ``keep`` keeps, reading ``read(at,
+    count)`` page by page, over at most ``_MAX_SCAN`` rows."""
+    kept: list[Any] = []
+    at, chunk = 0, 200
+    while at < _MAX_SCAN and len(kept) < offset + limit:
+        rows = await read(at, chunk)
+        kept += [row for row in rows if keep(row)]
+        if len(rows) < chunk:
+            break
+        at += chunk
+    return kept[offset : offset + limit]
+
+
+def _total(costs: dict[int, dict[str, int]]) -> dict[str, str]:
+    """A thread's cost, ``{currency: amount}``, from its turns' ``{seq: {currency: nanos}}``."""
+    sums: dict[str, int] = {}
+    for by_currency in costs.values():
+        for currency, nanos in by_currency.items():
+            sums[currency] = sums.get(currency, 0) + nanos
+    return {currency: str(from_nanos(n)) for currency, n in sorted(sums.items())}
+
+
 def _day_start(now: float) -> float:
     return now - now % _DAY
 
@@ -213,6 +304,8 @@ def _thread(thread: Any) -> dict[str, Any]:
         "created_at": thread.created_at, "updated_at": thread.updated_at,
         "expires_at": thread.expires_at, "parent_id": thread.parent_id,
         "fork_point": thread.fork_point, "last_seq": thread.last_seq,
+        "face": thread.face, "client": thread.client, "session_ref": thread.session_ref,
+        "follows": thread.follows,
     }  # fmt: skip
 
 

@@ -79,6 +79,28 @@ async def test_a_principal_reads_its_own_threads_jobs_memories_and_spend(tmp_pat
         await cm.__aexit__(None, None, None)
 
 
+async def test_a_page_of_a_thread_holds_whole_turns_and_says_when_it_is_not_all(tmp_path, emulator):
+    cm, daemon, ids = await _daemon_with_alices_things(tmp_path, emulator)
+    try:
+        cut = await daemon.core.reads.thread(alice, ids["thread"], max_messages=3)
+        assert [m["seq"] for m in cut["messages"]] == [3, 4]  # not turn 1's answer alone
+        assert not cut["complete"] and set(cut["costs"]) == {1, 3}
+        one = await daemon.core.reads.thread(alice, ids["thread"], max_messages=1)
+        assert [m["seq"] for m in one["messages"]] == [4]  # a turn longer than the page
+        whole = await daemon.core.reads.thread(alice, ids["thread"], max_messages=4)
+        assert [m["seq"] for m in whole["messages"]] == [1, 2, 3, 4] and whole["complete"]
+        assert whole["cost"] == {"USD": str(sum(Decimal(c["USD"]) for c in cut["costs"].values()))}
+        assert whole["lineage"] == {"parent": None, "follows": None, "followers": [], "forks": []}
+        bare = await daemon.core.reads.thread(alice, ids["thread"], details=False)
+        assert set(bare) == {"thread"} and bare["thread"]["face"] is None
+        listed = await daemon.core.reads.threads(alice, costs=True)
+        assert {t["id"]: t["cost"] for t in listed}[ids["thread"]] == whole["cost"]
+        assert await daemon.core.reads.threads(alice, kind="agent") == []
+        assert len(await daemon.core.reads.threads(alice, kind="chat")) == 2
+    finally:
+        await cm.__aexit__(None, None, None)
+
+
 async def test_another_principal_reads_none_of_it(tmp_path, emulator):
     cm, daemon, ids = await _daemon_with_alices_things(tmp_path, emulator)
     reads = daemon.core.reads
