@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.console.agents import anthropic_session, script_tool_round, settle
 from tests.console.conftest import ALICE, BOB, SHOTS
 from tests.console.live import wait_until
 
@@ -23,6 +24,19 @@ PAYLOAD = (
     "[a link](javascript:window.__pwned=3) and "
     '<a href="javascript:window.__pwned=4">another</a>'
 )
+
+# What an agent's tool call and its result may carry, and a reply that links and embeds.
+XSS_ARGUMENTS = {
+    "path": "<img src=x onerror=window.__xss=1>",
+    "note": "</script><script>window.__xss=2</script>",
+}
+XSS_RESULT = "<img src=x onerror=window.__xss=1>\n</script><script>window.__xss=2</script>"
+XSS_ANSWER = (
+    "The notes say: {last_tool_result}\n\n[open the notes](javascript:window.__xss=3) and "
+    "<img src=x onerror=window.__xss=4>\n\n"
+    "```python\nprint('</pre><script>window.__xss=5</script>')\n```"
+)
+AGENT_SHOT = SHOTS.parent / "screenshots" / "agent-session.png"
 
 
 class Visitor:
@@ -397,3 +411,75 @@ def test_keyboard_alone_signs_in_and_continues_and_a_phone_width_page_reads(
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
     phone.shot("threads_phone")
     assert phone.problems == []
+
+
+def test_an_agent_session_reads_as_a_transcript_whose_blocks_open_and_whose_text_never_runs(
+    live, emulator, visitors
+):
+    script_tool_round(emulator, XSS_ARGUMENTS, XSS_ANSWER)
+    prompt = "Check the notes <img src=x onerror=window.__xss=6>"
+    ref = "</script><script>window.__xss=7</script>"
+    live.run(anthropic_session(live.base, ALICE, prompt, XSS_RESULT, ref=ref))
+    live.run(settle(live.app))
+    store = live.app.services.store
+    (session,) = [
+        t for t in live.run(store.list_threads("alice", face="anthropic")) if t.session_ref == ref
+    ]
+    kept = len(live.run(store.messages(session.id, "alice")))
+
+    alice = visitors()
+    alice.sign_in(ALICE, "/console/threads?kind=agent")
+    page = alice.page
+    badge = page.locator("ol.threads li", has_text="Check the notes").locator("a.badge")
+    assert re.fullmatch(r"Anthropic SDK [\d.]+ · /v1/messages", badge.inner_text())
+    badge.click()  # the sessions of that client
+    page.wait_for_url(f"{live.base}/console/threads?kind=agent&client=Anthropic+SDK")
+    alice.shot("agent_sessions")
+    page.locator("ol.threads a", has_text="Check the notes").click()
+    page.wait_for_url(f"{live.base}/console/threads/{session.id}")
+
+    call, result = page.locator("details.tool-call"), page.locator("details.tool-result")
+    assert call.count() == 1 and result.count() == 1
+    reasoning = page.locator("details.reasoning")
+    assert reasoning.count() == 2
+    for block in (call, result, reasoning.first, reasoning.last):
+        assert block.evaluate("d => d.open") is False  # collapsed until asked
+    call.locator("summary").click()
+    assert call.evaluate("d => d.open") is True
+    shown = call.inner_text()
+    assert "read_file" in shown and XSS_ARGUMENTS["path"] in shown
+    assert XSS_ARGUMENTS["note"] in shown  # shown as the text it is
+    call.locator("a:text('Its result')").click()  # opens the result it is tied to
+    page.wait_for_function("() => document.querySelector('details.tool-result').open")
+    assert XSS_RESULT.replace("\n", "") in result.inner_text().replace("\n", "")
+    reasoning.last.locator("summary").click()
+    assert "emulated reasoning" in reasoning.last.inner_text()
+    assert re.fullmatch(r"0\.\d+ USD", page.locator("strong.cost.total").inner_text())
+    assert page.locator("article.turn .cost").count() == 2
+    assert ref in page.inner_text("p.session")  # the client's session id, as text
+    assert page.locator("main pre code span.tok-nb", has_text="print").count() == 1
+    assert "[open the notes](javascript:window.__xss=3)" in page.inner_text("main")  # as text
+    AGENT_SHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(AGENT_SHOT), full_page=True)
+
+    assert page.evaluate("() => window.__xss") is None
+    assert page.locator("main script, main img, main iframe, main [onerror]").count() == 0
+    assert page.locator("a[href^='javascript:' i]").count() == 0
+    for link in page.locator("main .text a").all():
+        link.click()  # nothing the model wrote may run when clicked either
+    assert page.evaluate("() => window.__xss") is None
+
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone: nothing wider
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    # Continuing it from here continues a fork; the agent's session stays as it was.
+    page.fill("#prompt", "Summarize that for me")
+    page.click("form.say button[type=submit]")
+    page.wait_for_url(re.compile(r".*/console/threads/(?!" + session.id + r")[0-9a-f-]{36}$"))
+    assert "This is your fork of the agent's session" in page.inner_text("main")
+    assert "Summarize that for me" in page.inner_text("#turns")
+    assert page.locator("ul.lineage a", has_text="Check the notes").count() == 1
+    assert len(live.run(store.messages(session.id, "alice"))) == kept
+    assert page.evaluate("() => window.__xss") is None
+    assert alice.problems == []

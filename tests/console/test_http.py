@@ -173,7 +173,7 @@ async def test_a_thread_forks_and_exports_and_stays_its_owners(tmp_path, emulato
         assert copy != thread
         page = await http.get(f"/console/threads/{copy}")
         assert (
-            "fork me" in page.text and f'fork of <a href="/console/threads/{thread}"' in page.text
+            "fork me" in page.text and f'Fork of <a href="/console/threads/{thread}"' in page.text
         )
         export = await http.get(f"/console/threads/{thread}/export")
         lines = export.text.splitlines()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from html.parser import HTMLParser
 
@@ -9,20 +10,24 @@ import pytest
 
 from exai.auth import Principal
 from exai.web.console.charts import column_chart, row_chart
-from exai.web.console.markdown import render_markdown
+from exai.web.console.markdown import MAX_HIGHLIGHTED, highlight, render_markdown
 from exai.web.console.sessions import (
     ConsoleSessions,
     cookie_header,
     cookie_value,
     tokens_match,
 )
+from exai.web.console.transcript import MAX_SHOWN, group_turns, total_cost
 from exai.web.console.views import (
     FormError,
-    group_turns,
+    ago,
+    client_family,
+    iso,
     job_arguments,
     memory_arguments,
     money,
     safe_next,
+    session_label,
 )
 
 # --- sessions -----------------------------------------------------------------------
@@ -109,6 +114,10 @@ ATTACKS = [
     "[x](&#106;avascript:alert(1))",
     "<details open ontoggle=alert(1)>",
     "``<script>`` and `</code><script>alert(1)</script>`",
+    "```html\n<script>alert(1)</script><img src=x onerror=alert(1)>\n```",
+    "```python\n'</span></code><script>alert(1)</script>'\n```",
+    '```js" onmouseover="alert(1)\nx\n```',
+    '```json\n{"a": "</pre><img src=x onerror=alert(1)>"}\n```',
 ]
 
 
@@ -125,6 +134,7 @@ class _Elements(HTMLParser):
 
 _SAFE_TAGS = {
     "a",
+    "span",
     "p",
     "br",
     "hr",
@@ -159,6 +169,9 @@ def test_markup_in_untrusted_text_never_becomes_live_html(text):
     parser.feed(str(render_markdown(text)))
     for tag, attrs in parser.found:
         assert tag in _SAFE_TAGS, tag
+        if tag == "span":  # a highlighted token, and nothing else
+            assert set(attrs) == {"class"} and attrs["class"].startswith("tok-"), attrs
+            continue
         assert set(attrs) <= {"href", "title", "rel", "start"}, attrs
         href = (attrs.get("href") or "").strip().lower()
         assert not href or href.startswith(("http://", "https://", "mailto:")), href
@@ -169,6 +182,17 @@ def test_markdown_renders_and_links_get_safe_rel():
     assert "<strong>bold</strong>" in html and "<code>code</code>" in html
     assert '<a href="https://example.com/a" rel="noopener noreferrer nofollow">docs</a>' in html
     assert render_markdown("") == "" and render_markdown(None) == ""
+
+
+def test_code_with_a_language_is_highlighted_and_stays_escaped():
+    html = str(render_markdown("```python\ndef f():\n    return '<b>'\n```"))
+    assert '<span class="tok-k">def</span>' in html and '<span class="tok-nf">f</span>' in html
+    assert "&lt;b&gt;" in html and "<b>" not in html
+    plain = str(render_markdown("```\n<b>x</b>\n```\n```no-such-language\n<i>\n```"))
+    assert "<span" not in plain and "&lt;b&gt;x&lt;/b&gt;" in plain and "&lt;i&gt;" in plain
+    assert "<span" not in str(highlight("x" * (MAX_HIGHLIGHTED + 1), "python"))
+    assert str(highlight('{"a": "<img>"}', "json")).count("tok-") >= 4
+    assert str(highlight("<img>", "")) == "&lt;img&gt;"
 
 
 def test_the_text_of_markup_stays_visible():
@@ -257,14 +281,96 @@ def test_messages_group_into_turns_with_model_cost_files_and_attachments():
     assert first.model == "kimi-k2.6" and first.cost == ["0.001 USD"] and turns[1].cost == []
     assert first.files == ["/src/a.py"] and first.attachments == ["image (inline)"]
     assert [e.role for e in first.entries] == ["user", "assistant", "tool", "assistant"]
-    assert first.entries[1].tool_calls == ["$web_search"]
+    assert [c.name for c in first.entries[1].calls] == ["$web_search"]
     assert "<strong>done</strong>" in first.entries[3].html
     assert first.usage == {"prompt_tokens": 5}
 
 
-def test_a_turn_cut_off_at_the_start_of_the_page_is_left_out():
-    messages = [_msg(7, 3, "assistant", "tail"), _msg(8, 4, "user", "next")]
-    assert [t.turn for t in group_turns(messages, {})] == [4]
+def _call(call_id, name, arguments):
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def test_a_tool_result_is_tied_to_its_call_across_turns_even_when_ids_repeat():
+    # Kimi numbers tool calls per response, so an agent session repeats ids.
+    messages = [
+        _msg(1, 1, "user", "go"),
+        _msg(2, 1, "assistant", "", tool_calls=[_call("functions.read:0", "read", '{"p": "a"}')]),
+        _msg(3, 2, "tool", "A", tool_call_id="functions.read:0"),
+        _msg(4, 2, "assistant", "", tool_calls=[_call("functions.read:0", "read", '{"p": "b"}')]),
+        _msg(5, 3, "tool", "B", tool_call_id="functions.read:0"),
+        _msg(6, 3, "tool", "?", tool_call_id="never-called"),
+        _msg(7, 3, "assistant", "done", reasoning="I read **both**"),
+    ]
+    turns = group_turns(messages, {})
+    first_call = turns[0].entries[1].calls[0]
+    result_a, call_b = turns[1].entries
+    result_b, orphan, answer = turns[2].entries
+    assert result_a.answers is first_call and first_call.result == result_a.anchor == "m3"
+    assert result_b.answers is call_b.calls[0] and call_b.calls[0].result == "m5"
+    assert str(result_a.output.html) == "A" and result_b.call_id == "functions.read:0"
+    assert orphan.answers is None and orphan.call_id == "never-called"
+    assert first_call.anchor == "m2-call0" and first_call.summary == "p: a"
+    assert "<strong>both</strong>" in answer.reasoning and "done" in answer.html
+
+
+def test_tool_arguments_show_text_as_text_and_the_rest_as_json_and_long_ones_cut():
+    arguments = json.dumps(
+        {
+            "command": "ls\n<img src=x onerror=alert(1)>",
+            "opts": {"n": 1},
+            "body": "x" * (MAX_SHOWN + 5),
+        }
+    )
+    messages = [
+        _msg(1, 1, "user", "go"),
+        _msg(
+            2,
+            1,
+            "assistant",
+            "",
+            tool_calls=[
+                _call("c1", "bash", arguments),
+                _call("c2", "odd", "not json <b>"),
+                _call("c3", "list", "[1, 2]"),
+            ],
+        ),
+    ]
+    bash, odd, listed = group_turns(messages, {})[0].entries[1].calls
+    (key, command, code), (_, opts, opts_code), (_, body, _) = bash.members
+    assert key == "command" and not code and opts_code
+    assert str(command.html) == "ls\n&lt;img src=x onerror=alert(1)&gt;"
+    assert '<span class="tok-nt">"n"</span>' in str(opts.html)  # highlighted JSON
+    assert body.cut == 5 and len(str(body.html)) == MAX_SHOWN
+    assert bash.summary == "command: ls…"
+    assert odd.members == [] and str(odd.whole.html) == "not json &lt;b&gt;"
+    assert listed.whole is not None and "tok-" in str(listed.whole.html)
+
+
+def test_an_agents_reminders_are_set_apart_from_its_prompt():
+    prompt = "fix it<system-reminder>be <b>brief</b></system-reminder>"
+    (entry,) = group_turns([_msg(1, 1, "user", prompt)], {})[0].entries
+    assert "fix it" in entry.html and "reminder" not in entry.html
+    assert [str(r) for r in entry.reminders] == ["<p>be &lt;b&gt;brief&lt;/b&gt;</p>\n"]
+
+
+def test_times_read_relative_and_exact():
+    now = 1_000_000.0
+    assert ago(now - 20, now) == "just now"
+    assert ago(now - 180, now) == "3 minutes ago" and ago(now - 3600, now) == "1 hour ago"
+    assert ago(now - 3 * 86400, now) == "3 days ago" and ago(now + 14 * 86400, now) == "in 2 weeks"
+    assert ago(None, now) == "-"
+    assert iso(0) == "1970-01-01T00:00:00Z"
+
+
+def test_an_agent_session_is_labelled_with_its_client_and_face():
+    session = {"face": "anthropic", "client": "Claude Code 2.1.3"}
+    assert session_label(session) == "Claude Code 2.1.3 · /v1/messages"
+    assert session_label({"face": "responses", "client": None}) == "an agent · /v1/responses"
+    assert session_label({"face": None, "client": None}) == ""
+    assert total_cost({"USD": "0.000110000", "CNY": "2"}) == ["2.00 CNY", "0.00011 USD"]
+    assert client_family("Claude Code 2.1.3") == "Claude Code"
+    assert client_family("Codex 0.169.0-alpha+1") == "Codex" and client_family("curl") == "curl"
+    assert client_family(None) == ""
 
 
 @pytest.mark.parametrize(

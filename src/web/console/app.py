@@ -45,7 +45,7 @@ from exai.web.console.sessions import (
     tokens_match,
 )
 from exai.web.console.sign_ins import SignIns
-from exai.web.console.views import money, when
+from exai.web.console.views import ago, iso, money, session_label, when
 from exai.web.guard import CookieRealm, principal_of
 
 __all__ = ["PREFIX", "Console", "security_headers", "signed_in"]
@@ -96,6 +96,9 @@ class Console:
             lstrip_blocks=True,
         )
         self.templates.filters["when"] = when
+        self.templates.filters["iso"] = iso
+        self.templates.filters["ago"] = lambda ts: ago(ts, time.time())
+        self.templates.filters["session_label"] = session_label
         self.templates.filters["money"] = money
         self.templates.filters["markdown"] = render_markdown
         trace_url = core.settings.trace_url

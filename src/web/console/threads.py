@@ -1,9 +1,15 @@
 """Threads: the list, one conversation, continuing it with the reply streamed, fork, export.
 
 Reading is :class:`~exai.port.Reads` (the principal's own threads only: a
-thread id of someone else's is 404, like one that does not exist). Writing is
-a tool call as the signed-in principal: ``chat`` continues or starts a thread,
-``fork`` copies one.
+thread id of someone else's is 404, like one that does not exist). The list
+marks agent sessions (threads an agent's requests on a model face made) with
+their client and face, and filters by kind and client; a thread reads as a
+transcript (:mod:`.transcript`). Writing is a tool call as the signed-in
+principal: ``chat`` continues or starts a thread, ``fork`` copies one.
+
+An agent session is the agent's: continuing one from here forks it first and
+continues the fork with ``chat`` (exai's model, without the agent's tools), so
+the agent's next request still finds its thread as it left it.
 
 Continuing is :class:`_Say`, a plain ASGI endpoint because it must watch the
 browser while the call runs: asked with ``Accept: text/event-stream`` (the
@@ -19,6 +25,7 @@ import asyncio
 import contextlib
 import json
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -27,11 +34,14 @@ from starlette.routing import BaseRoute, Route
 from exai.protocol import CallToolResult
 from exai.web.asgi import Receive, Send, disconnected, headers_of
 from exai.web.console.app import PREFIX, Console, security_headers
-from exai.web.console.views import group_turns
+from exai.web.console.transcript import group_turns, total_cost
+from exai.web.console.views import client_family
 
 __all__ = ["routes"]
 
 _PAGE = 50
+# The list's filter: ?kind= (these) and ?client= (part of an agent's client name).
+KINDS = {"": "All", "agent": "Agent sessions", "chat": "Threads"}
 
 
 def routes(console: Console) -> list[BaseRoute]:
@@ -58,18 +68,34 @@ class _Threads:
         self.reads = console.core.reads
 
     async def list(self, request: Request) -> Response:
-        query = request.query_params.get("q", "")[:200]
-        page = max(1, _int(request.query_params.get("page"), 1))
+        params = request.query_params
+        query = params.get("q", "")[:200]
+        kind = params.get("kind", "")
+        kind = kind if kind in KINDS else ""
+        client = params.get("client", "").strip()[:100]
+        page = max(1, _int(params.get("page"), 1))
         threads = await self.reads.threads(
-            self.console.principal(request), query=query, limit=_PAGE + 1, offset=(page - 1) * _PAGE
-        )
+            self.console.principal(request), query=query, kind=kind, client=client,
+            limit=_PAGE + 1, offset=(page - 1) * _PAGE, costs=True,
+        )  # fmt: skip
+        for thread in threads:
+            thread["cost"] = total_cost(thread.get("cost") or {})
+            if thread["face"]:  # its badge lists the sessions of its client
+                thread["family"] = client_family(thread["client"])
+                thread["only"] = _listing(kind="agent", client=thread["family"])
+        filters = {"q": query, "kind": kind, "client": client}
+        more = len(threads) > _PAGE
         return self.console.page(
             request,
             "threads.html",
             threads=threads[:_PAGE],
             query=query,
-            page=page,
-            more=len(threads) > _PAGE,
+            kind=kind,
+            tabs=[(label, _listing(q=query, kind=k), k == kind) for k, label in KINDS.items()],
+            client=client,
+            filtered=any(filters.values()),
+            newer=_listing(**filters, page=str(page - 1)) if page > 1 else None,
+            older=_listing(**filters, page=str(page + 1)) if more else None,
             models=_models(self.console),
         )
 
@@ -90,6 +116,8 @@ class _Threads:
             thread=found["thread"],
             turns=turns,
             complete=found["complete"],
+            cost=total_cost(found["cost"]),
+            lineage=found["lineage"],
             models=_models(self.console),
             last_model=last_model,
         )
@@ -141,16 +169,26 @@ class _Say:
             return console.refusal(request)
         thread_id = request.path_params.get("thread_id")
         principal = console.principal(request)
-        before = 0
+        before, agent, fork = 0, False, None
         if thread_id is not None:
-            found = await console.core.reads.thread(principal, thread_id, max_messages=1)
+            found = await console.core.reads.thread(principal, thread_id, details=False)
             if found is None:
                 return console.refused(request, 404, f"There is no thread {thread_id!r} of yours.")
-            before = found["thread"]["last_seq"]
+            before, agent = found["thread"]["last_seq"], found["thread"]["face"] is not None
         prompt = fields.get("prompt", "").strip()
         if not prompt:
             return console.refused(request, 400, "Write a message first.")
         arguments: dict[str, Any] = {"prompt": prompt, "model": fields.get("model") or "auto"}
+        if thread_id is not None and agent:
+            # The agent's session stays the agent's: the person continues a copy of it.
+            forked = await console.call(request, "fork", {"continuation_id": thread_id})
+            if forked.error is not None:
+                console.session(request).flash("error", console.explain("fork", forked.error))
+                return console.redirect(f"{PREFIX}/threads/{thread_id}")
+            console.session(request).flash(
+                "ok", "This is your fork of the agent's session, which is unchanged."
+            )
+            thread_id = fork = forked.metadata.continuation_id
         if thread_id is not None:
             arguments["continuation_id"] = thread_id
         if "text/event-stream" not in headers_of(request.scope).get("accept", ""):
@@ -161,11 +199,17 @@ class _Say:
                     f"{PREFIX}/threads/{thread_id}" if thread_id else f"{PREFIX}/threads"
                 )
             return console.redirect(f"{PREFIX}/threads/{result.metadata.continuation_id}")
-        await self._stream(request, arguments, before, receive, send)
+        await self._stream(request, arguments, before, fork, receive, send)
         return None
 
     async def _stream(
-        self, request: Request, arguments: dict[str, Any], before: int, receive: Receive, send: Send
+        self,
+        request: Request,
+        arguments: dict[str, Any],
+        before: int,
+        fork: str | None,
+        receive: Receive,
+        send: Send,
     ) -> None:
         head = [(k.encode(), v.encode()) for k, v in security_headers().items()]
         head += [
@@ -193,7 +237,7 @@ class _Say:
                 await _event(send, "chunk", {"text": text.result()})
             while not texts.empty():
                 await _event(send, "chunk", {"text": texts.get_nowait()})
-            await self._finish(request, call.result(), before, send)
+            await self._finish(request, call.result(), before, fork, send)
         finally:
             gone.cancel()
             if not call.done():  # the browser left: cancelling the call stops the model
@@ -202,10 +246,13 @@ class _Say:
                     await call
 
     async def _finish(
-        self, request: Request, result: CallToolResult, before: int, send: Send
+        self, request: Request, result: CallToolResult, before: int, fork: str | None, send: Send
     ) -> None:
         if result.error is not None:
-            await _event(send, "error", {"message": self.console.explain("chat", result.error)})
+            failed = {"message": self.console.explain("chat", result.error)}
+            if fork is not None:  # the fork was made: the page offers it
+                failed["url"] = f"{PREFIX}/threads/{fork}"
+            await _event(send, "error", failed)
         else:
             thread_id = result.metadata.continuation_id or ""
             found = await self.console.core.reads.thread(
@@ -237,6 +284,12 @@ class _Say:
 async def _event(send: Send, name: str, data: dict[str, Any]) -> None:
     body = f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
     await send({"type": "http.response.body", "body": body, "more_body": True})
+
+
+def _listing(**params: str) -> str:
+    """The thread list's address with these of its parameters (the empty ones left out)."""
+    given = {name: value for name, value in params.items() if value}
+    return f"{PREFIX}/threads" + (f"?{urlencode(given)}" if given else "")
 
 
 def _int(text: str | None, default: int) -> int:

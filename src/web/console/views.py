@@ -1,8 +1,7 @@
 """What the console's pages show, made from the reads' data and the forms. No I/O.
 
-- a thread's stored messages grouped into turns, each with its model, cost,
-  time, files and attachments, its text rendered by :mod:`.markdown`;
-- times and amounts as people read them;
+- times (exact, and relative: "3 minutes ago") and amounts as people read them;
+- an agent session's client and the model face it came through;
 - the forms turned into tool arguments (``schedule``, ``remember``), with a
   clear message for what is wrong;
 - where a sign-in may return to (only a page of the console: no open redirect).
@@ -11,24 +10,23 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import re
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import urlsplit
 
-from markupsafe import Markup
-
-from exai.web.console.markdown import render_markdown
-
 __all__ = [
+    "FACE_PATHS",
     "FormError",
-    "Turn",
-    "group_turns",
+    "ago",
+    "client_family",
+    "iso",
     "job_arguments",
     "memory_arguments",
     "money",
     "safe_next",
+    "session_label",
     "when",
 ]
 
@@ -37,29 +35,6 @@ MAX_FORM_FIELD = 100_000
 
 class FormError(ValueError):
     """A form field is missing or wrong; the message says which and why."""
-
-
-@dataclass(slots=True)
-class Entry:
-    role: str
-    html: Markup
-    tool_calls: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class Turn:
-    turn: int
-    seq: int  # its first message's
-    at: float
-    last_seq: int = 0
-    model: str | None = None
-    provider: str | None = None
-    cost: list[str] = field(default_factory=list)
-    usage: dict[str, Any] | None = None
-    trace_id: str | None = None
-    files: list[str] = field(default_factory=list)
-    attachments: list[str] = field(default_factory=list)
-    entries: list[Entry] = field(default_factory=list)
 
 
 def money(amount: Any) -> str:
@@ -79,69 +54,56 @@ def when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _parts(content: Any) -> tuple[str, list[str]]:
-    """The text of a message's content, and a name for each non-text part."""
-    if content is None:
-        return "", []
-    if isinstance(content, str):
-        return content, []
-    texts, attachments = [], []
-    for part in content if isinstance(content, list) else []:
-        if not isinstance(part, dict):
-            continue
-        kind = part.get("type")
-        if kind == "text":
-            texts.append(str(part.get("text", "")))
-        elif kind == "image_url":
-            url = str((part.get("image_url") or {}).get("url", ""))
-            attachments.append("image (inline)" if url.startswith("data:") else f"image {url}")
-        else:
-            name = part.get("name") or part.get("filename") or part.get("file_id") or ""
-            attachments.append(f"{kind or 'part'} {name}".strip())
-    return "\n\n".join(texts), attachments
+def iso(ts: float | None) -> str:
+    """The machine-readable time of a ``<time datetime>``."""
+    if ts is None:
+        return ""
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def group_turns(
-    messages: list[dict[str, Any]],
-    costs: dict[Any, dict[str, str]],
-    traces: dict[int, str] | None = None,
-) -> list[Turn]:
-    """Stored messages (in order) as turns; ``costs`` maps a turn's first seq to
-    ``{currency: amount}``, ``traces`` to its call's trace id. A turn cut off at the
-    start of the page is left out."""
-    turns: list[Turn] = []
-    for message in messages:
-        number = message["turn"]
-        if not turns or turns[-1].turn != number:
-            if not turns and message["seq"] != 1 and message["role"] != "user":
-                continue  # the tail of a turn older than the page
-            spent = costs.get(message["seq"]) or costs.get(str(message["seq"])) or {}
-            turns.append(
-                Turn(
-                    number,
-                    message["seq"],
-                    message["created_at"],
-                    cost=[f"{money(amount)} {cur}" for cur, amount in sorted(spent.items())],
-                    trace_id=(traces or {}).get(message["seq"]),
-                )
-            )
-        turn = turns[-1]
-        turn.last_seq = message["seq"]
-        text, attachments = _parts(message.get("content"))
-        turn.attachments += attachments
-        turn.files += [f for f in message.get("files") or [] if f not in turn.files]
-        if message.get("model"):
-            turn.model, turn.provider = message["model"], message.get("provider")
-        if message.get("usage"):
-            turn.usage = message["usage"]
-        calls = [
-            str((c.get("function") or {}).get("name") or c.get("type") or "tool")
-            for c in message.get("tool_calls") or []
-            if isinstance(c, dict)
-        ]
-        if text or calls:
-            turn.entries.append(Entry(message["role"], render_markdown(text), calls))
-    return turns
+_UNITS = (("year", 365 * 86400), ("month", 30 * 86400), ("week", 7 * 86400),
+          ("day", 86400), ("hour", 3600), ("minute", 60))  # fmt: skip
+
+
+def ago(ts: float | None, now: float) -> str:
+    """``ts`` relative to ``now``, in its largest whole unit: "3 minutes ago",
+    "in 2 days", "just now" (within a minute)."""
+    if ts is None:
+        return "-"
+    delta = now - ts
+    for unit, seconds in _UNITS:
+        count = int(abs(delta) // seconds)
+        if count:
+            span = f"{count} {unit}{'' if count == 1 else 's'}"
+            return f"{span} ago" if delta > 0 else f"in {span}"
+    return "just now"
+
+
+# The model face an agent session came through, as the agent's settings name it.
+FACE_PATHS = {
+    "openai": "/v1/chat/completions",
+    "anthropic": "/v1/messages",
+    "responses": "/v1/responses",
+}
+
+
+def client_family(client: str | None) -> str:
+    """A client's name without its version ("Claude Code 2.1.3": "Claude Code"), which
+    lists its sessions across the client's upgrades."""
+    return _VERSIONED.sub("", client or "")
+
+
+_VERSIONED = re.compile(r" \d[A-Za-z0-9._+-]*$")
+
+
+def session_label(thread: dict[str, Any]) -> str:
+    """What marks an agent session: its client and face, "Claude Code 2.1.3 ·
+    /v1/messages"; empty for a chat thread."""
+    face = thread.get("face")
+    if not face:
+        return ""
+    client = thread.get("client") or "an agent"
+    return f"{client} · {FACE_PATHS.get(face, face)}"
 
 
 def safe_next(target: str | None, default: str = "/console/threads") -> str:

@@ -1,6 +1,7 @@
 // The console's only script: it streams a reply into the page as it is written,
-// lets a signed-in browser skip the sign-in form, and follows the audit trail.
-// Every page works without it. Untrusted text is only ever set as textContent; HTML
+// lets a signed-in browser skip the sign-in form, follows the audit trail, and opens
+// the collapsed block (a tool call, its result) a link points to. Every page works
+// without it. Untrusted text is only ever set as textContent; HTML
 // is inserted only as the server rendered and sanitized it.
 "use strict";
 
@@ -55,8 +56,14 @@ async function streamReply(form) {
         } else if (event.name === "error") {
           pending.classList.add("error");
           pending.textContent = event.data.message;
+          if (event.data.url) {  // a fork was made before the model failed: offer it
+            const link = document.createElement("a");
+            link.href = event.data.url;
+            link.textContent = "Open your fork";
+            pending.append(" ", link);
+          }
         } else if (event.name === "done") {
-          if (form.dataset.stream === "new") {
+          if (form.dataset.stream === "new" || form.dataset.stream === "fork") {
             window.location.assign(event.data.url);
             return;
           }
@@ -86,7 +93,23 @@ function followAudit(body) {
   }, 3000);
 }
 
+function openTarget() {
+  // A link to a tool call or result (#m12-call0, #m14) opens its block and the blocks
+  // around it; the browser scrolls to what it then shows.
+  const id = decodeURIComponent(window.location.hash.slice(1));
+  let node = id ? document.getElementById(id) : null;
+  if (!node) return;
+  const target = node;
+  for (; node; node = node.parentElement) {
+    if (node.tagName === "DETAILS") node.open = true;
+  }
+  target.scrollIntoView({ block: "start" });
+}
+
+window.addEventListener("hashchange", openTarget);
+
 document.addEventListener("DOMContentLoaded", () => {
+  openTarget();
   for (const form of document.querySelectorAll("form.say[data-stream]")) {
     form.addEventListener("submit", (event) => {
       event.preventDefault();
