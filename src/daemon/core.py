@@ -251,6 +251,8 @@ class Core:
         audit_stats = getattr(self.services.audit, "stats", None)
         if callable(audit_stats):
             out["audit"] = audit_stats()
+        if self.services.sessions is not None:
+            out["agent_sessions"] = self.services.sessions.stats()
         if self.cluster is not None:
             out["cluster"] = dict(self.cluster.stats)
         if self.shared_reasoning is not None:
@@ -318,6 +320,16 @@ class Core:
                     lambda: trace_stats.spans_failed)  # fmt: skip
             m.gauge("exai_trace_export_failures", "Span batches the collector did not take",
                     lambda: trace_stats.batches_failed)  # fmt: skip
+        keeper = self.services.sessions
+        if keeper is not None:
+            for key, doc in (
+                ("kept", "Model-face requests kept as agent-session turns"),
+                ("failed", "Agent-session turns the store refused"),
+                ("dropped", "Agent-session turns let go at the queue's bound"),
+                ("queued", "Agent-session turns waiting to be written"),
+            ):
+                m.gauge(f"exai_agent_session_turns_{key}", doc + ("" if key == "queued" else
+                        ", since start"), lambda key=key: keeper.stats()[key])  # fmt: skip
         audit_stats = getattr(self.services.audit, "stats", None)
         if callable(audit_stats):
             m.gauge("exai_audit_backlog", "Audit events not yet shipped",

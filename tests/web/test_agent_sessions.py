@@ -66,6 +66,9 @@ async def test_an_agent_loop_on_chat_completions_is_one_thread_with_its_tool_rou
         messages = await _loop(client, messages)
         messages = await _loop(client, [*messages, {"role": "user", "content": "thanks"}])
         (thread,) = await _threads(daemon)
+        assert daemon.core.stats()["agent_sessions"] == {
+            "kept": 3, "failed": 0, "dropped": 0, "queued": 0}  # fmt: skip
+        assert "exai_agent_session_turns_kept 3.0" in daemon.core.metrics.render().decode()
         assert await _transcript(daemon, thread) == [
             ("system", "You are an agent."),
             ("user", "what does notes.txt say?"),
