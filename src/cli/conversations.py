@@ -133,20 +133,19 @@ async def _select(
     include_deleted: bool = False,
     limit: int | None = None,
 ) -> list[Thread]:
-    """The threads the filters pick, most recently active first, at most ``limit``.
-    The store picks sessions by face and client; chat threads (``--threads``) are the
-    ones without a face."""
+    """The threads the filters pick, most recently active first, at most ``limit``:
+    agent sessions by face and client, or the threads without a face (``--threads``)."""
     if args.threads and args.client:
         raise ValueError("--client picks agent sessions, and --threads leaves them out")
-    face = "*" if args.sessions else args.face
+    agent = True if args.sessions else False if args.threads else None
     size = min(limit or 500, 500)
     threads: list[Thread] = []
     offset = 0
     while page := await store.list_threads(owner or ANY_OWNER, include_deleted=include_deleted,
-                                           limit=size, offset=offset, face=face,
-                                           client=args.client):  # fmt: skip
+                                           limit=size, offset=offset, agent=agent,
+                                           face=args.face, client=args.client):  # fmt: skip
         offset += len(page)
-        threads.extend(t for t in page if not args.threads or t.face is None)
+        threads.extend(page)
         if limit is not None and len(threads) >= limit:
             return threads[:limit]
     return threads

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from exai.accounting.budgets import period_window
@@ -37,10 +36,6 @@ __all__ = ["CoreReads"]
 
 _DAY = 86400.0
 _MAX_PAGE = 500
-# A filtered thread list reads at most this many of the store's threads per page; a
-# thread page looks for the threads that follow or fork it among this many.
-_MAX_SCAN = 2000
-_LINEAGE_SCAN = 200
 
 
 class CoreReads(OperatorReads):
@@ -94,38 +89,19 @@ class CoreReads(OperatorReads):
             return []
         limit, offset = _page(limit, offset)
         owner, text, client = principal.name, query.strip(), client.strip()
-        agent = kind == "agent" or bool(client)
         if kind == "chat" and client:
             return []  # a chat thread has no client
-        found: list[Any]
-        if not text and kind != "chat":
-            found = await store.list_threads(owner, limit=limit, offset=offset,
-                                             face="*" if agent else None,
-                                             client=client or None)  # fmt: skip
-        elif text and kind != "chat" and not agent:
-            found = await store.search_threads(owner, text, limit=limit, offset=offset)
+        agent = True if kind == "agent" or client else False if kind == "chat" else None
+        origin = {"agent": agent, "client": client or None}
+        if text:
+            found = await store.search_threads(owner, text, limit=limit, offset=offset, **origin)
         else:
-            # The store filters a search by text, or keeps threads without a face, in
-            # Python: read its pages until this page is full, over a bounded number.
-            async def read(at: int, count: int) -> list[Any]:
-                if text:
-                    return list(await store.search_threads(owner, text, limit=count, offset=at))
-                return list(await store.list_threads(owner, limit=count, offset=at))
-
-            def keep(thread: Any) -> bool:
-                if kind == "chat":
-                    return thread.face is None
-                if not agent:
-                    return True
-                return thread.face is not None and (
-                    not client or client.lower() in (thread.client or "").lower()
-                )
-
-            found = await _filtered(read, keep, limit, offset)
+            found = await store.list_threads(owner, limit=limit, offset=offset, **origin)
         listed = [_thread(t) for t in found]
         if costs:
+            spent = await store.thread_costs([row["id"] for row in listed], owner)
             for row in listed:
-                row["cost"] = _total(await store.turn_costs(row["id"], owner))
+                row["cost"] = _total({0: spent.get(row["id"], {})})
         return listed
 
     async def thread(
@@ -173,9 +149,9 @@ class CoreReads(OperatorReads):
                 out[key] = _thread(await store.get_thread(other, thread.owner))
             except (ConversationNotFoundError, ValidationError_):
                 out[key] = {"id": other, "gone": True}
-        recent = await store.list_threads(thread.owner, limit=_LINEAGE_SCAN)
-        out["followers"] = [_thread(t) for t in recent if t.follows == thread.id]
-        out["forks"] = [_thread(t) for t in recent if t.parent_id == thread.id]
+        related = await store.related_threads(thread.id, thread.owner)
+        out["followers"] = [_thread(t) for t in related if t.follows == thread.id]
+        out["forks"] = [_thread(t) for t in related if t.parent_id == thread.id]
         return out
 
     async def thread_export(self, principal: Principal, thread_id: str) -> str | None:
@@ -264,25 +240,6 @@ class CoreReads(OperatorReads):
 
 def _page(limit: int, offset: int) -> tuple[int, int]:
     return max(1, min(int(limit), _MAX_PAGE)), max(0, int(offset))
-
-
-async def _filtered(
-    read: Callable[[int, int], Awaitable[list[Any]]],
-    keep: Callable[[Any], bool],
-    limit: int,
-    offset: int,
-) -> list[Any]:
-    """Rows ``offset`` to ``offset + limit`` of those ``keep`` keeps, reading ``read(at,
-    count)`` page by page, over at most ``_MAX_SCAN`` rows."""
-    kept: list[Any] = []
-    at, chunk = 0, 200
-    while at < _MAX_SCAN and len(kept) < offset + limit:
-        rows = await read(at, chunk)
-        kept += [row for row in rows if keep(row)]
-        if len(rows) < chunk:
-            break
-        at += chunk
-    return kept[offset : offset + limit]
 
 
 def _total(costs: dict[int, dict[str, int]]) -> dict[str, str]:

@@ -20,9 +20,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from exai.settings import Settings
+
+if TYPE_CHECKING:
+    from exai.store.sessions import SessionKept, SessionTurn
 
 __all__ = [
     "ANY_OWNER",
@@ -311,15 +314,27 @@ class ConversationStore(ABC):
         include_deleted: bool = False,
         limit: int = 100,
         offset: int = 0,
+        agent: bool | None = None,
         face: str | None = None,
         client: str | None = None,
     ) -> list[Thread]:
         """Threads, most recently updated first (expired ones only with deleted).
 
-        ``owner`` None (or ``ANY_OWNER``) lists every principal's threads. ``face``
-        keeps the agent sessions that came through that model face (``*``: through
-        any), ``client`` those whose client's name holds that text (any case).
+        ``owner`` None (or ``ANY_OWNER``) lists every principal's threads. ``agent``
+        True keeps the agent sessions (threads the model faces kept), False the other
+        threads; ``face`` keeps the sessions that came through that model face,
+        ``client`` those whose client's name holds that text (any case).
         """
+
+    @abstractmethod
+    async def related_threads(self, thread_id: str, owner: Owner) -> list[Thread]:
+        """The live threads that came from this one: its forks and the threads that
+        follow it (an agent session whose client rewrote its history), oldest first."""
+
+    @abstractmethod
+    async def keep_session_turn(self, turn: SessionTurn) -> SessionKept:
+        """Keep an answered model-face request as the next turn of the agent session it
+        continues; see :mod:`exai.store.sessions`."""
 
     @abstractmethod
     async def delete(self, thread_id: str, owner: Owner) -> None:

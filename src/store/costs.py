@@ -180,6 +180,28 @@ class CostAccounts:
         rows = await self._read(lambda db: db.fetch(self.dialect.sql(sql), thread_id, principal))
         return {int(seq): str(trace) for seq, trace in rows}
 
+    async def thread_costs(
+        self, thread_ids: Sequence[str], principal: str
+    ) -> dict[str, dict[str, int]]:
+        """What each of the principal's threads cost, ``{thread id: {currency: nanos}}``,
+        in one query: the sum of its turns' costs as :meth:`turn_costs` finds them."""
+        if not thread_ids:
+            return {}
+        marks = ", ".join("?" * len(thread_ids))
+        sql = (
+            "SELECT r.thread_id, c.currency, SUM(c.cost_total) FROM {p}call_costs c"
+            " JOIN {p}request_turns r ON r.owner = c.principal AND r.session_id = c.session_id"
+            " AND r.request_id = c.request_id"
+            f" WHERE r.owner = ? AND r.thread_id IN ({marks}) AND c.currency IS NOT NULL"
+            " GROUP BY r.thread_id, c.currency"
+        )
+        args = (principal, *thread_ids)
+        rows = await self._read(lambda db: db.fetch(self.dialect.sql(sql), *args))
+        out: dict[str, dict[str, int]] = {}
+        for thread_id, currency, nanos in rows:
+            out.setdefault(str(thread_id), {})[str(currency)] = int(nanos or 0)
+        return out
+
     async def turn_costs(self, thread_id: str, principal: str) -> dict[int, dict[str, int]]:
         """What each turn of the principal's thread cost: ``{first seq of the turn:
         {currency: nanos}}``, from the turn's own call (found by its request key, so

@@ -51,6 +51,7 @@ ALTER TABLE threads ADD COLUMN session_ref TEXT;
 ALTER TABLE threads ADD COLUMN follows TEXT;
 CREATE INDEX threads_session_ref ON threads(owner, session_ref, updated_at)
     WHERE session_ref IS NOT NULL;
+CREATE INDEX threads_follows ON threads(follows) WHERE follows IS NOT NULL;
 CREATE TABLE session_heads (
     owner TEXT NOT NULL,
     digest TEXT NOT NULL,
@@ -69,6 +70,7 @@ ALTER TABLE {s}.threads ADD COLUMN session_ref text;
 ALTER TABLE {s}.threads ADD COLUMN follows text;
 CREATE INDEX threads_session_ref ON {s}.threads(owner, session_ref, updated_at)
     WHERE session_ref IS NOT NULL;
+CREATE INDEX threads_follows ON {s}.threads(follows) WHERE follows IS NOT NULL;
 CREATE TABLE {s}.session_heads (
     owner text NOT NULL,
     digest text NOT NULL,

@@ -20,7 +20,7 @@ from exai.store.rows import (
     loads,
     thread_row,
 )
-from exai.store.search import like_pattern
+from exai.store.search import origin_filter
 from exai.store.sql_base import INSERT_MESSAGE, INSERT_THREAD, UPSERT_FILE, SqlBase
 
 __all__ = ["ThreadRows"]
@@ -75,28 +75,34 @@ class ThreadRows(SqlBase):
         include_deleted: bool = False,
         limit: int = 100,
         offset: int = 0,
+        agent: bool | None = None,
         face: str | None = None,
         client: str | None = None,
     ) -> list[Thread]:
-        where: list[str] = []
-        args: list[Any] = []
+        where, args = origin_filter("", agent=agent, face=face, client=client)
         if owner is not None and owner is not ANY_OWNER:
             where.append("owner = ?")
             args.append(owner)
-        if face == "*":
-            where.append("face IS NOT NULL")
-        elif face is not None:
-            where.append("face = ?")
-            args.append(face)
-        if client is not None:
-            where.append("LOWER(client) LIKE ? ESCAPE '\\'")
-            args.append(like_pattern(client.lower()))
         if not include_deleted:
             where.append("deleted_at IS NULL AND updated_at > ?")
             args.append(self._clock() - self.limits.ttl_s)
         sql = _THREAD_SELECT + (" WHERE " + " AND ".join(where) if where else "")
         sql += " ORDER BY updated_at DESC, id LIMIT ? OFFSET ?"
         rows = await self._read(lambda db: db.fetch(self._q(sql), *args, limit, offset))
+        return [decode_thread(row, self.limits.ttl_s) for row in rows]
+
+    async def related_threads(self, thread_id: str, owner: Owner) -> list[Thread]:
+        """The live threads that came from this one: its forks (``parent_id``) and the
+        threads that follow it (``follows``), oldest first."""
+        tid = check_thread_id(thread_id)
+        sql = _THREAD_SELECT + (" WHERE (parent_id = ? OR follows = ?) AND deleted_at IS NULL"
+                                " AND updated_at > ?")  # fmt: skip
+        args: list[Any] = [tid, tid, self._clock() - self.limits.ttl_s]
+        if owner is not ANY_OWNER:
+            sql += " AND owner = ?"
+            args.append(owner)
+        rows = await self._read(lambda db: db.fetch(self._q(sql + " ORDER BY created_at, id"),
+                                                    *args))  # fmt: skip
         return [decode_thread(row, self.limits.ttl_s) for row in rows]
 
     async def delete(self, thread_id: str, owner: Owner) -> None:

@@ -7,6 +7,7 @@ import itertools
 from typing import Any
 
 from exai.store.base import ConversationStore
+from exai.store.costs import CostRow
 from exai.store.sessions import SessionTurn
 from tests.store.conftest import StoreFactory
 
@@ -138,11 +139,23 @@ async def test_sessions_are_listed_by_face_and_client(store_factory: StoreFactor
         return {t.id for t in await store.list_threads("alice", **kw)}
 
     assert await ids() == {claude.thread_id, codex.thread_id, plain.id}
-    assert await ids(face="*") == {claude.thread_id, codex.thread_id}
+    assert await ids(agent=True) == {claude.thread_id, codex.thread_id}
+    assert await ids(agent=False) == {plain.id}
     assert await ids(face="responses") == {codex.thread_id}
     assert await ids(client="claude") == {claude.thread_id}
     assert await ids(client="0.9_%") == {codex.thread_id}
     assert await ids(client="9__") == set()  # _ and % are the text, not patterns
+    found = await store.search_threads("alice", "b", agent=True, face="responses")
+    assert [t.id for t in found] == [codex.thread_id]
+    await store.keep_session_turn(_turn([user("2"), said("b"), user("more")], "c",
+                                        face="responses", client="Codex 0.9_%"))  # fmt: skip
+    fork = await store.fork(codex.thread_id, "alice")
+    follower = await store.keep_session_turn(_turn([user("anew")], "d", ref="r1"))
+    again = await store.keep_session_turn(_turn([user("anew2")], "e", ref="r1"))
+    assert [t.id for t in await store.related_threads(codex.thread_id, "alice")] == [fork.id]
+    assert [t.id for t in await store.related_threads(follower.thread_id, "alice")] == [
+        again.thread_id]  # fmt: skip
+    assert await store.related_threads(codex.thread_id, "bob") == []
 
 
 async def test_a_session_is_found_by_its_prompts_and_tool_calls(
@@ -158,3 +171,23 @@ async def test_a_session_is_found_by_its_prompts_and_tool_calls(
     for text in ("pelican", "flamingo", "grep"):
         assert [t.id for t in await store.search_threads("alice", text)] == [kept.thread_id]
     assert await store.search_threads("bob", "pelican") == []
+
+
+async def test_each_thread_s_cost_is_its_turns_costs_in_one_query(
+    store_factory: StoreFactory,
+) -> None:
+    store = await store_factory()
+    kept = {}
+    for request_id, text in (("r-x", "one"), ("r-y", "two")):
+        kept[request_id] = await store.keep_session_turn(SessionTurn(
+            owner="alice", messages=[user(text)], answer=said("a"), request_id=request_id,
+            session_id="S", face="openai"))  # fmt: skip
+    rows = [CostRow(1.0, "i", principal, "completion", "S", request_id, None, "kimi-k2.6",
+                    "kimi", 1, 0, 1, 0, "USD", 0, 0, 0, nanos)
+            for principal, request_id, nanos in (
+                ("alice", "r-x", 5), ("alice", "r-x", 2), ("alice", "r-y", 7), ("bob", "r-y", 9))
+            ]  # fmt: skip
+    await store.record_costs(rows)
+    ids = [k.thread_id for k in kept.values()]
+    assert await store.thread_costs(ids, "alice") == {ids[0]: {"USD": 7}, ids[1]: {"USD": 7}}
+    assert await store.thread_costs(ids, "bob") == {}
