@@ -23,7 +23,13 @@ as that thread's next turn, in one write transaction:
 
 Heads are per principal (the digest chain starts from the principal's name, and
 every lookup is by owner), so two principals with identical histories keep two
-threads. They go with their thread when it is pruned. Schema version 10.
+threads. They go with their thread when it is pruned. One principal's turns are
+kept one at a time, on every daemon (a row of ``session_owners`` locked until the
+transaction ends), so each keeping sees what the one before it wrote. Daemons may
+still keep a session's turns out of order (the agent's next request reached
+another daemon, whose keeper was first): a turn also leaves heads for the answers
+among its own messages, so the earlier request, kept afterwards, finds its answer
+already kept. Schema version 10.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from exai.store.executor import Executor
 from exai.store.rows import THREAD_COLUMNS, decode_thread, thread_row
 from exai.store.session_keys import answer_digest, boundaries, input_digest
 from exai.store.sql_base import INSERT_THREAD, SqlBase
-from exai.store.turns import TurnRows, _Turn
+from exai.store.turns import _CLAIM_REQUEST, TurnRows, _Turn
 
 __all__ = ["POSTGRES_TABLES", "SQLITE_TABLES", "SessionKept", "SessionRows", "SessionTurn"]
 
@@ -60,6 +66,7 @@ CREATE TABLE session_heads (
     PRIMARY KEY (owner, digest)
 ) WITHOUT ROWID;
 CREATE INDEX session_heads_thread ON session_heads(thread_id);
+CREATE TABLE session_owners (owner TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE INDEX call_costs_request ON call_costs(principal, session_id, request_id);
 """
 
@@ -79,10 +86,19 @@ CREATE TABLE {s}.session_heads (
     PRIMARY KEY (owner, digest)
 );
 CREATE INDEX session_heads_thread ON {s}.session_heads(thread_id);
+CREATE TABLE {s}.session_owners (owner text PRIMARY KEY);
 CREATE INDEX call_costs_request ON {s}.call_costs(principal, session_id, request_id);
 """
 
 _HEAD = "SELECT thread_id, seq FROM {p}session_heads WHERE owner = ? AND digest = ?"
+_OWNER_LOCK = (
+    "INSERT INTO {p}session_owners (owner) VALUES (?)"
+    " ON CONFLICT (owner) DO UPDATE SET owner = excluded.owner"
+)
+_TURN_AT = (
+    "SELECT first_seq, last_seq FROM {p}request_turns WHERE thread_id = ?"
+    " AND first_seq <= ? AND last_seq >= ? ORDER BY first_seq LIMIT 1"
+)
 _HEADS = "SELECT digest, thread_id, seq FROM {p}session_heads WHERE owner = ?"
 _PUT_HEAD = (
     "INSERT INTO {p}session_heads (owner, digest, thread_id, seq) VALUES (?, ?, ?, ?)"
@@ -173,23 +189,36 @@ class SessionRows(TurnRows, SqlBase):
         end = answer_digest(digests[-1], turn.answer)
 
         async def body(tx: Executor) -> SessionKept:
+            # One principal's turns are kept one at a time, whichever daemon keeps them:
+            # each then sees the heads the one before it wrote (a row lock until commit).
+            await tx.execute(self._q(_OWNER_LOCK), owner)
             stored = await tx.fetchrow(self._q(_HEAD), owner, retry_key)
             if stored is not None and await self._live_thread(tx, stored[0], owner):
                 await tx.execute(self._q(_PUT_HEAD), owner, end, stored[0], stored[1])
+                await self._claim_retry(tx, turn, stored[0], int(stored[1]))
                 return SessionKept(stored[0], "retried", stored[1], stored[1])
             found = await self._longest_head(tx, owner, digests)
-            kept: SessionKept | None = None
+            done: tuple[SessionKept, dict[int, int]] | None = None
             if found is not None:
-                kept = await self._extend(tx, turn, *found)
-            if kept is None:
-                kept = await self._start(tx, turn)
-            await tx.executemany(self._q(_PUT_HEAD), [
-                (owner, retry_key, kept.thread_id, kept.last_seq),
-                (owner, end, kept.thread_id, kept.last_seq),
-            ])  # fmt: skip
+                done = await self._extend(tx, turn, *found)
+            if done is None:
+                done = await self._start(tx, turn)
+            kept, seq_of = done
+            heads = [(retry_key, kept.last_seq), (end, kept.last_seq),
+                     *_earlier_heads(turn.messages, digests, seq_of)]  # fmt: skip
+            await tx.executemany(self._q(_PUT_HEAD),
+                                 [(owner, d, kept.thread_id, seq) for d, seq in heads])  # fmt: skip
             return kept
 
         return await self._claiming(body)
+
+    async def _claim_retry(self, tx: Executor, turn: SessionTurn, thread_id: str, seq: int) -> None:
+        """Give a retried request's key the turn that holds its answer, so that what its
+        call cost is that turn's (and the thread's): a retry costs again."""
+        row = await tx.fetchrow(self._q(_TURN_AT), thread_id, seq, seq)
+        if row is not None:
+            await tx.execute(self._q(_CLAIM_REQUEST), turn.owner, turn.session_id, turn.request_id,
+                             "session", thread_id, row[0], row[1])  # fmt: skip
 
     async def _live_thread(self, tx: Executor, thread_id: str, owner: str) -> Thread | None:
         try:
@@ -219,7 +248,7 @@ class SessionRows(TurnRows, SqlBase):
 
     async def _extend(
         self, tx: Executor, turn: SessionTurn, boundary: int, thread_id: str, seq: int
-    ) -> SessionKept | None:
+    ) -> tuple[SessionKept, dict[int, int]] | None:
         """Continue the thread at its end, or branch it at ``seq``; None when the thread
         is gone or full (the request then starts a thread of its own)."""
         try:
@@ -228,20 +257,24 @@ class SessionRows(TurnRows, SqlBase):
             return None
         if thread.turns >= self.limits.max_turns:
             return None
-        new = [m for m in turn.messages[boundary:] if m.get("role") != "system"]
+        kept_at = [i for i in range(boundary, len(turn.messages))
+                   if turn.messages[i].get("role") != "system"]  # fmt: skip
+        new = [turn.messages[i] for i in kept_at]
         kept: Kept = "continued"
         if seq != thread.last_seq:
             thread, kept = await self._fork_in(tx, thread, seq, keep_origin=True), "branched"
             chars = await self._chars(tx, thread.id)
         stored = await self._append_in(tx, thread, chars, self._turn(turn, new))
-        return SessionKept(thread.id, kept, stored[0].seq, stored[-1].seq, asked=_asked(new))
+        seq_of = {i: m.seq for i, m in zip(kept_at, stored, strict=False)}
+        return SessionKept(thread.id, kept, stored[0].seq, stored[-1].seq,
+                           asked=_asked(new)), seq_of  # fmt: skip
 
     async def _chars(self, tx: Executor, thread_id: str) -> int:
         row = await tx.fetchrow(self._q("SELECT total_chars FROM {p}threads WHERE id = ?"),
                                 thread_id)  # fmt: skip
         return int(row[0]) if row else 0
 
-    async def _start(self, tx: Executor, turn: SessionTurn) -> SessionKept:
+    async def _start(self, tx: Executor, turn: SessionTurn) -> tuple[SessionKept, dict[int, int]]:
         follows = None
         if turn.ref:
             row = await tx.fetchrow(self._q(_LATEST_OF_REF), turn.owner, turn.ref)
@@ -254,8 +287,9 @@ class SessionRows(TurnRows, SqlBase):
         )  # fmt: skip
         await tx.execute(self._q(INSERT_THREAD), *thread_row(thread, 0))
         stored = await self._append_in(tx, thread, 0, self._turn(turn, list(turn.messages)))
+        seq_of = {i: m.seq for i, m in enumerate(stored[: len(turn.messages)])}
         return SessionKept(thread.id, "started", stored[0].seq, stored[-1].seq, follows,
-                           _asked(turn.messages))  # fmt: skip
+                           _asked(turn.messages)), seq_of  # fmt: skip
 
     @staticmethod
     def _turn(turn: SessionTurn, new: list[Mapping[str, Any]]) -> _Turn:
@@ -265,3 +299,23 @@ class SessionRows(TurnRows, SqlBase):
 
 def _asked(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     return tuple(filter(None, (person_text(m) for m in messages)))
+
+
+def _earlier_heads(
+    messages: Sequence[Mapping[str, Any]], digests: list[str], seq_of: dict[int, int]
+) -> list[tuple[str, int]]:
+    """The heads of the answers a turn stored among the request's own messages (a
+    history exai had not kept, or an answer another daemon had not written yet): for
+    each run of assistant messages, the digest after it and its input's retry key,
+    both at the run's last message. Another daemon keeping that answer's own request
+    afterwards then finds it kept (a retry), and writes it no second time."""
+    heads: list[tuple[str, int]] = []
+    start: int | None = None
+    for i in sorted(seq_of):
+        if messages[i].get("role") != "assistant":
+            start = None
+            continue
+        start = i if start is None else start
+        if i + 1 not in seq_of or messages[i + 1].get("role") != "assistant":
+            heads += [(input_digest(digests[start]), seq_of[i]), (digests[i + 1], seq_of[i])]
+    return heads

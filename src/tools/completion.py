@@ -246,7 +246,11 @@ class CompletionTool(Tool):
         previous = arguments.previous_response_id
         earlier = await stored_messages(context, previous) if previous else []
         _check_tool_results(earlier, new)
-        messages = [*earlier, *new]
+        # The caller's tool rounds get their reasoning back once, before any model is
+        # fitted to the request; a round answered by another daemon (or before a
+        # restart) is read from the store, nothing when memory holds every round.
+        sent = await providers.recall_tool_reasoning(context.principal.name, [*earlier, *new])
+        messages = sent
         if arguments.instructions:
             messages = [{"role": "system", "content": arguments.instructions}, *messages]
         memory_ids: list[str] = []
@@ -257,10 +261,6 @@ class CompletionTool(Tool):
             messages, memory_ids, notes = await with_memory(
                 context, messages, extract=arguments.session is None
             )
-        # The caller's tool rounds get their reasoning back once, before any model is
-        # fitted to the request; a round answered by another daemon (or before a
-        # restart) is read from the store, nothing when memory holds every round.
-        messages = await providers.recall_tool_reasoning(context.principal.name, messages)
         tools = [t.model_dump(exclude_none=True) for t in arguments.tools or []]
         needs = ModelNeeds(
             thinking=arguments.thinking_mode == "on",
@@ -301,7 +301,8 @@ class CompletionTool(Tool):
         if arguments.store_as:
             await keep_response(context, arguments.store_as, previous, new, _answer(response))
         if arguments.session is not None and context.services.sessions is not None:
-            sent = [*earlier, *new]
+            # The session keeps the conversation as the caller sent it, with the
+            # reasoning of its tool rounds that exai put back.
             if arguments.instructions:
                 sent = [{"role": "system", "content": arguments.instructions}, *sent]
             context.services.sessions.keep(SessionTurn(

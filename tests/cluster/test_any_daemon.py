@@ -140,6 +140,7 @@ async def test_a_thinking_kimi_tool_loop_keeps_its_reasoning_on_the_other_daemon
                          {"role": "tool", "tool_call_id": call.id, "content": "hello"}]  # fmt: skip
         assert choice.message.content == "The notes say hello."
         loaded = [d.core.stats()["tool_reasoning"]["loaded"] for d in pair.daemons]
+        await _the_loop_is_one_session_thread(pair)
         await _a_draining_daemon_gets_no_more_requests(pair)
 
     sent = kimi_requests(emulator)
@@ -155,6 +156,27 @@ async def test_a_thinking_kimi_tool_loop_keeps_its_reasoning_on_the_other_daemon
         ]
     # Each daemon read from the store the rounds the other had made since its last turn.
     assert all(count >= 1 for count in loaded), loaded
+
+
+async def _the_loop_is_one_session_thread(pair: Pair) -> None:
+    """Each daemon kept the turns it answered, in whichever order their keepers wrote:
+    one thread, each round once, with its reasoning."""
+    for daemon in pair.daemons:
+        await daemon.services.sessions.settled()
+    (thread,) = await pair.daemons[0].services.store.list_threads("alice")
+    messages = await pair.daemons[1].services.store.messages(thread.id, "alice")
+    assert thread.face == "openai"
+    assert [m.role for m in messages] == ["user", *["assistant", "tool"] * ROUNDS, "assistant"]
+    assert [m.reasoning for m in messages if m.tool_calls] == [
+        f"round {k}: I should read notes{k}.txt" for k in range(ROUNDS)]  # fmt: skip
+    kept = [d.core.stats()["agent_sessions"]["kept"] for d in pair.daemons]
+    assert kept == [(ROUNDS + 2) // 2, (ROUNDS + 1) // 2], kept  # round robin
+    # Every call's cost is the thread's, though a keeper that came second found its
+    # answer already written by the other daemon's (and wrote it no second time).
+    for daemon in pair.daemons:
+        await daemon.services.ledger.flush()
+    costs = await pair.daemons[0].services.store.turn_costs(thread.id, "alice")
+    assert len(costs) == thread.turns and thread.turns <= ROUNDS + 1
 
 
 async def _a_draining_daemon_gets_no_more_requests(pair: Pair) -> None:

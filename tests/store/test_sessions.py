@@ -114,8 +114,10 @@ async def test_an_identical_history_of_another_principal_is_never_continued(
                                               ref="shared"))  # fmt: skip
     assert bob.kept == "started" and bob.thread_id != alice.thread_id and bob.follows is None
     assert await _contents(store, alice.thread_id) == ["q", "a"]
+    fresh = await store.keep_session_turn(_turn([user("q")], "x", "carol"))
+    assert fresh.kept == "started"  # alice's turn is no retry of carol's
     retry = await store.keep_session_turn(_turn([user("q")], "x", "bob"))
-    assert retry.kept == "started"  # alice's turn is no retry of bob's
+    assert (retry.kept, retry.thread_id) == ("retried", bob.thread_id)  # bob's own history
 
 
 async def test_a_deleted_session_is_not_continued(store_factory: StoreFactory) -> None:
@@ -191,3 +193,23 @@ async def test_each_thread_s_cost_is_its_turns_costs_in_one_query(
     ids = [k.thread_id for k in kept.values()]
     assert await store.thread_costs(ids, "alice") == {ids[0]: {"USD": 7}, ids[1]: {"USD": 7}}
     assert await store.thread_costs(ids, "bob") == {}
+
+
+async def test_a_turn_kept_after_the_one_that_continued_it_is_not_kept_twice(
+    store_factory: StoreFactory,
+) -> None:
+    """Two daemons: the agent's next request reached the other daemon, whose keeper
+    wrote it before this daemon's keeper wrote the request it continues."""
+    store = await store_factory()
+    first = await store.keep_session_turn(_turn([user("q1")], "a1"))
+    later = await store.keep_session_turn(
+        _turn([user("q1"), said("a1"), user("q2"), said("a2"), user("q3")], "a3"))  # fmt: skip
+    late = await store.keep_session_turn(_turn([user("q1"), said("a1"), user("q2")], "a2"))
+    assert later.thread_id == first.thread_id and later.kept == "continued"
+    assert (late.kept, late.thread_id) == ("retried", first.thread_id)
+    # a new session whose second request is kept before its first
+    second = await store.keep_session_turn(_turn([user("p1"), said("b1"), user("p2")], "b2"))
+    early = await store.keep_session_turn(_turn([user("p1")], "b1"))
+    assert (early.kept, early.thread_id) == ("retried", second.thread_id)
+    assert await _contents(store, first.thread_id) == ["q1", "a1", "q2", "a2", "q3", "a3"]
+    assert len(await store.list_threads("alice")) == 2
