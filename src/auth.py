@@ -109,7 +109,7 @@ class Principal:
     # The key it came with, when it is one of the operator's keys (docs/keys.md): its
     # id (never the secret), the models it may use (None: every model) and its own
     # rate limit in calls a minute (None: EXAI_RATE_LIMIT_PER_MIN).
-    key_id: str | None = None
+    key_id: str | None = field(default=None, compare=False)
     models: frozenset[str] | None = None
     rate_per_min: int | None = None
     # Not part of who the principal is: two tokens of one principal are the same principal.
