@@ -22,6 +22,14 @@ each run the daemon asks :meth:`Authenticator.credential_problem` whether that
 credential still grants the job's owner anything: a run after the JWT expired,
 or after its token was removed from the settings, does not happen.
 
+The operator's keys (``exai_<id>_<secret>``, :mod:`exai.keys`, docs/keys.md) are
+checked against the daemon's :class:`~exai.keys.KeyRing` when one is attached
+(:attr:`Authenticator.keys`): a dict look-up, no I/O. A key that was revoked or
+expired is refused saying so, and a job or agent loop it started stops (its
+credential is of kind ``key``). A JWT whose ``jti`` the operator revoked is
+refused the same way. A daemon with no token or JWT secret configured is open to
+everyone as ``anonymous`` until the store holds a key.
+
 A correctly signed JWT is still refused (``UnauthorizedError``, so 4003) when a
 claim has the wrong type: ``sub`` a non-empty string, ``exp``, ``nbf`` and
 ``iat`` JSON numbers, ``scopes`` a list of strings or one string of names
@@ -34,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 import time
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
@@ -43,6 +52,7 @@ from typing import Any, Literal
 import jwt
 
 from exai.errors import UnauthorizedError
+from exai.keys import KEY_PREFIX, KeyRecord, KeyRing
 from exai.settings.values import Budget, parse_budget, parse_token_list
 
 __all__ = [
@@ -72,28 +82,36 @@ def credential_id(secret: str) -> str:
 class Credential:
     """Which credential a principal presented, without the secret.
 
-    ``kind``: ``token`` (a static token), ``jwt``, or ``none`` (a daemon with no
-    credentials configured). ``id``: :func:`credential_id` of the token or JWT.
-    ``key``: for a JWT, :func:`credential_id` of the secret that signed it.
-    ``expires_at``: a JWT's ``exp`` (epoch seconds).
+    ``kind``: ``token`` (a static token), ``jwt``, ``key`` (one of the operator's
+    keys) or ``none`` (a daemon with no credentials configured). ``id``:
+    :func:`credential_id` of the token or JWT, or the key's id. ``key``: for a
+    JWT, :func:`credential_id` of the secret that signed it. ``expires_at``: a
+    JWT's ``exp`` or a key's expiry (epoch seconds). ``jti``: a JWT's id, which
+    the operator may revoke.
     """
 
-    kind: Literal["token", "jwt", "none"]
+    kind: Literal["token", "jwt", "key", "none"]
     id: str
     key: str | None = None
     expires_at: float | None = None
+    jti: str | None = None
 
     def public(self) -> dict[str, Any]:
-        return {"kind": self.kind, "id": self.id, "key": self.key, "expires_at": self.expires_at}
+        out = {"kind": self.kind, "id": self.id, "key": self.key, "expires_at": self.expires_at}
+        if self.jti is not None:
+            out["jti"] = self.jti
+        return out
 
     @classmethod
     def from_public(cls, value: dict[str, Any]) -> Credential:
         kind = value.get("kind")
-        if kind not in ("token", "jwt", "none"):
+        if kind not in ("token", "jwt", "key", "none"):
             raise ValueError(f"not a credential kind: {kind!r}")
         expires = value.get("expires_at")
+        jti = value.get("jti")
         return cls(kind, str(value.get("id", "")), value.get("key"),
-                   None if expires is None else float(expires))  # fmt: skip
+                   None if expires is None else float(expires),
+                   None if jti is None else str(jti))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,13 +166,24 @@ class Authenticator:
         self._jwt_secret = jwt_secret
         self._jwt_key = credential_id(jwt_secret) if jwt_secret else None
         self._leeway = leeway_s
+        # The operator's keys and revoked JWT ids, kept current by the daemon
+        # (exai.daemon.keys); None where no store is at hand (the CLI).
+        self.keys: KeyRing | None = None
 
     @property
     def open(self) -> bool:
         """True when no credential is configured: everyone is ``anonymous``."""
-        return not self._tokens and not self._jwt_secret
+        return (
+            not self._tokens
+            and not self._jwt_secret
+            and not (self.keys is not None and self.keys.holds_keys)
+        )
 
     def authenticate(self, token: str | None) -> Principal:
+        if token and self.keys is not None and token.startswith(KEY_PREFIX):
+            record = self.keys.principal_of(token, time.time())
+            if record is not None:
+                return _principal_from_key(record)
         if self.open:
             return Principal(ANONYMOUS, method="none", credential=_OPEN)
         if not token:
@@ -190,6 +219,10 @@ class Authenticator:
             if self.open:
                 return None
             return "it was made while the daemon had no token, and it has tokens now"
+        if credential.kind == "key":
+            if self.keys is None:
+                return None
+            return self.keys.problem(credential.id, owner, now)
         if credential.kind == "token":
             name = self._names_by_id.get(credential.id)
             if name is None:
@@ -203,6 +236,9 @@ class Authenticator:
         if credential.expires_at is not None and now >= credential.expires_at:
             when = datetime.fromtimestamp(credential.expires_at, UTC).isoformat(timespec="seconds")
             return f"the JWT that made it expired at {when}"
+        if credential.jti is not None and self.keys is not None:
+            if self.keys.jti_revoked(credential.jti):
+                return f"the JWT that made it (jti {credential.jti!r}) was revoked"
         return None
 
     def _from_jwt(self, token: str) -> Principal:
@@ -222,11 +258,24 @@ class Authenticator:
         except jwt.InvalidTokenError as exc:
             raise UnauthorizedError(f"invalid token: {exc}") from None
         principal = _principal_from_claims(claims)
-        credential = Credential("jwt", credential_id(token), self._jwt_key, principal.expires_at)
+        jti = claims.get("jti")
+        if jti is not None and not isinstance(jti, str):
+            raise UnauthorizedError("invalid token: jti must be a string")
+        if jti is not None and self.keys is not None and self.keys.jti_revoked(jti):
+            raise UnauthorizedError(f"this token was revoked (jti {jti!r})")
+        credential = Credential("jwt", credential_id(token), self._jwt_key, principal.expires_at,
+                                jti)  # fmt: skip
         return replace(principal, credential=credential)
 
 
 _OPEN = Credential("none", "open")
+
+
+def _principal_from_key(record: KeyRecord) -> Principal:
+    credential = Credential("key", record.id, expires_at=record.expires_at)
+    return Principal(record.principal, scopes=record.scopes, method="key", budget=record.budget,
+                     expires_at=record.expires_at, key_id=record.id, models=record.models,
+                     rate_per_min=record.rate_per_min, credential=credential)  # fmt: skip
 
 
 def _principal_from_claims(claims: dict[str, Any]) -> Principal:
@@ -271,9 +320,13 @@ def issue_token(
     budget: Budget | None = None,
     memory: bool | None = None,
     sessions: bool | None = None,
+    jti: str | None = None,
 ) -> str:
+    """A JWT for ``sub``; its ``jti`` (random unless given) is what ``exai keys
+    revoke --jti`` names to refuse it before it expires."""
     now = int(time.time())
-    claims: dict[str, object] = {"sub": sub, "iat": now, "nbf": now, "exp": now + int(ttl_s)}
+    claims: dict[str, object] = {"sub": sub, "iat": now, "nbf": now, "exp": now + int(ttl_s),
+                                 "jti": jti or secrets.token_hex(8)}  # fmt: skip
     if scopes is not None:
         claims["scopes"] = list(scopes)
     if budget is not None:

@@ -25,11 +25,13 @@ from exai.auth import Authenticator, Credential, Principal, parse_token_list
 from exai.bridge import Bridge
 from exai.cluster import ClusterState, SharedReasoning, open_cluster, open_shared_reasoning
 from exai.daemon.dispatch import Dispatcher
+from exai.daemon.keys import KeyWatcher
 from exai.daemon.local import LocalCaller
 from exai.daemon.reads import CoreReads
 from exai.daemon.replay import ReplayCache
 from exai.daemon.services import build_services, close_services, open_jobs
 from exai.daemon.session import Session, SessionRegistry
+from exai.keys import KeyRing
 from exai.limits import CapacityLimiter
 from exai.logs import get_logger
 from exai.metrics import DaemonMetrics
@@ -78,6 +80,7 @@ class Core:
         self.cluster: ClusterState | None = None
         self.shared_reasoning: SharedReasoning | None = None
         self.sign_ins: SqlStore | None = None
+        self.keys: KeyWatcher | None = None
         self._own_jobs = False
         self._ticker: asyncio.Task[None] | None = None
         self._background: set[asyncio.Future[Any]] = set()
@@ -126,9 +129,15 @@ class Core:
         # The reasoning of callers' tool rounds, in the store too: any daemon on
         # Postgres finds a round another made, and SQLite keeps it over a restart.
         self.shared_reasoning = open_shared_reasoning(services.store, services.providers)
-        # The console's sign-ins are kept in the store too (exai.store.sign_ins).
+        # The console's sign-ins are kept in the store too (exai.store.sign_ins), and
+        # so are the operator's keys, which every face's authentication reads from
+        # memory that a watcher keeps current (exai.daemon.keys).
         if isinstance(services.store, SqlStore):
             self.sign_ins = services.store
+            self.keys = KeyWatcher(services.store, KeyRing())
+            await self.keys.load()
+            self.auth.keys = self.keys.ring
+            self.keys.start()
         self._register_gauges()
         self._ticker = asyncio.create_task(self._tick(), name="exai-heartbeat")
 
@@ -154,6 +163,8 @@ class Core:
             await self.bridge.aclose()
         if self._ticker is not None:
             self._ticker.cancel()
+        if self.keys is not None:
+            await self.keys.aclose()
         if self.cluster is not None:
             await self.cluster.aclose()
         if self.shared_reasoning is not None:
@@ -183,8 +194,11 @@ class Core:
     ) -> str | None:
         return self.auth.credential_problem(owner, credential, now)
 
-    def connect(self, principal: Principal, session_id: str | None = None) -> LocalCaller:
-        return LocalCaller(self, principal, session_id)
+    def connect(
+        self, principal: Principal, session_id: str | None = None, *, face: str = "local",
+        client: str | None = None,
+    ) -> LocalCaller:  # fmt: skip
+        return LocalCaller(self, principal, session_id, face=face, client=client)
 
     async def open_session(
         self, principal: Principal, session_id: str | None

@@ -27,6 +27,7 @@ import asyncpg
 from exai.errors import ValidationError_
 from exai.store.base import StoreLimits
 from exai.store.executor import Dialect
+from exai.store.keys import POSTGRES_TABLES as POSTGRES_KEYS
 from exai.store.migrations import apply_migrations
 from exai.store.reasoning import POSTGRES_TABLE as POSTGRES_REASONING
 from exai.store.responses import POSTGRES_MIGRATION as POSTGRES_RESPONSES
@@ -235,6 +236,8 @@ MIGRATIONS: list[tuple[int, str]] = [
     # Agent sessions as threads: their origin, and the heads requests continue from
     # (exai.store.sessions); a turn's cost found by its request key alone.
     (10, POSTGRES_SESSIONS),
+    # The operator's keys and revoked JWT ids, and the marker daemons poll (exai.store.keys).
+    (11, POSTGRES_KEYS),
 ]
 
 # Workflow steps holding their thread's lock at once, per daemon; more wait.

@@ -7,8 +7,9 @@ threads and forks (:mod:`exai.store.threads`), turns and their request keys
 (:mod:`exai.store.artifacts`), cost rows (:mod:`exai.store.costs`), the search
 of a principal's threads (:mod:`exai.store.search`), the Responses API's stored
 responses (:mod:`exai.store.responses`), the reasoning of callers' tool rounds
-(:mod:`exai.store.reasoning`), the console's sign-ins (:mod:`exai.store.sign_ins`)
-and agent sessions' heads (:mod:`exai.store.sessions`), all on
+(:mod:`exai.store.reasoning`), the console's sign-ins (:mod:`exai.store.sign_ins`),
+the operator's keys (:mod:`exai.store.keys`) and agent sessions' heads
+(:mod:`exai.store.sessions`), all on
 :class:`~exai.store.sql_base.SqlBase`. A backend only supplies connections
 through ``_read`` and ``_write`` and a :class:`~exai.store.executor.Dialect`.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 from exai.store.artifacts import ArtifactRows
 from exai.store.base import ConversationStore
 from exai.store.costs import CostAccounts
+from exai.store.keys import KeyRows
 from exai.store.reasoning import ReasoningRows
 from exai.store.responses import ResponseRows
 from exai.store.search import ThreadSearch
@@ -40,6 +42,7 @@ class SqlStore(
     ResponseRows,
     ReasoningRows,
     SignInRows,
+    KeyRows,
     ConversationStore,
 ):
     """Everything a conversation store does, over any :class:`~exai.store.executor.Executor`,

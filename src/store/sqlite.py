@@ -31,6 +31,7 @@ import aiosqlite
 
 from exai.store.base import StoreLimits
 from exai.store.executor import Dialect, ThreadConnection, drive
+from exai.store.keys import SQLITE_TABLES as SQLITE_KEYS
 from exai.store.migrations import apply_sqlite_migrations
 from exai.store.reasoning import SQLITE_TABLE as SQLITE_REASONING
 from exai.store.responses import SQLITE_MIGRATION as SQLITE_RESPONSES
@@ -209,6 +210,8 @@ MIGRATIONS: list[tuple[int, str]] = [
     # Agent sessions as threads: their origin, and the heads requests continue from
     # (exai.store.sessions); a turn's cost found by its request key alone.
     (10, SQLITE_SESSIONS),
+    # The operator's keys and revoked JWT ids, and the marker daemons poll (exai.store.keys).
+    (11, SQLITE_KEYS),
 ]
 
 _BUSY_TIMEOUT_S = 10.0
