@@ -28,13 +28,15 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from exai.errors import UnauthorizedError
+from exai.errors import UnauthorizedError, ValidationError_
 from exai.settings.values import Budget, parse_budget
 
 __all__ = [
     "KEY_PREFIX",
+    "KeyAdmin",
+    "KeyNotFoundError",
     "KeyRecord",
     "KeyRing",
     "RevokedJti",
@@ -272,3 +274,29 @@ class KeyRing:
         if record.expires_at is not None and now >= record.expires_at:
             return f"the key that made it ({key_id}) expired at {_when(record.expires_at)}"
         return None
+
+
+class KeyNotFoundError(ValidationError_):
+    """An operation named a key the store does not hold."""
+
+
+class KeyAdmin(Protocol):
+    """What the operator does with keys (the CLI, the admin API and the console call it).
+
+    Every answer is the key's public form (:meth:`KeyRecord.public` plus ``spent``);
+    ``create`` and ``rotate`` also return the token, which is shown once and kept
+    nowhere. Bad input raises ``ValueError``; an unknown id :class:`KeyNotFoundError`.
+    """
+
+    async def list_keys(self) -> list[dict[str, Any]]: ...
+
+    async def create_key(self, grant: dict[str, Any], *, by: str) -> tuple[dict[str, Any], str]:
+        """``grant``: ``principal`` and optional ``scopes``, ``budget``, ``rate``,
+        ``models``, ``expires``, ``name``, ``note`` in the CLI's spelling."""
+        ...
+
+    async def revoke_key(self, key_id: str, *, by: str) -> dict[str, Any]: ...
+
+    async def rotate_key(self, key_id: str, *, by: str) -> tuple[dict[str, Any], str]: ...
+
+    async def revoke_jti(self, jti: str, *, note: str = "", by: str) -> bool: ...

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 if TYPE_CHECKING:
     from exai.admission import Admission
     from exai.auth import Authenticator, Credential, Principal
+    from exai.keys import KeyAdmin
     from exai.metrics import DaemonMetrics
     from exai.protocol import (
         CallToolFrame,
@@ -268,6 +269,9 @@ class Port(Protocol):
     public_url: str | None
     # The console's sign-ins beyond this daemon's memory; None keeps them there only.
     sign_ins: SignInStore | None
+    # The operator's keys (docs/keys.md); None without a SQL store. Faces check that
+    # the principal is an operator before they call it.
+    key_admin: KeyAdmin | None
 
     @property
     def draining(self) -> bool:

@@ -25,7 +25,7 @@ from exai.auth import Authenticator, Credential, Principal, parse_token_list
 from exai.bridge import Bridge
 from exai.cluster import ClusterState, SharedReasoning, open_cluster, open_shared_reasoning
 from exai.daemon.dispatch import Dispatcher
-from exai.daemon.keys import KeyWatcher
+from exai.daemon.keys import KeyWatcher, StoreKeyAdmin
 from exai.daemon.local import LocalCaller
 from exai.daemon.reads import CoreReads
 from exai.daemon.replay import ReplayCache
@@ -81,6 +81,7 @@ class Core:
         self.shared_reasoning: SharedReasoning | None = None
         self.sign_ins: SqlStore | None = None
         self.keys: KeyWatcher | None = None
+        self.key_admin: StoreKeyAdmin | None = None
         self._own_jobs = False
         self._ticker: asyncio.Task[None] | None = None
         self._background: set[asyncio.Future[Any]] = set()
@@ -135,6 +136,7 @@ class Core:
         if isinstance(services.store, SqlStore):
             self.sign_ins = services.store
             self.keys = KeyWatcher(services.store, KeyRing())
+            self.key_admin = StoreKeyAdmin(services.store, emit=services.audit.emit)
             await self.keys.load()
             self.auth.keys = self.keys.ring
             self.keys.start()

@@ -1,4 +1,8 @@
-"""Keeping the daemon's key ring current: poll the store's change marker, reload on a move.
+"""The operator's keys on a daemon: the ring kept current, and what the operator does.
+
+:class:`StoreKeyAdmin` creates, lists, revokes and rotates keys in the store (for
+``exai keys``, ``/admin/keys`` and the console). :class:`KeyWatcher` keeps the
+daemon's ring current: poll the store's change marker, reload on a move.
 
 Authentication reads :class:`~exai.keys.KeyRing` only, without I/O. This task
 reads the store's ``key_changes`` version every :data:`POLL_S` (one primary-key
@@ -13,14 +17,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import re
 import time
 from collections.abc import Callable
 from typing import Any
 
-from exai.keys import KeyRing
+from exai.accounting.budgets import period_window
+from exai.keys import (
+    KeyNotFoundError,
+    KeyRecord,
+    KeyRing,
+    new_key,
+    parse_expiry,
+    parse_key_budget,
+    parse_models,
+    parse_rate,
+    parse_scopes,
+)
 from exai.logs import get_logger
+from exai.providers.pricing import from_nanos
 
-__all__ = ["FLUSH_S", "POLL_S", "KeyWatcher"]
+__all__ = ["FLUSH_S", "POLL_S", "KeyWatcher", "StoreKeyAdmin"]
 
 POLL_S = 0.25
 FLUSH_S = 5.0
@@ -85,3 +103,103 @@ class KeyWatcher:
                     log.warning("keys could not be read; the ring stays as it was",
                                 error=f"{type(exc).__name__}: {exc}")  # fmt: skip
                 self._failing = True
+
+
+class StoreKeyAdmin:
+    """:class:`~exai.keys.KeyAdmin` on a SQL store: what ``exai keys``, ``/admin/keys``
+    and the console's Keys page do. Each change is an audit event naming the key's
+    id and who acted, never its secret; ``spent`` is what the key's principal spent
+    this period in the key's budget currency (the cost rows every daemon writes)."""
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        emit: Callable[..., None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self._emit = emit
+        self._clock = clock
+
+    async def list_keys(self) -> list[dict[str, Any]]:
+        _, keys, _ = await self.store.keys_and_jtis()
+        now = self._clock()
+        return [await self._public(k, now) for k in reversed(keys)]
+
+    async def create_key(self, grant: dict[str, Any], *, by: str) -> tuple[dict[str, Any], str]:
+        now = self._clock()
+        unknown = set(grant) - _GRANT_FIELDS
+        if unknown:
+            raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")
+        principal = grant.get("principal")
+        if not isinstance(principal, str) or not _PRINCIPAL.match(principal):
+            raise ValueError("principal: a name of 1-200 letters, digits and ._:@/+- is required")
+        texts = {}
+        for field in ("name", "note"):
+            value = grant.get(field) or ""
+            if not isinstance(value, str) or len(value) > 500 or not value.isprintable():
+                raise ValueError(f"{field}: at most 500 printable characters")
+            texts[field] = value
+        key_id, token, digest = new_key()
+        record = KeyRecord(
+            id=key_id, secret_hash=digest, principal=principal,
+            scopes=parse_scopes(grant.get("scopes")), budget=parse_key_budget(grant.get("budget")),
+            rate_per_min=parse_rate(grant.get("rate")), models=parse_models(grant.get("models")),
+            expires_at=parse_expiry(grant.get("expires"), now), created_at=now, **texts,
+        )  # fmt: skip
+        await self.store.put_key(record)
+        self._audit("key.created", record, by)
+        return await self._public(record, now), token
+
+    async def revoke_key(self, key_id: str, *, by: str) -> dict[str, Any]:
+        record = await self.store.revoke_key(key_id, self._clock())
+        if record is None:
+            raise KeyNotFoundError(f"no key {key_id!r}")
+        self._audit("key.revoked", record, by)
+        return await self._public(record, self._clock())
+
+    async def rotate_key(self, key_id: str, *, by: str) -> tuple[dict[str, Any], str]:
+        now = self._clock()
+        old = await self.store.key(key_id)
+        if old is None:
+            raise KeyNotFoundError(f"no key {key_id!r}")
+        if old.revoked_at is not None:
+            raise ValueError(f"key {key_id} was revoked; create a new one")
+        fresh_id, token, digest = new_key()
+        fresh = dataclasses.replace(old, id=fresh_id, secret_hash=digest, created_at=now,
+                                    last_used_at=None, revoked_at=None)  # fmt: skip
+        if await self.store.rotate_key(key_id, fresh, now) is None:
+            raise KeyNotFoundError(f"no key {key_id!r}")
+        self._audit("key.rotated", fresh, by, replaces=key_id)
+        return await self._public(fresh, now), token
+
+    async def revoke_jti(self, jti: str, *, note: str = "", by: str) -> bool:
+        if not isinstance(jti, str) or not 1 <= len(jti) <= 200 or not jti.isprintable():
+            raise ValueError("jti: 1-200 printable characters")
+        added: bool = await self.store.revoke_jti(jti, self._clock(), note[:500])
+        if self._emit is not None:
+            self._emit("key.jti_revoked", principal=by, jti=jti, added=added)
+        return added
+
+    async def _public(self, record: KeyRecord, now: float) -> dict[str, Any]:
+        out = record.public(now)
+        budget = record.budget
+        if budget is None:
+            out["spent"] = None
+        else:
+            start, reset = period_window(budget.period, now)
+            nanos = await self.store.spent(record.principal, budget.currency, start, reset)
+            out["spent"] = str(from_nanos(nanos))
+        return out
+
+    def _audit(self, kind: str, record: KeyRecord, by: str, **extra: Any) -> None:
+        if self._emit is not None:
+            self._emit(kind, principal=by, key_id=record.id, key_principal=record.principal,
+                       **extra)  # fmt: skip
+
+
+_GRANT_FIELDS = frozenset(
+    {"principal", "scopes", "budget", "rate", "models", "expires", "name", "note"}
+)
+_PRINCIPAL = re.compile(r"^[A-Za-z0-9._:@/+-]{1,200}$")
