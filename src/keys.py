@@ -255,6 +255,19 @@ class KeyRing:
         self._used[record.id] = now
         return record
 
+    def check(self, key_id: str, now: float) -> None:
+        """Raise ``UnauthorizedError`` unless ``key_id`` still grants calls: a session
+        opened with a key ends its calls once the key is revoked or expires."""
+        record = self._keys.get(key_id)
+        if record is None:
+            raise UnauthorizedError(f"this key no longer exists ({key_id})")
+        if record.revoked_at is not None:
+            raise UnauthorizedError(f"this key was revoked ({key_id}, at "
+                                    f"{_when(record.revoked_at)})")  # fmt: skip
+        if record.expires_at is not None and now >= record.expires_at:
+            raise UnauthorizedError(f"this key expired ({key_id}, at "
+                                    f"{_when(record.expires_at)})")  # fmt: skip
+
     def take_used(self) -> dict[str, float]:
         used, self._used = self._used, {}
         return used

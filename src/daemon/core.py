@@ -136,9 +136,11 @@ class Core:
         if isinstance(services.store, SqlStore):
             self.sign_ins = services.store
             self.keys = KeyWatcher(services.store, KeyRing())
-            self.key_admin = StoreKeyAdmin(services.store, emit=services.audit.emit)
+            self.key_admin = StoreKeyAdmin(services.store, emit=services.audit.emit,
+                                           changed=self.keys.refresh)  # fmt: skip
             await self.keys.load()
             self.auth.keys = self.keys.ring
+            self._dispatcher.keys = self.keys.ring
             self.keys.start()
         self._register_gauges()
         self._ticker = asyncio.create_task(self._tick(), name="exai-heartbeat")

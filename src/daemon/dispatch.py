@@ -30,6 +30,7 @@ from exai.errors import (
     ToolNotFoundError,
     ValidationError_,
 )
+from exai.keys import KeyRing
 from exai.limits import CapacityLimiter, TokenBucket
 from exai.protocol import CallToolAck, CallToolFrame, ProgressFrame, describe_validation_error
 from exai.tools.base import NullAudit, Services
@@ -60,6 +61,9 @@ class Dispatcher:
         self.shared_rates: Any = None  # exai.cluster.ClusterState
         self.running: set[Call] = set()
         self.draining = False
+        # The operator's keys (exai.daemon.keys): a call made with a key that was
+        # revoked since its session opened is refused.
+        self.keys: KeyRing | None = None
         self._background: set[asyncio.Future[None]] = set()
         self._beating: set[Call] = set()  # calls whose heartbeat is still being sent
         # asyncio.get_running_loop() costs a getpid() system call on Python 3.11.
@@ -157,6 +161,8 @@ class Dispatcher:
     def _admit(self, session: Session, frame: CallToolFrame) -> tuple[Any, Any]:
         if self.draining:
             raise OverCapacityError("the daemon is shutting down", retry_after_s=1.0)
+        if session.principal.key_id is not None and self.keys is not None:
+            self.keys.check(session.principal.key_id, time.time())
         tool = self._authorize(session, frame.name)
         try:
             arguments = tool.Input.model_validate(frame.arguments)

@@ -20,7 +20,7 @@ import contextlib
 import dataclasses
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from exai.accounting.budgets import period_window
@@ -117,10 +117,13 @@ class StoreKeyAdmin:
         *,
         emit: Callable[..., None] | None = None,
         clock: Callable[[], float] = time.time,
+        changed: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         self.store = store
         self._emit = emit
         self._clock = clock
+        # Called after each change: a daemon's own ring sees it before the answer goes.
+        self._changed = changed
 
     async def list_keys(self) -> list[dict[str, Any]]:
         _, keys, _ = await self.store.keys_and_jtis()
@@ -150,6 +153,7 @@ class StoreKeyAdmin:
         )  # fmt: skip
         await self.store.put_key(record)
         self._audit("key.created", record, by)
+        await self._after_change()
         return await self._public(record, now), token
 
     async def revoke_key(self, key_id: str, *, by: str) -> dict[str, Any]:
@@ -157,6 +161,7 @@ class StoreKeyAdmin:
         if record is None:
             raise KeyNotFoundError(f"no key {key_id!r}")
         self._audit("key.revoked", record, by)
+        await self._after_change()
         return await self._public(record, self._clock())
 
     async def rotate_key(self, key_id: str, *, by: str) -> tuple[dict[str, Any], str]:
@@ -172,15 +177,21 @@ class StoreKeyAdmin:
         if await self.store.rotate_key(key_id, fresh, now) is None:
             raise KeyNotFoundError(f"no key {key_id!r}")
         self._audit("key.rotated", fresh, by, replaces=key_id)
+        await self._after_change()
         return await self._public(fresh, now), token
 
     async def revoke_jti(self, jti: str, *, note: str = "", by: str) -> bool:
         if not isinstance(jti, str) or not 1 <= len(jti) <= 200 or not jti.isprintable():
             raise ValueError("jti: 1-200 printable characters")
         added: bool = await self.store.revoke_jti(jti, self._clock(), note[:500])
+        await self._after_change()
         if self._emit is not None:
             self._emit("key.jti_revoked", principal=by, jti=jti, added=added)
         return added
+
+    async def _after_change(self) -> None:
+        if self._changed is not None:
+            await self._changed()
 
     async def _public(self, record: KeyRecord, now: float) -> dict[str, Any]:
         out = record.public(now)
@@ -190,7 +201,7 @@ class StoreKeyAdmin:
         else:
             start, reset = period_window(budget.period, now)
             nanos = await self.store.spent(record.principal, budget.currency, start, reset)
-            out["spent"] = str(from_nanos(nanos))
+            out["spent"] = format(from_nanos(nanos).normalize(), "f")
         return out
 
     def _audit(self, kind: str, record: KeyRecord, by: str, **extra: Any) -> None:
