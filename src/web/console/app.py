@@ -125,7 +125,7 @@ class Console:
         )
 
     def routes(self) -> list[BaseRoute]:
-        from exai.web.console import jobs, memories, operator, signin, spend, threads
+        from exai.web.console import jobs, keys, memories, operator, signin, spend, threads
 
         routes: list[BaseRoute] = [
             Route(PREFIX, self._home, methods=["GET"]),
@@ -137,6 +137,7 @@ class Console:
             *memories.routes(self),
             *spend.routes(self),
             *operator.routes(self),
+            *keys.routes(self),
         ]
         for route in routes:
             if isinstance(route, Route):
