@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,8 @@ async def test_a_key_works_on_every_face_until_revoked(tmp_path, emulator, caplo
     caplog.set_level(logging.DEBUG)
     async with faces_daemon(tmp_path, emulator, **_settings(tmp_path)) as daemon:
         base = base_url(daemon, "")
-        async with httpx.AsyncClient(base_url=base) as http:
+        async with AsyncExitStack() as stack:
+            http = await stack.enter_async_context(httpx.AsyncClient(base_url=base))
             made = await http.post("/admin/keys", headers=ADMIN, json={
                 "principal": "bob", "scopes": "echo,completion", "rate": "60/min",
                 "models": ["kimi-k2.6"], "expires": "30d", "name": "ci"})  # fmt: skip
@@ -80,12 +82,12 @@ async def test_a_key_works_on_every_face_until_revoked(tmp_path, emulator, caplo
             chat = await http.post("/v1/chat/completions", headers=bearer,
                                    json={"model": "kimi-k2.6", "messages": ASK})  # fmt: skip
             assert chat.status_code == 200, chat.text
-            # The console's sign-in.
-            signed = await _console_sign_in(http, token)
+            # The console's sign-in (a browser of its own).
+            browser = await stack.enter_async_context(httpx.AsyncClient(base_url=base))
+            signed = await _console_sign_in(browser, token)
             assert signed.status_code == 303 and signed.headers["location"] == "/console/threads"
-            page = await http.get("/console/threads")
+            page = await browser.get("/console/threads")
             assert page.status_code == 200 and "bob" in page.text
-            http.cookies.clear()
 
             listed = (await http.get("/admin/keys", headers=ADMIN)).json()["keys"]
             assert [k["id"] for k in listed] == [key["id"]]
@@ -109,6 +111,9 @@ async def test_a_key_works_on_every_face_until_revoked(tmp_path, emulator, caplo
             assert "this key was revoked" in info.value.error.message
             signed = await _console_sign_in(http, token)
             assert signed.status_code != 303 and "revoked" in signed.text
+            # The console session signed in with it has ended.
+            ended = await browser.get("/console/threads", follow_redirects=False)
+            assert ended.status_code == 303 and "/console/login" in ended.headers["location"]
 
         await asyncio.sleep(0.3)  # the audit trail writes its sink in batches
     audit = (tmp_path / "audit.jsonl").read_text()

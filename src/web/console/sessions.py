@@ -151,6 +151,9 @@ def principal_record(principal: Principal) -> str:
         "expires_at": principal.expires_at,
         "memory": principal.memory,
         "credential": None if credential is None else credential.public(),
+        "key_id": principal.key_id,
+        "models": None if principal.models is None else sorted(principal.models),
+        "rate_per_min": principal.rate_per_min,
     }, sort_keys=True)  # fmt: skip
 
 
@@ -161,6 +164,7 @@ def principal_from_record(text: str) -> Principal:
         raise ValueError("not a principal record")
     scopes, budget, credential = value.get("scopes"), value.get("budget"), value.get("credential")
     expires = value.get("expires_at")
+    models, rate, key_id = value.get("models"), value.get("rate_per_min"), value.get("key_id")
     return Principal(
         value["name"],
         scopes=None if scopes is None else frozenset(str(s) for s in scopes),
@@ -169,6 +173,9 @@ def principal_from_record(text: str) -> Principal:
         expires_at=None if expires is None else float(expires),
         memory=value.get("memory"),
         credential=None if credential is None else Credential.from_public(credential),
+        key_id=None if key_id is None else str(key_id),
+        models=None if models is None else frozenset(str(m) for m in models),
+        rate_per_min=None if rate is None else int(rate),
     )
 
 

@@ -84,6 +84,9 @@ class SignIns:
         held = self.memory.get(session_id, now)
         store = self._store
         if store is None or (held is not None and not store.shared):
+            if held is not None and not self._key_still_grants(held, now):
+                self.memory.sign_out(session_id)
+                return None
             return held
         try:
             row = await store.sign_in_row(session_key(session_id))
@@ -101,6 +104,18 @@ class SignIns:
             held.expires_at = session.expires_at
             return held
         return self.memory.adopt(session)
+
+    def _key_still_grants(self, session: ConsoleSession, now: float) -> bool:
+        """A sign-in made with an operator's key ends when the key is revoked or
+        expires (the check reads the daemon's key ring: no I/O)."""
+        credential = session.principal.credential
+        if credential is None or credential.kind != "key":
+            return True
+        problem = self._problem(session.principal.name, credential, now)
+        if problem is not None:
+            log.info("a console sign-in is no longer honoured",
+                     principal=session.principal.name, reason=problem)  # fmt: skip
+        return problem is None
 
     def _from_row(
         self, session_id: str, row: SignInRow | None, now: float
