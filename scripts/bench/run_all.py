@@ -44,6 +44,7 @@ BENCHMARKS = [
     "jobs_tick",  # one scheduler tick with 10,000 jobs, 100 due, on SQLite and Postgres
     "cluster",  # what sharing through Postgres costs a call; 1, 2, 3 daemons; rate limit
     "console_pages",  # each console page with 1,000 threads and 10,000 memories, server and browser
+    "keys",  # echo with a revocable key against an environment token, same run
 ]
 
 
