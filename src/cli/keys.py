@@ -44,6 +44,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--active", action="store_true", help="only keys that still sign in")
     p.set_defaults(func=_command(_list))
 
+    p = sub.add_parser("update", help="change a key's grant at run time (only what is given; "
+                       "an empty value goes back to the default)")  # fmt: skip
+    p.add_argument("id")
+    for name in ("scopes", "budget", "rate", "models", "expires", "name", "note"):
+        p.add_argument(f"--{name}")
+    p.set_defaults(func=_command(_update))
+
     p = sub.add_parser("revoke", help="refuse a key (or a JWT by its jti) from now on")
     p.add_argument("id", nargs="?", help="the key's id (exai_<id>_...)")
     p.add_argument("--jti", help="revoke the JWT with this jti claim instead")
@@ -121,6 +128,18 @@ async def _list(admin: StoreKeyAdmin, args: argparse.Namespace, out: TextIO) -> 
     for r in rows:
         out.write("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
         out.write("\n")
+    return 0
+
+
+async def _update(admin: StoreKeyAdmin, args: argparse.Namespace, out: TextIO) -> int:
+    changes = {name: getattr(args, name) for name in
+               ("scopes", "budget", "rate", "models", "expires", "name", "note")
+               if getattr(args, name) is not None}  # fmt: skip
+    if not changes:
+        raise ValueError("give at least one of --scopes, --budget, --rate, --models, --expires, "
+                         "--name, --note")  # fmt: skip
+    key = await admin.update_key(args.id, changes, by=_operator())
+    out.write(f"key {key['id']} ({key['principal']}): {_grant(key)}\n")
     return 0
 
 

@@ -138,12 +138,7 @@ class StoreKeyAdmin:
         principal = grant.get("principal")
         if not isinstance(principal, str) or not _PRINCIPAL.match(principal):
             raise ValueError("principal: a name of 1-200 letters, digits and ._:@/+- is required")
-        texts = {}
-        for field in ("name", "note"):
-            value = grant.get(field) or ""
-            if not isinstance(value, str) or len(value) > 500 or not value.isprintable():
-                raise ValueError(f"{field}: at most 500 printable characters")
-            texts[field] = value
+        texts = {field: _text(field, grant.get(field)) for field in ("name", "note")}
         key_id, token, digest = new_key()
         record = KeyRecord(
             id=key_id, secret_hash=digest, principal=principal,
@@ -155,6 +150,33 @@ class StoreKeyAdmin:
         self._audit("key.created", record, by)
         await self._after_change()
         return await self._public(record, now), token
+
+    async def update_key(self, key_id: str, changes: dict[str, Any], *, by: str) -> dict[str, Any]:
+        now = self._clock()
+        unknown = set(changes) - (_GRANT_FIELDS - {"principal"})
+        if unknown:
+            raise ValueError(f"fields that cannot be changed here: {', '.join(sorted(unknown))}")
+        old = await self.store.key(key_id)
+        if old is None:
+            raise KeyNotFoundError(f"no key {key_id!r}")
+        if old.revoked_at is not None:
+            raise ValueError(f"key {key_id} was revoked; create a new one")
+        fields: dict[str, Any] = {}
+        parsers = {"scopes": ("scopes", parse_scopes), "budget": ("budget", parse_key_budget),
+                   "rate": ("rate_per_min", parse_rate), "models": ("models", parse_models),
+                   "expires": ("expires_at", lambda v: parse_expiry(v, now))}  # fmt: skip
+        for name, value in changes.items():
+            if name in parsers:
+                field, parse = parsers[name]
+                fields[field] = parse(value)
+            else:
+                fields[name] = _text(name, value)
+        record = dataclasses.replace(old, **fields)
+        if not await self.store.update_key(record):
+            raise KeyNotFoundError(f"no key {key_id!r} that is not revoked")
+        self._audit("key.updated", record, by, fields=sorted(changes))
+        await self._after_change()
+        return await self._public(record, now)
 
     async def revoke_key(self, key_id: str, *, by: str) -> dict[str, Any]:
         record = await self.store.revoke_key(key_id, self._clock())
@@ -208,6 +230,13 @@ class StoreKeyAdmin:
         if self._emit is not None:
             self._emit(kind, principal=by, key_id=record.id, key_principal=record.principal,
                        **extra)  # fmt: skip
+
+
+def _text(field: str, value: Any) -> str:
+    value = value or ""
+    if not isinstance(value, str) or len(value) > 500 or not value.isprintable():
+        raise ValueError(f"{field}: at most 500 printable characters")
+    return value
 
 
 _GRANT_FIELDS = frozenset(

@@ -191,6 +191,24 @@ class KeyRows(SqlBase):
 
         return await self._write(body)
 
+    async def update_key(self, record: KeyRecord) -> bool:
+        """Keep ``record``'s grant, name and note for its key (not its principal, digest
+        or times); False when there is no such key, or it was revoked."""
+        sql = self._q("UPDATE {p}api_keys SET scopes = ?, budget = ?, rate_per_min = ?,"
+                      " models = ?, expires_at = ?, name = ?, note = ?"
+                      " WHERE id = ? AND revoked_at IS NULL")  # fmt: skip
+        row = _row(record)
+        args = (row[3], row[4], row[5], row[6], row[7], row[11], row[12], record.id)
+        bump = self._q(_BUMP)
+
+        async def body(tx: Executor) -> bool:
+            if not await tx.execute(sql, *args):
+                return False
+            await tx.execute(bump)
+            return True
+
+        return await self._write(body)
+
     async def revoke_jti(self, jti: str, now: float, note: str = "") -> bool:
         """Refuse the JWT whose ``jti`` this is; False if it was already refused."""
         insert = self._q("INSERT INTO {p}revoked_jtis (jti, revoked_at, note) VALUES (?, ?, ?)"

@@ -13,6 +13,10 @@ the new key's token once, under ``token``.
                                            "rate", "models", "expires", "name",
                                            "note"}`` -> 201 ``{"token", "key"}``
 ``GET /admin/keys/{id}``                   ``{"key"}``
+``PATCH /admin/keys/{id}``                 change ``{"scopes", "budget", "rate",
+                                           "models", "expires", "name", "note"}``
+                                           (only those given; null: the default)
+                                           -> ``{"key"}``
 ``DELETE /admin/keys/{id}``, or
 ``POST /admin/keys/{id}/revoke``           ``{"key"}``, revoked
 ``POST /admin/keys/{id}/rotate``           201 ``{"token", "key", "replaces"}``
@@ -50,7 +54,7 @@ def routes(core: Port) -> list[BaseRoute]:
     api = _KeysApi(core)
     return [
         Route(PREFIX, api.handle(api.list_or_create), methods=["GET", "POST"]),
-        Route(PREFIX + "/{key_id}", api.handle(api.one), methods=["GET", "DELETE"]),
+        Route(PREFIX + "/{key_id}", api.handle(api.one), methods=["GET", "PATCH", "DELETE"]),
         Route(PREFIX + "/{key_id}/revoke", api.handle(api.revoke), methods=["POST"]),
         Route(PREFIX + "/{key_id}/rotate", api.handle(api.rotate), methods=["POST"]),
         Route("/admin/revoked-jtis", api.handle(api.revoke_jti), methods=["POST"]),
@@ -104,6 +108,9 @@ class _KeysApi:
         key_id = request.path_params["key_id"]
         if request.method == "DELETE":
             return JSONResponse({"key": await admin.revoke_key(key_id, by=by)})
+        if request.method == "PATCH":
+            changes = await self._body(request)
+            return JSONResponse({"key": await admin.update_key(key_id, changes, by=by)})
         found = [k for k in await admin.list_keys() if k["id"] == key_id]
         if not found:
             raise KeyNotFoundError(f"no key {key_id!r}")

@@ -56,6 +56,11 @@ def test_the_cli_prints_a_key_once_and_names_bad_input(tmp_path, monkeypatch, ca
     (row,) = [json.loads(line) for line in out.splitlines()]
     assert row["id"] == key_id and row["spent"] == "0" and secret not in out
 
+    code, out, err = _cli(capsys, "update", key_id, "--rate", "120/min", "--expires", "",
+                          "--budget", "7 USD/month")  # fmt: skip
+    assert code == 0 and "rate 120/min" in out and "expires never" in out, err
+    assert "budget 7 USD/month" in out
+
     code, out, err = _cli(capsys, "rotate", key_id)
     assert code == 0 and out.strip().startswith("exai_") and out.strip() != token
     code, out, _ = _cli(capsys, "list", "--json")

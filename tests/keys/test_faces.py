@@ -189,6 +189,19 @@ async def test_a_budget_on_a_key_is_held_with_the_documented_message(tmp_path, e
             assert answer.status_code == 402, answer.text
             message = answer.json()["error"]["message"]
             assert "principal 'carol' has spent 0 USD of its budget of 0 USD per UTC day" in message
+            # Raised at run time, without a restart: served again.
+            raised = await http.patch(f"/admin/keys/{made['key']['id']}", headers=ADMIN,
+                                      json={"budget": "5 USD/day"})  # fmt: skip
+            assert raised.status_code == 200 and raised.json()["key"]["budget"]["amount"] == "5"
+            again = await http.post("/v1/chat/completions",
+                                    headers={"Authorization": f"Bearer {made['token']}"},
+                                    json={"model": "kimi-k2.6", "messages": ASK})  # fmt: skip
+            assert again.status_code == 200, again.text
+            listed = (await http.get(f"/admin/keys/{made['key']['id']}", headers=ADMIN)).json()
+            assert listed["key"]["spent"] != "0"  # the call's cost, from the cost rows
+            refused = await http.patch(f"/admin/keys/{made['key']['id']}", headers=ADMIN,
+                                       json={"principal": "mallory"})  # fmt: skip
+            assert refused.status_code == 400 and "cannot be changed" in refused.text
 
 
 async def test_a_jwt_is_refused_by_its_jti(tmp_path, emulator):

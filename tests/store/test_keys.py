@@ -71,6 +71,20 @@ async def test_used_keys_are_marked_without_moving_the_marker(store_factory) -> 
     assert await store.keys_version() == version
 
 
+async def test_an_update_keeps_the_new_grant_and_moves_the_marker(store_factory) -> None:
+    store = await store_factory()
+    record, _ = _record()
+    await store.put_key(record)
+    version = await store.keys_version()
+    changed = KeyRecord(**{**{f: getattr(record, f) for f in record.__slots__},
+                           "budget": None, "rate_per_min": 120, "name": "renamed"})  # fmt: skip
+    assert await store.update_key(changed)
+    assert await store.key(record.id) == changed
+    assert await store.keys_version() == version + 1
+    await store.revoke_key(record.id, now=1.0)
+    assert not await store.update_key(changed)  # a revoked key stays as it was
+
+
 async def test_revoked_jtis_are_kept_once(store_factory) -> None:
     store = await store_factory()
     assert await store.revoke_jti("abc", now=1.0, note="lost laptop")
