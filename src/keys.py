@@ -140,11 +140,11 @@ def parse_scopes(text: str | Iterable[str] | None) -> frozenset[str] | None:
     if text is None:
         return None
     names = text.replace(",", " ").split() if isinstance(text, str) else list(text)
+    if not names or "*" in names:
+        return None
     for name in names:
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValueError(f"scopes: {name!r} is not a tool name or scope")
-    if not names or "*" in names:
-        return None
     return frozenset(names)
 
 
@@ -153,11 +153,11 @@ def parse_models(text: str | Iterable[str] | None) -> frozenset[str] | None:
     if text is None:
         return None
     names = text.replace(",", " ").split() if isinstance(text, str) else list(text)
+    if not names or "*" in names or "all" in names:
+        return None
     for name in names:
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValueError(f"models: {name!r} is not a model name")
-    if not names or "*" in names or "all" in names:
-        return None
     return frozenset(names)
 
 
