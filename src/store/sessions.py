@@ -63,7 +63,7 @@ CREATE TABLE session_heads (
     digest TEXT NOT NULL,
     thread_id TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
     seq INTEGER NOT NULL,
-    PRIMARY KEY (owner, digest)
+    PRIMARY KEY (owner, digest, thread_id)
 ) WITHOUT ROWID;
 CREATE INDEX session_heads_thread ON session_heads(thread_id);
 CREATE TABLE session_owners (owner TEXT PRIMARY KEY) WITHOUT ROWID;
@@ -83,14 +83,24 @@ CREATE TABLE {s}.session_heads (
     digest text NOT NULL,
     thread_id text NOT NULL REFERENCES {s}.threads(id) ON DELETE CASCADE,
     seq integer NOT NULL,
-    PRIMARY KEY (owner, digest)
+    PRIMARY KEY (owner, digest, thread_id)
 );
 CREATE INDEX session_heads_thread ON {s}.session_heads(thread_id);
 CREATE TABLE {s}.session_owners (owner text PRIMARY KEY);
 CREATE INDEX call_costs_request ON {s}.call_costs(principal, session_id, request_id);
 """
 
-_HEAD = "SELECT thread_id, seq FROM {p}session_heads WHERE owner = ? AND digest = ?"
+# A head counts for a request unless both name their client's session and the names
+# differ: a new Claude Code session opening with the words of an earlier one is a
+# session of its own, not a retry or a branch of the earlier one.
+_HEADS = (
+    "SELECT h.digest, h.thread_id, h.seq FROM {p}session_heads h"
+    " JOIN {p}threads t ON t.id = h.thread_id WHERE h.owner = ?"
+)
+_SAME_REF = " AND (t.session_ref IS NULL OR t.session_ref = ?)"
+# Where one digest heads several threads (two sessions opened alike), the thread of
+# the request's own session first, then the one most recently active.
+_BEST_FIRST = " ORDER BY CASE WHEN t.session_ref IS NULL THEN 1 ELSE 0 END, t.updated_at DESC, t.id"
 _OWNER_LOCK = (
     "INSERT INTO {p}session_owners (owner) VALUES (?)"
     " ON CONFLICT (owner) DO UPDATE SET owner = excluded.owner"
@@ -99,7 +109,6 @@ _TURN_AT = (
     "SELECT first_seq, last_seq FROM {p}request_turns WHERE thread_id = ?"
     " AND first_seq <= ? AND last_seq >= ? ORDER BY first_seq LIMIT 1"
 )
-_HEADS = "SELECT digest, thread_id, seq FROM {p}session_heads WHERE owner = ?"
 _PUT_HEAD = (
     "INSERT INTO {p}session_heads (owner, digest, thread_id, seq) VALUES (?, ?, ?, ?)"
     " ON CONFLICT DO NOTHING"
@@ -140,6 +149,9 @@ class SessionTurn:
     model: str | None = None
     provider: str | None = None
     usage: Mapping[str, Any] | None = field(default=None)
+    # The models its principal may use (None: every model): memory is learnt from the
+    # turn only with an extraction model among them.
+    allowed_models: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,12 +204,13 @@ class SessionRows(TurnRows, SqlBase):
             # One principal's turns are kept one at a time, whichever daemon keeps them:
             # each then sees the heads the one before it wrote (a row lock until commit).
             await tx.execute(self._q(_OWNER_LOCK), owner)
-            stored = await tx.fetchrow(self._q(_HEAD), owner, retry_key)
-            if stored is not None and await self._live_thread(tx, stored[0], owner):
-                await tx.execute(self._q(_PUT_HEAD), owner, end, stored[0], stored[1])
-                await self._claim_retry(tx, turn, stored[0], int(stored[1]))
-                return SessionKept(stored[0], "retried", stored[1], stored[1])
-            found = await self._longest_head(tx, owner, digests)
+            retried = await self._heads(tx, turn, [retry_key])
+            if retried and await self._live_thread(tx, retried[0][1], owner):
+                _, thread_id, seq = retried[0]
+                await tx.execute(self._q(_PUT_HEAD), owner, end, thread_id, seq)
+                await self._claim_retry(tx, turn, thread_id, int(seq))
+                return SessionKept(thread_id, "retried", seq, seq)
+            found = await self._longest_head(tx, turn, digests)
             done: tuple[SessionKept, dict[int, int]] | None = None
             if found is not None:
                 done = await self._extend(tx, turn, *found)
@@ -227,8 +240,20 @@ class SessionRows(TurnRows, SqlBase):
             return None
         return thread
 
+    async def _heads(
+        self, tx: Executor, turn: SessionTurn, digests: Sequence[str]
+    ) -> Sequence[Sequence[Any]]:
+        """The stored heads among ``digests`` that count for ``turn``: (digest, thread
+        id, seq) rows, the best thread for each digest first."""
+        sql = f"{_HEADS} AND h.digest IN ({', '.join('?' * len(digests))})"
+        args: list[Any] = [turn.owner, *digests]
+        if turn.ref:
+            sql += _SAME_REF
+            args.append(turn.ref)
+        return await tx.fetch(self._q(sql + _BEST_FIRST), *args)
+
     async def _longest_head(
-        self, tx: Executor, owner: str, digests: list[str]
+        self, tx: Executor, turn: SessionTurn, digests: list[str]
     ) -> tuple[int, str, int] | None:
         """The last message boundary whose digest is a stored head: (boundary index,
         thread id, seq), newest boundaries asked first."""
@@ -238,9 +263,7 @@ class SessionRows(TurnRows, SqlBase):
             ordered[i : i + _CHUNK] for i in range(_RECENT, len(ordered), _CHUNK)
         ]
         for chunk in filter(None, chunks):
-            marks = ", ".join("?" * len(chunk))
-            sql = f"{_HEADS} AND digest IN ({marks})"
-            rows = await tx.fetch(self._q(sql), owner, *chunk)
+            rows = await self._heads(tx, turn, chunk)
             if rows:
                 digest, thread_id, seq = max(rows, key=lambda r: at[r[0]])
                 return at[digest], thread_id, int(seq)

@@ -134,7 +134,8 @@ class ThreadRows(SqlBase):
     ) -> Thread:
         """Copy ``source`` up to ``at_seq`` into a new thread, inside ``tx``. A person's
         fork of an agent session is the person's (no face or client); the branch an
-        agent itself made (``keep_origin``) stays the agent's session."""
+        agent itself made (``keep_origin``) stays the agent's session, and may start
+        between a tool call and its results, which its first turn brings."""
         tid, now, new_id = source.id, self._clock(), str(uuid.uuid4())
         at = source.last_seq if at_seq is None else at_seq
         if not 0 <= at <= source.last_seq:
@@ -142,7 +143,8 @@ class ThreadRows(SqlBase):
         depth = await ancestry_depth(tx, self.dialect, source.id, new_id,
                                      self.limits.fork_max_depth)  # fmt: skip
         check_depth(depth, source.id, self.limits, self._log)
-        await check_fork_point(tx, self.dialect, tid, at)
+        if not keep_origin:  # an agent's branch brings the round's results in its turn
+            await check_fork_point(tx, self.dialect, tid, at)
         stats = await tx.fetchrow(
             self._q("SELECT COALESCE(MAX(turn), 0), COALESCE(SUM(chars), 0)"
                     " FROM {p}messages WHERE thread_id = ? AND seq <= ?"), tid, at)  # fmt: skip

@@ -213,3 +213,33 @@ async def test_a_turn_kept_after_the_one_that_continued_it_is_not_kept_twice(
     assert (early.kept, early.thread_id) == ("retried", second.thread_id)
     assert await _contents(store, first.thread_id) == ["q1", "a1", "q2", "a2", "q3", "a3"]
     assert len(await store.list_threads("alice")) == 2
+
+
+async def test_a_new_session_opening_like_an_earlier_one_is_its_own(
+    store_factory: StoreFactory,
+) -> None:
+    """Two Claude Code sessions with the same first prompt, answered by a tool call."""
+    store = await store_factory()
+    call = {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+    asked = {"role": "assistant", "content": None, "tool_calls": [call]}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "data"}
+    threads = []
+    for ref in ("sess-a", "sess-b"):
+        first = await store.keep_session_turn(SessionTurn(
+            owner="alice", messages=[user("run the tests")], answer=asked, request_id=f"{ref}-1",
+            session_id="S", face="anthropic", ref=ref))  # fmt: skip
+        second = await store.keep_session_turn(SessionTurn(
+            owner="alice", messages=[user("run the tests"), asked, result],
+            answer=said(f"done {ref}"), request_id=f"{ref}-2", session_id="S",
+            face="anthropic", ref=ref))  # fmt: skip
+        assert first.kept == "started" and second.kept == "continued"
+        assert second.thread_id == first.thread_id
+        threads.append(first.thread_id)
+    assert threads[0] != threads[1]
+    # without a reference of the client's own, the same requests are a retry and a
+    # branch, which may start between the call and its result
+    again = await store.keep_session_turn(SessionTurn(
+        owner="alice", messages=[user("run the tests"), asked, {**result, "content": "other"}],
+        answer=said("done c"), request_id="c-2", session_id="S", face="openai"))  # fmt: skip
+    assert again.kept == "branched"
+    assert await _contents(store, again.thread_id) == ["run the tests", None, "other", "done c"]
