@@ -10,7 +10,6 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import running_daemon
 from tests.console.conftest import ALICE, BOB, browser, console_settings, live  # noqa: F401
 from tests.console.test_browser import Visitor
 
@@ -36,71 +35,66 @@ def _token_in(html: str) -> str:
     return found.group(1)
 
 
-async def test_an_operator_makes_rotates_and_revokes_keys_and_sees_each_once(tmp_path, emulator):
-    settings = console_settings(tmp_path, emulator)
-    async with running_daemon(settings) as daemon:
-        base = f"http://127.0.0.1:{daemon.web.port}"
-        async with httpx.AsyncClient(base_url=base) as http:
-            csrf = await _sign_in(http, ALICE)
-            page = await http.get("/console/admin/keys")
-            assert page.status_code == 200 and "No keys yet" in page.text
-            assert 'href="/console/admin/keys"' in page.text  # in the operator's navigation
-            grant = {
-                "csrf": csrf,
-                "principal": "bob",
-                "scopes": "chat",
-                "budget": "5 USD/day",
-                "rate": "60/min",
-                "models": "kimi-k2.6",
-                "expires": "30d",
-                "name": "ci",
-            }
-            made = await http.post("/console/admin/keys", data=grant)
-            assert made.status_code == 200 and made.headers["cache-control"] == "no-store"
-            token = _token_in(made.text)
-            secret = token.split("_", 2)[2]
-            again = await http.get("/console/admin/keys")
-            assert secret not in again.text and token.split("_")[1] in again.text
-            assert "5 USD/day" in again.text and "60/min" in again.text
+async def test_an_operator_makes_rotates_and_revokes_keys_and_sees_each_once(live):  # noqa: F811
+    async with httpx.AsyncClient(base_url=live.base) as http:
+        csrf = await _sign_in(http, ALICE)
+        page = await http.get("/console/admin/keys")
+        assert page.status_code == 200
+        assert 'href="/console/admin/keys"' in page.text  # in the operator's navigation
+        grant = {
+            "csrf": csrf,
+            "principal": "bob",
+            "scopes": "chat",
+            "budget": "5 USD/day",
+            "rate": "60/min",
+            "models": "kimi-k2.6",
+            "expires": "30d",
+            "name": "ci",
+        }
+        made = await http.post("/console/admin/keys", data=grant)
+        assert made.status_code == 200 and made.headers["cache-control"] == "no-store"
+        token = _token_in(made.text)
+        secret = token.split("_", 2)[2]
+        again = await http.get("/console/admin/keys")
+        assert secret not in again.text and token.split("_")[1] in again.text
+        assert "5 USD/day" in again.text and "60/min" in again.text
 
-            bad = await http.post("/console/admin/keys", data={
-                "csrf": csrf, "principal": "bob", "rate": "fast"})  # fmt: skip
-            assert bad.status_code == 400 and "rate" in bad.text and "new-key-token" not in bad.text
-            forged = await http.post("/console/admin/keys", data={"principal": "mallory"})
-            assert forged.status_code == 403 and "CSRF" in forged.text
+        bad = await http.post("/console/admin/keys", data={
+            "csrf": csrf, "principal": "bob", "rate": "fast"})  # fmt: skip
+        assert bad.status_code == 400 and "rate" in bad.text and "new-key-token" not in bad.text
+        forged = await http.post("/console/admin/keys", data={"principal": "mallory"})
+        assert forged.status_code == 403 and "CSRF" in forged.text
 
-            key_id = token.split("_")[1]
-            turned = await http.post(f"/console/admin/keys/{key_id}/rotate", data={"csrf": csrf})
-            new = _token_in(turned.text)
-            assert new != token and f"replaces {key_id}" in turned.text
-            new_id = new.split("_")[1]
-            gone = await http.post(f"/console/admin/keys/{new_id}/revoke", data={"csrf": csrf})
-            assert gone.status_code == 303
-            listing = await http.get("/console/admin/keys")
-            assert "revoked on every daemon" in listing.text
-            assert secret not in listing.text and new.split("_", 2)[2] not in listing.text
-            assert listing.text.count("revoked") >= 2
-            models = await http.get("/v1/models", headers={"Authorization": f"Bearer {new}"})
-            assert models.status_code == 401
+        key_id = token.split("_")[1]
+        turned = await http.post(f"/console/admin/keys/{key_id}/rotate", data={"csrf": csrf})
+        new = _token_in(turned.text)
+        assert new != token and f"replaces {key_id}" in turned.text
+        new_id = new.split("_")[1]
+        gone = await http.post(f"/console/admin/keys/{new_id}/revoke", data={"csrf": csrf})
+        assert gone.status_code == 303
+        listing = await http.get("/console/admin/keys")
+        assert "revoked on every daemon" in listing.text
+        assert secret not in listing.text and new.split("_", 2)[2] not in listing.text
+        assert listing.text.count("revoked") >= 2
+        models = await http.get("/v1/models", headers={"Authorization": f"Bearer {new}"})
+        assert models.status_code == 401
 
 
-async def test_no_one_else_reaches_the_keys_page(tmp_path, emulator):
-    settings = console_settings(tmp_path, emulator)
-    async with running_daemon(settings) as daemon:
-        base = f"http://127.0.0.1:{daemon.web.port}"
-        async with httpx.AsyncClient(base_url=base) as http:
-            csrf = await _sign_in(http, BOB)
-            threads = await http.get("/console/threads")
-            assert "/console/admin/keys" not in threads.text
-            assert (await http.get("/console/admin/keys")).status_code == 403
-            for path in ["/console/admin/keys", "/console/admin/keys/0123456789ab/revoke",
-                         "/console/admin/keys/0123456789ab/rotate"]:  # fmt: skip
-                forged = await http.post(path, data={"csrf": csrf, "principal": "bob"})
-                assert forged.status_code == 403, path
-        async with httpx.AsyncClient(base_url=base) as anonymous:
-            answer = await anonymous.get("/console/admin/keys")
-            assert answer.status_code == 303 and "/console/login" in answer.headers["location"]
-            assert (await anonymous.post("/console/admin/keys", data={})).status_code == 401
+async def test_no_one_else_reaches_the_keys_page(live):  # noqa: F811
+    base = live.base
+    async with httpx.AsyncClient(base_url=base) as http:
+        csrf = await _sign_in(http, BOB)
+        threads = await http.get("/console/threads")
+        assert "/console/admin/keys" not in threads.text
+        assert (await http.get("/console/admin/keys")).status_code == 403
+        for path in ["/console/admin/keys", "/console/admin/keys/0123456789ab/revoke",
+                     "/console/admin/keys/0123456789ab/rotate"]:  # fmt: skip
+            forged = await http.post(path, data={"csrf": csrf, "principal": "bob"})
+            assert forged.status_code == 403, path
+    async with httpx.AsyncClient(base_url=base) as anonymous:
+        answer = await anonymous.get("/console/admin/keys")
+        assert answer.status_code == 303 and "/console/login" in answer.headers["location"]
+        assert (await anonymous.post("/console/admin/keys", data={})).status_code == 401
 
 
 def test_in_chromium_an_operator_sees_a_new_key_once_and_bob_is_refused(browser, live) -> None:  # noqa: F811
