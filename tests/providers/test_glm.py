@@ -178,7 +178,9 @@ async def test_error_mid_stream(glm: GLMProvider, emulator: EmulatorServer) -> N
 
 
 async def test_calls_run_concurrently(glm: GLMProvider, emulator: EmulatorServer) -> None:
-    emulator.configure(latency_ms=300)
+    # Long enough for 16 pool threads to start on a loaded 2-core machine: the test
+    # is that they overlap, not how fast they start.
+    emulator.configure(latency_ms=1000)
     responses = await asyncio.gather(*(glm.complete(request(f"q{i}")) for i in range(16)))
 
     assert sorted(r.text for r in responses) == sorted(
@@ -188,7 +190,7 @@ async def test_calls_run_concurrently(glm: GLMProvider, emulator: EmulatorServer
 
 
 async def test_streams_run_concurrently(glm: GLMProvider, emulator: EmulatorServer) -> None:
-    emulator.configure(latency_ms=300, chunk_delay_ms=5)
+    emulator.configure(latency_ms=1000, chunk_delay_ms=5)
     await asyncio.gather(*(collect(glm, request(f"s{i}")) for i in range(16)))
     assert overlapping(emulator.requests)
 

@@ -21,8 +21,8 @@ from exai.web import app as web_app
 from exai.web.session_book import SessionBook
 from tests.web.helpers import SECRET, mcp_daemon, mcp_url
 
-ALICE = issue_token(SECRET, sub="alice", ttl_s=600)
-BOB = issue_token(SECRET, sub="bob", ttl_s=600)
+ALICE = issue_token(SECRET, sub="alice", ttl_s=86400)  # minted at import: outlive a slow run
+BOB = issue_token(SECRET, sub="bob", ttl_s=86400)
 ERA = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
