@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.console.conftest import ALICE, BOB, browser, console_settings, live  # noqa: F401
+from tests.console.conftest import ALICE, BOB, browser, live  # noqa: F401
 from tests.console.test_browser import Visitor
 
 SHOT = Path(__file__).resolve().parents[2] / "build" / "screenshots" / "keys.png"
