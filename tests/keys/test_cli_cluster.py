@@ -136,6 +136,11 @@ async def test_a_revocation_reaches_every_daemon_on_the_store_within_a_second(
         assert code == 0 and "revoked" in out, err
         await until(lambda: _both(http_status, jwt, 401))
 
+    # When each daemon last saw the key was written in a batch (at the latest as it stopped).
+    code, out, _ = await _acli(capsys, "list", "--json")
+    (row,) = [json.loads(line) for line in out.splitlines() if key_id in line]
+    assert row["state"] == "revoked" and row["last_used_at"] is not None
+
 
 async def _both(status: Any, credential: str, expected: int) -> bool:
     return all([await status(n, credential) == expected for n in (0, 1)])
