@@ -30,7 +30,7 @@ This module holds only interfaces and depends on nothing above the foundation.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from exai.admission import Admission
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from exai.settings import Settings
 
 __all__ = [
+    "REQUEST_LOG_FILTERS",
     "Caller",
     "KeptReasoning",
     "Port",
@@ -55,6 +56,14 @@ __all__ = [
     "SignInRow",
     "SignInStore",
 ]
+
+
+# The columns :meth:`Reads.request_log` filters by, each an exact match (besides the
+# time range, ``since`` and ``until``).
+REQUEST_LOG_FILTERS: Final = (
+    "principal", "key_id", "face", "client", "tool", "model_asked", "model", "status",
+    "error_code", "trace_id", "session_id", "request_id", "thread_id",
+)  # fmt: skip
 
 
 class SessionHandle(Protocol):
@@ -66,6 +75,9 @@ class SessionHandle(Protocol):
     # delivers the session's frames through it.
     send: Any
     connection: Any
+    # Where its calls come from, for the request log: the face and the client's name.
+    face: str
+    client: str | None
 
     def post(self, frame: Any) -> None:
         """Send a frame to the attached connection without waiting."""
@@ -117,8 +129,9 @@ class Reads(Protocol):
     JSON-ready data (times in epoch seconds, amounts as decimal strings).
     """
 
-    def models(self) -> dict[str, Any]:
-        """The model catalogue as the faces list it: ``{"models": [...], "auto": name}``."""
+    def models(self, principal: Principal | None = None) -> dict[str, Any]:
+        """The model catalogue as the faces list it: ``{"models": [...], "auto": name}``;
+        for ``principal``, only the models it may use."""
         ...
 
     async def artifact_text(self, thread_id: str, artifact_id: str, principal: str) -> str | None:
@@ -195,6 +208,22 @@ class Reads(Protocol):
 
     async def spend_all(self, principal: Principal, *, days: int = 30) -> dict[str, Any]:
         """Every principal's cost and budget over the last ``days``."""
+        ...
+
+    async def request_log(
+        self, principal: Principal, filters: dict[str, Any], *, before: str = "",
+        after_id: int | None = None, limit: int = 50,
+    ) -> dict[str, Any]:  # fmt: skip
+        """One page of the request log (one row per call), newest first: ``{"rows",
+        "next" (the cursor of the next page, None at the end), "top" (the highest row id,
+        where a live tail starts), "filters"}``. ``filters`` are exact matches by column
+        (:data:`REQUEST_LOG_FILTERS`) and ``since``/``until``; ``before``
+        a cursor; ``after_id`` asks only for rows written after that row (a live tail)."""
+        ...
+
+    async def request_call(self, principal: Principal, row_id: int) -> dict[str, Any] | None:
+        """One call of the request log with its audit events (None: the trail is off)
+        and the turn it stored (``{"thread_id", "seq"}``), or None."""
         ...
 
     async def audit_events(
@@ -294,8 +323,12 @@ class Port(Protocol):
 
     # --- calling -------------------------------------------------------------
 
-    def connect(self, principal: Principal, session_id: str | None = None) -> Caller:
-        """An in-process session for ``principal``."""
+    def connect(
+        self, principal: Principal, session_id: str | None = None, *, face: str = "local",
+        client: str | None = None,
+    ) -> Caller:  # fmt: skip
+        """An in-process session for ``principal``; its calls are logged as coming from
+        ``face`` and ``client`` (the client's name, when the face knows it)."""
         ...
 
     async def open_session(

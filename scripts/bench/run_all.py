@@ -40,6 +40,7 @@ BENCHMARKS = [
     "toolsets",  # tools/list payload per profile
     "vendor_files",  # chat with a PDF: uploaded, or its text from the upload cache
     "usage_report",  # exai usage over 100,000 cost rows against a COUNT(*) of the table
+    "request_log",  # the console's request-log pages at 1,000,000 calls, SQLite and Postgres
     "memory_recall",  # memory recall by size and backend, injection cost, recall@5
     "jobs_tick",  # one scheduler tick with 10,000 jobs, 100 due, on SQLite and Postgres
     "cluster",  # what sharing through Postgres costs a call; 1, 2, 3 daemons; rate limit

@@ -6,8 +6,11 @@ sent, which refuses the call with ``BUDGET_EXCEEDED`` when the principal's
 budget would be exceeded (the rule is :func:`exai.accounting.budgets.judge`),
 and :meth:`Ledger.settle` when the answer is in, which adds what it cost.
 When the whole tool call is over, :meth:`Ledger.record` queues one
-:class:`~exai.store.costs.CostRow` per model call for the store, written in
-batches by a background task so no call waits for that write.
+:class:`~exai.store.costs.CostRow` per model call for the store, and
+:meth:`Ledger.log_call` the call's one row of the request log
+(:class:`~exai.store.call_log.CallLogRow`); both are written in batches by one
+background task so no call waits for those writes, and that task also keeps the
+request log within its retention (``EXAI_REQUEST_LOG_DAYS``).
 
 The check is cheap and exact under concurrency: the spend this daemon made is a
 running total in memory, updated as calls finish; calls in flight hold a
@@ -35,6 +38,7 @@ from exai.errors import BudgetExceededError
 from exai.logs import get_logger
 from exai.providers.base import Usage
 from exai.providers.pricing import Cost, Spend, from_nanos, to_nanos
+from exai.store.call_log import CallLogRow
 from exai.store.costs import CostRow
 
 if TYPE_CHECKING:
@@ -46,6 +50,7 @@ log = get_logger("exai.accounting")
 
 _Key = tuple[str, str, str, float]  # principal, currency, period, period start
 _BATCH = 500
+_PRUNE_EVERY_S = 3600.0
 
 
 @dataclass(slots=True)
@@ -77,6 +82,7 @@ class Ledger:
         instance_id: str,
         clock: Callable[[], float] = time.time,
         refresh_s: float = 60.0,
+        call_log_days: float = 30.0,
     ) -> None:
         self._store = store
         self._budgets = dict(budgets or {})
@@ -88,6 +94,10 @@ class Ledger:
         self._others: dict[_Key, tuple[int, float]] = {}  # nanos, when read
         self._reading: dict[_Key, asyncio.Future[int]] = {}
         self._queue: list[CostRow] = []
+        self._calls: list[CallLogRow] = []
+        self._call_log_s = call_log_days * 86400.0  # 0: kept for ever
+        self._pruned_at = 0.0
+        self._flushing = asyncio.Lock()
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._closing = False
@@ -200,16 +210,35 @@ class Ledger:
         if self._queue:
             self._wake.set()
 
+    def log_call(self, row: CallLogRow) -> None:
+        """Queue the call's row of the request log for the store; never waits."""
+        self._calls.append(row)
+        self._wake.set()
+
     def start(self) -> None:
         if self._writer is None:
             self._writer = asyncio.get_running_loop().create_task(self._write_loop())
 
     async def flush(self) -> None:
-        """Write every queued row now."""
-        while self._queue:
-            batch = self._queue[:_BATCH]
-            await self._store.record_costs(batch)
-            del self._queue[: len(batch)]
+        """Write every queued row now, and prune the request log when it is due.
+
+        One flush at a time (the writer's, or a caller's such as :meth:`aclose`): a
+        row is taken off its queue only once it is written, so two flushes at once
+        would write it twice, and a flush returns only once what was queued is in.
+        """
+        async with self._flushing:
+            while self._queue:
+                batch = self._queue[:_BATCH]
+                await self._store.record_costs(batch)
+                del self._queue[: len(batch)]
+            while self._calls:
+                calls = self._calls[:_BATCH]
+                await self._store.record_calls(calls)
+                del self._calls[: len(calls)]
+            now = self._clock()
+            if self._call_log_s > 0 and now - self._pruned_at >= _PRUNE_EVERY_S:
+                self._pruned_at = now
+                await self._store.prune_call_log(now - self._call_log_s)
 
     async def _write_loop(self) -> None:
         delay = 0.05
@@ -221,9 +250,11 @@ class Ledger:
                 delay = 0.05
             except Exception as exc:  # the store is down: keep the rows, try again
                 if self._closing:
-                    log.error("cost_rows_lost", error=str(exc), rows=len(self._queue))
+                    log.error("cost_rows_lost", error=str(exc), rows=len(self._queue),
+                              calls=len(self._calls))  # fmt: skip
                     return
-                log.warning("cost_rows_not_written", error=str(exc), queued=len(self._queue))
+                log.warning("cost_rows_not_written", error=str(exc), queued=len(self._queue),
+                            calls=len(self._calls))  # fmt: skip
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 self._wake.set()
@@ -241,7 +272,7 @@ class Ledger:
         if self._writer is not None:
             await self._writer
             self._writer = None
-        elif self._queue:
+        elif self._queue or self._calls:
             await self.flush()
 
 

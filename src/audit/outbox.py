@@ -292,13 +292,14 @@ class AuditOutbox:
 
     def search(
         self, limit: int, *, kind: str | None = None, principal: str | None = None,
-        text: str | None = None, before: str | None = None,
+        text: str | None = None, before: str | None = None, after: str | None = None,
     ) -> list[dict[str, Any]]:  # fmt: skip
         """The newest ``limit`` events matching every filter given, newest first, each once.
 
         ``kind`` and ``principal`` match exactly; ``text`` anywhere in the event
         (case-insensitive); ``before`` keeps events older than that timestamp (the
-        next page). Shipped and unshipped events alike, like :meth:`recent`.
+        next page), ``after`` those at or after it. Shipped and unshipped events
+        alike, like :meth:`recent`.
         """
         if limit <= 0:
             return []
@@ -316,6 +317,9 @@ class AuditOutbox:
         if before:
             where.append("ts < ?")
             args.append(before)
+        if after:
+            where.append("ts >= ?")
+            args.append(after)
         clause = (" WHERE " + " AND ".join(where)) if where else ""
         found: dict[str, tuple[str, str]] = {}
         for table in ("archive", "outbox"):

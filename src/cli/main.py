@@ -29,6 +29,7 @@ COMMANDS = [
     "exai.cli.audit",  # audit ...
     "exai.cli.keys",  # keys ...
     "exai.cli.usage",  # usage
+    "exai.cli.requests",  # requests
     "exai.cli.shim",  # shim
     "exai.cli.baseline",  # baseline
 ]

@@ -21,7 +21,7 @@ from exai import tracing
 from exai.daemon import traced
 from exai.daemon.call import Call
 from exai.daemon.replay import KEEP_REQUEST_MAX_CHARS, call_fingerprint
-from exai.daemon.run import args_digest_fields, error_result, replayed, run_call
+from exai.daemon.run import args_digest_fields, error_result, log_call, replayed, run_call
 from exai.errors import (
     ExaiError,
     ForbiddenError,
@@ -142,6 +142,10 @@ class Dispatcher:
         if tracing_state.tracer is not None:  # the face's span: the refused call's trace
             tracing.fail_current(exc)
             trace_id = tracing.trace_id()
+        ledger = self.services.ledger
+        if ledger is not None:
+            log_call(ledger, session, frame.request_id, frame.name[:128], frame.arguments, exc,
+                     [], 0.0, trace_id)  # fmt: skip
         session.post(error_result(frame.request_id, frame.name, exc, 0.0, trace_id))
 
     def _authorize(self, session: Session, name: str) -> Any:

@@ -54,12 +54,16 @@ class LocalCaller:
     url = "in-process"
     connected = True
 
-    def __init__(self, core: Core, principal: Principal, session_id: str | None = None) -> None:
+    def __init__(
+        self, core: Core, principal: Principal, session_id: str | None = None, *,
+        face: str = "local", client: str | None = None,
+    ) -> None:  # fmt: skip
         self._core = core
         self.principal = principal
         sid = session_id or f"local-{secrets.token_urlsafe(12)}"
         self.session, _ = core.sessions.open(principal, sid)
         self.session.send = self
+        self.session.face, self.session.client = face, client
         self.session_id = self.session.id
         self._waiting: dict[str, _Waiter] = {}
         self._ids = itertools.count(1)

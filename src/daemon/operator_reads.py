@@ -1,4 +1,5 @@
-"""The operator's read-only queries: everyone's spend, the audit trail, health, settings.
+"""The operator's read-only queries: everyone's spend, the request log, the audit trail,
+health, settings.
 
 Part of :class:`exai.daemon.reads.CoreReads`. Every query here first checks
 that the asking principal has the operator's view (:func:`exai.auth.is_admin`:
@@ -10,6 +11,10 @@ The audit trail is read from the local outbox file (shipped events are kept
 in its archive ring), on a connection of its own in a worker thread: the
 trail's own connection belongs to its writer, and an operator's query must
 never wait behind, or hold up, the writing of events.
+
+The request log is read from the conversation store (:mod:`exai.store.call_log`),
+one indexed page at a time; a call's detail adds its audit events from the outbox
+(events of its session and request, around its time) and the turn it stored.
 """
 
 from __future__ import annotations
@@ -18,23 +23,27 @@ import asyncio
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from exai.accounting.budgets import parse_budgets, period_window
+from exai.audit.events import format_ts
 from exai.audit.outbox import AuditOutbox
 from exai.auth import is_admin
 from exai.errors import ForbiddenError
 from exai.providers.pricing import from_nanos
+from exai.store.call_log import CallFilter, CallLogRow, Cursor
 
 if TYPE_CHECKING:
     from exai.auth import Principal
     from exai.daemon.core import Core
     from exai.store.costs import UsageLine
 
-__all__ = ["OperatorReads", "usage_lines"]
+__all__ = ["OperatorReads", "call_row", "usage_lines"]
 
 _DAY = 86400.0
 _MAX_EVENTS = 1000
+_CALL_EVENTS = 200
 
 
 class OperatorReads:
@@ -107,6 +116,62 @@ class OperatorReads:
         events = await asyncio.to_thread(query)
         return {"enabled": True, "events": events}
 
+    async def request_log(
+        self, principal: Principal, filters: dict[str, Any], *, before: str = "",
+        after_id: int | None = None, limit: int = 50,
+    ) -> dict[str, Any]:  # fmt: skip
+        self._require_admin(principal)
+        where = CallFilter.of(filters)
+        store = self._core.services.store
+        out: dict[str, Any] = {"rows": [], "next": None, "top": after_id or 0,
+                               "filters": where.query()}  # fmt: skip
+        if store is None or not hasattr(store, "call_log_page"):
+            return out
+        if after_id is None and not before:  # the first page: a live tail starts here
+            out["top"] = await store.call_log_top()
+        cursor = Cursor.parse(before) if before else None
+        rows = await store.call_log_page(where, before=cursor, after_id=after_id, limit=limit)
+        out["rows"] = [call_row(row) for row in rows]
+        if after_id is not None and rows:
+            out["top"] = max(int(row.id or 0) for row in rows)
+        if after_id is None and len(rows) == max(1, min(limit, 1000)):
+            out["next"] = str(Cursor(rows[-1].at, int(rows[-1].id or 0)))
+        return out
+
+    async def request_call(self, principal: Principal, row_id: int) -> dict[str, Any] | None:
+        self._require_admin(principal)
+        store = self._core.services.store
+        if store is None or not hasattr(store, "call_log_row"):
+            return None
+        row = await store.call_log_row(row_id)
+        if row is None:
+            return None
+        out: dict[str, Any] = {"call": call_row(row), "turn": None, "events": None}
+        turn = await store.call_turn(row.principal, row.session_id, row.request_id)
+        if turn is not None:
+            out["turn"] = {"thread_id": turn[0], "seq": turn[1]}
+        elif row.thread_id:
+            out["turn"] = {"thread_id": row.thread_id, "seq": None}
+        s = self._core.settings
+        if s.audit_enabled and s.outbox_path.exists():
+            start = row.at - row.latency_ms / 1000 - 5
+            after = format_ts(datetime.fromtimestamp(start, UTC))
+            before = format_ts(datetime.fromtimestamp(row.at + 60, UTC))
+
+            def query() -> list[dict[str, Any]]:
+                outbox = AuditOutbox(s.outbox_path, max_events=s.audit_max_outbox_events)
+                outbox.open()
+                try:
+                    found = outbox.search(_CALL_EVENTS, text=row.request_id, before=before,
+                                          after=after)  # fmt: skip
+                finally:
+                    outbox.close()
+                return [e for e in found if e.get("request_id") == row.request_id
+                        and e.get("session_id") in (None, row.session_id)]  # fmt: skip
+
+            out["events"] = sorted(await asyncio.to_thread(query), key=lambda e: e.get("ts", ""))
+        return out
+
     async def health(self, principal: Principal) -> dict[str, Any]:
         self._require_admin(principal)
         core = self._core
@@ -119,6 +184,21 @@ class OperatorReads:
     def settings_view(self, principal: Principal) -> dict[str, Any]:
         self._require_admin(principal)
         return self._core.settings.masked()
+
+
+def call_row(row: CallLogRow) -> dict[str, Any]:
+    """A request-log row as the console and ``exai requests`` show it: its cost as a
+    decimal string (None without a priced model call), its page cursor."""
+    out = row.as_dict()
+    cost = from_nanos(row.cost) if row.currency is not None else None
+    out["cost"] = None if cost is None else _plain(cost)
+    out["cursor"] = str(Cursor(row.at, int(row.id or 0)))
+    return out
+
+
+def _plain(amount: Decimal) -> str:
+    text = f"{amount:.9f}".rstrip("0").rstrip(".")
+    return text or "0"
 
 
 def usage_lines(lines: Iterable[UsageLine], group: str) -> list[dict[str, Any]]:

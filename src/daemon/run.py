@@ -11,8 +11,8 @@
    (``TIMEOUT``, ``CANCELLED``, a tool's error, an ``INTERNAL_ERROR`` for a bug);
 4. **delivery**: the call leaves the session, its result is sent (at once
    when the connection has room) and kept for a retry;
-5. **accounting**: metrics, cost rows for every model call, and, once the
-   result is on its way, the audit event.
+5. **accounting**: metrics, cost rows for every model call, the call's row of
+   the request log, and, once the result is on its way, the audit event.
 
 This is the hottest path in the daemon: each step is a plain function call,
 and nothing here waits unless the call has to.
@@ -42,6 +42,8 @@ from exai.protocol import (
     encode_result,
     parse_server_frame,
 )
+from exai.providers.pricing import to_nanos
+from exai.store.call_log import CallLogRow
 from exai.tools.artifacts import may_spill, spill_if_large
 from exai.tools.base import NullAudit, ToolContext, ToolResult
 from exai.tracing import state as tracing_state
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
     from exai.daemon.dispatch import Dispatcher
     from exai.daemon.session import Session
 
-__all__ = ["args_digest_fields", "error_result", "replayed", "run_call"]
+__all__ = ["args_digest_fields", "error_result", "log_call", "replayed", "run_call"]
 
 log = get_logger("exai.daemon")
 
@@ -177,17 +179,51 @@ def _account(
     latency_ms: float,
     trace_id: str | None = None,
 ) -> list[Charge]:
-    """Count the call and queue a cost row per model call it made; returns those."""
+    """Count the call, queue a cost row per model call it made and the call's row of
+    the request log; returns the charges."""
     d.metrics.call_finished(tool, "ok" if error is None else error.code.value, latency_ms / 1000)
     charges = context.charges if context is not None else []
     ledger = d.services.ledger
-    if charges and ledger is not None:  # every model call, whatever the call's outcome
+    if ledger is not None:
         thread = result.metadata.get("continuation_id") if result is not None else None
-        ledger.record(charges, principal=session.principal.name, tool=tool,
-                      session_id=session.id, request_id=call.request_id,
-                      thread_id=thread if isinstance(thread, str) else None,
-                      trace_id=trace_id)  # fmt: skip
+        thread_id = thread if isinstance(thread, str) else None
+        if charges:  # every model call, whatever the call's outcome
+            ledger.record(charges, principal=session.principal.name, tool=tool,
+                          session_id=session.id, request_id=call.request_id,
+                          thread_id=thread_id, trace_id=trace_id)  # fmt: skip
+        log_call(ledger, session, call.request_id, tool, call.arguments, error, charges,
+                 latency_ms, trace_id, thread_id)  # fmt: skip
     return charges
+
+
+def log_call(
+    ledger: Any, session: Session, request_id: str, tool: str, arguments: Any,
+    error: ExaiError | None, charges: list[Charge], latency_ms: float,
+    trace_id: str | None = None, thread_id: str | None = None,
+) -> None:  # fmt: skip
+    """Queue the call's one row of the request log (see :mod:`exai.store.call_log`)."""
+    asked = arguments.get("model") if isinstance(arguments, dict) else None
+    models = list(dict.fromkeys(charge.model for charge in charges))
+    providers = list(dict.fromkeys(charge.provider for charge in charges))
+    currency, cost = None, 0
+    for charge in charges:  # a call's models share a currency; another one is left out
+        if charge.cost is not None and currency in (None, charge.cost.currency):
+            currency = charge.cost.currency
+            cost += to_nanos(charge.cost.total)
+    principal = session.principal
+    ledger.log_call(CallLogRow(
+        at=time.time(), instance_id=ledger.instance_id, principal=principal.name,
+        key_id=principal.key_id, face=session.face, client=session.client, tool=tool,
+        model_asked=asked[:200] if isinstance(asked, str) else None,
+        model=", ".join(models)[:200] or None, provider=", ".join(providers)[:200] or None,
+        model_calls=len(charges), session_id=session.id, request_id=request_id,
+        thread_id=thread_id,
+        prompt_tokens=sum(charge.usage.prompt_tokens for charge in charges),
+        completion_tokens=sum(charge.usage.completion_tokens for charge in charges),
+        currency=currency, cost=cost, latency_ms=round(latency_ms, 3),
+        status="ok" if error is None else "error",
+        error_code=None if error is None else error.code.value, trace_id=trace_id,
+    ))  # fmt: skip
 
 
 def _audit_finished(

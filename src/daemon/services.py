@@ -48,7 +48,8 @@ async def build_services(settings: Settings) -> Services:
         opening = "the conversation store (EXAI_STORE_URL)"
         partial.store = store = await open_store(settings)
         instance_id = getattr(partial.audit, "instance_id", None) or default_instance_id()
-        partial.ledger = Ledger(store, parse_budgets(settings.budgets), instance_id=instance_id)
+        partial.ledger = Ledger(store, parse_budgets(settings.budgets), instance_id=instance_id,
+                                call_log_days=settings.request_log_days)  # fmt: skip
         partial.ledger.start()
         partial.sessions = SessionKeeper(store)
         partial.sessions.start()

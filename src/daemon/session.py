@@ -57,6 +57,11 @@ class Session:
     last_seen: float = field(default_factory=time.monotonic)
     connection: Any = None
     shared: Any = None  # exai.cluster.ClusterState, when several daemons share sessions
+    # Where its calls come from, for the request log: the face ("ws", "mcp" for the MCP
+    # shim and MCP over HTTP, "openai", "anthropic", "responses", "console", "job") and
+    # the client's name as it gave it (a hello's client, a User-Agent).
+    face: str = "ws"
+    client: str | None = None
 
     async def deliver(self, frame: Any) -> None:
         """Send to whichever connection is attached now; dropped if none is."""

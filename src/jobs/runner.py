@@ -148,7 +148,7 @@ class JobRunner:
         continues = schema is not None and "continuation_id" in schema.get("properties", {})
         if continues and job.thread_id and not arguments.get("continuation_id"):
             arguments["continuation_id"] = job.thread_id
-        client = self.core.connect(principal, session_id=f"job-{run.id}")
+        client = self.core.connect(principal, session_id=f"job-{run.id}", face="job")
         # Each run is a trace of its own (no caller is waiting on it), linked to the
         # call that made the job; the job's attributes tie its runs together.
         with tracing.span(

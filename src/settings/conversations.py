@@ -21,6 +21,10 @@ class ConversationsSettings(BaseModel):
     )
     conversation_max_turns: int = _conversations(10000, "Turns one conversation may hold.", ge=1)
     fork_max_depth: int = _conversations(10, "How deeply forks may nest.", ge=1)
+    request_log_days: float = _conversations(
+        30.0, "Days the request log (one row per call, the console's Requests page and "
+        "`exai requests`) keeps a call; 0 keeps every call.", ge=0,
+    )  # fmt: skip
     history_low_water: float = _conversations(
         0.5, "When a thread outgrows the model's window, old turns are dropped until the "
         "history fills this fraction of the room, so that later turns reuse the cached "

@@ -26,6 +26,7 @@ import asyncpg
 
 from exai.errors import ValidationError_
 from exai.store.base import StoreLimits
+from exai.store.call_log import POSTGRES_TABLES as POSTGRES_CALL_LOG
 from exai.store.executor import Dialect
 from exai.store.keys import POSTGRES_TABLES as POSTGRES_KEYS
 from exai.store.migrations import apply_migrations
@@ -238,6 +239,8 @@ MIGRATIONS: list[tuple[int, str]] = [
     (10, POSTGRES_SESSIONS),
     # The operator's keys and revoked JWT ids, and the marker daemons poll (exai.store.keys).
     (11, POSTGRES_KEYS),
+    # The request log: one row per call (exai.store.call_log).
+    (12, POSTGRES_CALL_LOG),
 ]
 
 # Workflow steps holding their thread's lock at once, per daemon; more wait.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from exai.store.artifacts import ArtifactRows
 from exai.store.base import ConversationStore
+from exai.store.call_log import CallLog
 from exai.store.costs import CostAccounts
 from exai.store.keys import KeyRows
 from exai.store.reasoning import ReasoningRows
@@ -38,6 +39,7 @@ class SqlStore(
     TurnRows,
     ArtifactRows,
     CostAccounts,
+    CallLog,
     ThreadSearch,
     ResponseRows,
     ReasoningRows,

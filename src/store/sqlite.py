@@ -30,6 +30,7 @@ from pathlib import Path
 import aiosqlite
 
 from exai.store.base import StoreLimits
+from exai.store.call_log import SQLITE_TABLES as SQLITE_CALL_LOG
 from exai.store.executor import Dialect, ThreadConnection, drive
 from exai.store.keys import SQLITE_TABLES as SQLITE_KEYS
 from exai.store.migrations import apply_sqlite_migrations
@@ -212,6 +213,8 @@ MIGRATIONS: list[tuple[int, str]] = [
     (10, SQLITE_SESSIONS),
     # The operator's keys and revoked JWT ids, and the marker daemons poll (exai.store.keys).
     (11, SQLITE_KEYS),
+    # The request log: one row per call (exai.store.call_log).
+    (12, SQLITE_CALL_LOG),
 ]
 
 _BUSY_TIMEOUT_S = 10.0

@@ -29,6 +29,7 @@ from exai.shim.roots import NoRoots, SessionRoots
 from exai.shim.server import Shim
 from exai.web.asgi import headers_of
 from exai.web.guard import principal_of
+from exai.web.model_call import client_name
 
 __all__ = ["MAX_BODY_BYTES", "HttpMcp", "session_managers"]
 
@@ -52,7 +53,8 @@ class HttpMcp(Shim):
         request = ctx.request
         if request is None:  # only the HTTP transport serves this face
             raise RuntimeError("an HTTP MCP request without its HTTP request")
-        return self.core.connect(principal_of(request.scope))
+        return self.core.connect(principal_of(request.scope), face="mcp",
+                                 client=client_name(headers_of(request.scope)))  # fmt: skip
 
     def release(self, client: Any) -> None:
         client.close()

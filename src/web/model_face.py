@@ -20,7 +20,7 @@ from exai.port import Caller, Port
 from exai.protocol import CallToolResult, ErrorInfo
 from exai.web.asgi import Receive, Send, headers_of, read_json, send_json
 from exai.web.guard import principal_of
-from exai.web.model_call import ModelCall, RequestRefused, with_session
+from exai.web.model_call import ModelCall, RequestRefused, client_name, with_session
 from exai.web.model_stream import StreamEncoder, face_span, run_streamed, run_whole
 
 __all__ = ["ModelApi", "ModelFace", "Whole"]
@@ -73,7 +73,7 @@ class ModelFace:
         except RequestRefused as exc:
             await send_json(send, *api.refusal_response(exc))
             return
-        client = core.connect(principal_of(scope))
+        client = core.connect(principal_of(scope), face=call.face, client=client_name(headers))
         try:
             with face_span(call, client, headers, api.path):
                 await self._answer(call, client, receive, send)

@@ -158,6 +158,9 @@ class ConnectionHandler:
         session.connection = ws
         session.send = FrameSender(ws, d.spawn)
         client = frame.client
+        # The MCP stdio shim reaches the core over this socket; its calls are MCP's.
+        session.client = client.name[:128] if client else None
+        session.face = "mcp" if session.client == "exai-shim" else "ws"
         d.emit("connection_opened", session_id=session.id, principal=principal.name,
                      client_name=client.name if client else None,
                      client_version=client.version if client else None,

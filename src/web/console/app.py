@@ -2,7 +2,8 @@
 
 :class:`Console` is what the HTTP face mounts under ``/console``: its
 :meth:`~Console.routes` (the pages, from :mod:`.signin`, :mod:`.threads`,
-:mod:`.jobs`, :mod:`.memories`, :mod:`.spend` and :mod:`.operator`) and the
+:mod:`.jobs`, :mod:`.memories`, :mod:`.spend`, :mod:`.operator` and
+:mod:`.request_log`) and the
 :class:`~exai.web.guard.CookieRealm` through which the guard authenticates them
 by their session cookie. The pages share what is here:
 
@@ -125,7 +126,16 @@ class Console:
         )
 
     def routes(self) -> list[BaseRoute]:
-        from exai.web.console import jobs, keys, memories, operator, signin, spend, threads
+        from exai.web.console import (
+            jobs,
+            keys,
+            memories,
+            operator,
+            request_log,
+            signin,
+            spend,
+            threads,
+        )
 
         routes: list[BaseRoute] = [
             Route(PREFIX, self._home, methods=["GET"]),
@@ -138,6 +148,7 @@ class Console:
             *spend.routes(self),
             *operator.routes(self),
             *keys.routes(self),
+            *request_log.routes(self),
         ]
         for route in routes:
             if isinstance(route, Route):
@@ -257,7 +268,7 @@ class Console:
         self, request: Request, tool: str, arguments: dict[str, Any], **options: Any
     ) -> CallToolResult:
         """Run ``tool`` as the signed-in principal, through the core's port."""
-        caller = self.core.connect(principal_of(request.scope))
+        caller = self.core.connect(principal_of(request.scope), face="console")
         try:
             return await caller.call(tool, arguments, **options)
         finally:

@@ -1,7 +1,7 @@
 // The console's only script: it streams a reply into the page as it is written,
-// lets a signed-in browser skip the sign-in form, follows the audit trail, and opens
-// the collapsed block (a tool call, its result) a link points to. Every page works
-// without it. Untrusted text is only ever set as textContent; HTML
+// lets a signed-in browser skip the sign-in form, follows the audit trail and the
+// request log, and opens the collapsed block (a tool call, its result) a link points
+// to. Every page works without it. Untrusted text is only ever set as textContent; HTML
 // is inserted only as the server rendered and sanitized it.
 "use strict";
 
@@ -93,6 +93,25 @@ function followAudit(body) {
   }, 3000);
 }
 
+function followRequests(body) {
+  // The request log's first page: ask for the rows written since the newest one shown
+  // and put them on top; the server rendered and escaped them.
+  const url = new URL(window.location.href);
+  url.searchParams.set("rows", "1");
+  window.setInterval(async () => {
+    url.searchParams.set("after", body.dataset.top || "0");
+    const response = await fetch(url, { credentials: "same-origin" });
+    if (!response.ok) return;
+    const top = response.headers.get("x-exai-top");
+    const html = await response.text();
+    if (html.trim()) {
+      for (const none of body.querySelectorAll("tr:not([data-id])")) none.remove();
+      body.insertAdjacentHTML("afterbegin", html);
+    }
+    if (top) body.dataset.top = top;
+  }, 3000);
+}
+
 function openTarget() {
   // A link to a tool call or result (#m12-call0, #m14) opens its block and the blocks
   // around it; the browser scrolls to what it then shows.
@@ -126,4 +145,6 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   const audit = document.querySelector("#audit-rows[data-follow]");
   if (audit) followAudit(audit);
+  const requests = document.querySelector("#request-rows[data-follow]");
+  if (requests) followRequests(requests);
 });
