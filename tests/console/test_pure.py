@@ -353,6 +353,12 @@ def test_an_agents_reminders_are_set_apart_from_its_prompt():
     assert [str(r) for r in entry.reminders] == ["<p>be &lt;b&gt;brief&lt;/b&gt;</p>\n"]
 
 
+def test_a_system_prompt_is_shown_as_written_not_as_markdown():
+    (entry,) = group_turns([_msg(1, 1, "system", "# Environment\n<b>cwd</b>")], {})[0].entries
+    assert not entry.html and "<h1>" not in str(entry.output.html)
+    assert str(entry.output.html) == "# Environment\n&lt;b&gt;cwd&lt;/b&gt;"
+
+
 def test_times_read_relative_and_exact():
     now = 1_000_000.0
     assert ago(now - 20, now) == "just now"

@@ -195,6 +195,10 @@ def group_turns(
                 entry.answers.result = entry.anchor
         elif role == "user":
             entry.html, entry.reminders = _prompt(text)
+        elif role == "system":
+            # Shown as written, not as Markdown: an agent's system prompt is long and full
+            # of headings that would read as the page's own.
+            entry.output = _shown(text)
         else:
             entry.html = render_markdown(text)
         if message.get("reasoning"):
