@@ -7,8 +7,10 @@ names, or ``"*"``; scopes restrict which tools the principal may call) and
 ``exai_budget`` (``{amount, currency, period}``: what the principal may spend
 per UTC day or month, see :mod:`exai.settings.values`) and ``exai_memory``
 (true or false: whether the model faces bring the principal's memories, over
-``EXAI_FACES_MEMORY``) and ``exai_sessions`` (true or false: whether its model-face
-requests are kept as agent sessions, over ``EXAI_FACES_SESSIONS``).
+``EXAI_FACES_MEMORY``), ``exai_models`` (a non-empty list of model names or aliases:
+the only models it may use, see :mod:`exai.accounting.limits`) and ``exai_sessions``
+(true or false: whether its model-face requests are kept as agent sessions, over
+``EXAI_FACES_SESSIONS``).
 
 A principal is an *operator* when a JWT gives it the scope ``exai:admin``
 (:data:`ADMIN_SCOPE`) or ``EXAI_ADMIN_PRINCIPALS`` names it (:func:`is_admin`):
@@ -306,9 +308,16 @@ def _principal_from_claims(claims: dict[str, Any]) -> Principal:
         if value is not None and not isinstance(value, bool):
             raise UnauthorizedError(f"invalid token: {claim} must be true or false")
         switches[claim] = value
+    models = claims.get("exai_models")
+    if models is not None and not (
+        isinstance(models, list) and models
+        and all(isinstance(m, str) and m.strip() for m in models)
+    ):  # fmt: skip
+        raise UnauthorizedError("invalid token: exai_models must be a list of model names")
     exp = claims.get("exp")
     return Principal(sub, scopes=scope_set, method="jwt", budget=budget,
                      memory=switches["exai_memory"], sessions=switches["exai_sessions"],
+                     models=None if models is None else frozenset(m.strip() for m in models),
                      expires_at=float(exp) if exp is not None else None)  # fmt: skip
 
 
@@ -321,6 +330,7 @@ def issue_token(
     memory: bool | None = None,
     sessions: bool | None = None,
     jti: str | None = None,
+    models: Iterable[str] | None = None,
 ) -> str:
     """A JWT for ``sub``; its ``jti`` (random unless given) is what ``exai keys
     revoke --jti`` names to refuse it before it expires."""
@@ -335,4 +345,6 @@ def issue_token(
         claims["exai_memory"] = memory
     if sessions is not None:
         claims["exai_sessions"] = sessions
+    if models is not None:
+        claims["exai_models"] = list(models)
     return jwt.encode(claims, secret, algorithm="HS256")

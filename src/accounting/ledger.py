@@ -42,6 +42,7 @@ from exai.store.call_log import CallLogRow
 from exai.store.costs import CostRow
 
 if TYPE_CHECKING:
+    from exai.accounting.limits import LimitBook
     from exai.auth import Principal
 
 __all__ = ["Charge", "Ledger", "Reservation", "charge_fields"]
@@ -66,11 +67,16 @@ class Charge:
 
 @dataclass(slots=True)
 class Reservation:
-    """A call's hold on its principal's budget until it settles."""
+    """A call's hold on its principal's budgets until it settles: per budget, its
+    period's key, the nanos held and the budget itself."""
 
-    key: _Key | None = None
-    nanos: int = 0
+    holds: list[tuple[_Key, int, Budget]] = field(default_factory=list)
     open: bool = True
+
+    @property
+    def key(self) -> _Key | None:
+        """The first budget's period, None when no budget applies."""
+        return self.holds[0][0] if self.holds else None
 
 
 class Ledger:
@@ -83,9 +89,16 @@ class Ledger:
         clock: Callable[[], float] = time.time,
         refresh_s: float = 60.0,
         call_log_days: float = 30.0,
+        limits: LimitBook | None = None,
+        alerts: Callable[[str, Budget, int, float], None] | None = None,
     ) -> None:
         self._store = store
         self._budgets = dict(budgets or {})
+        # The run-time limits (exai.accounting.limits); None: budgets above and JWT claims.
+        self.limits = limits
+        # Told (principal, budget, nanos spent, period start) after each settled call
+        # under a budget: the threshold notifications (exai.accounting.alerts).
+        self.alerts = alerts
         self.instance_id = instance_id
         self._clock = clock
         self._refresh_s = refresh_s
@@ -104,46 +117,64 @@ class Ledger:
 
     # --- budgets ----------------------------------------------------------
 
-    def budget_for(self, principal: Principal) -> Budget | None:
-        """The principal's own budget (a JWT claim), else its setting, else ``*``'s."""
+    def budgets_for(self, principal: Principal) -> tuple[Budget, ...]:
+        """Every budget a call of ``principal`` must fit (see exai.accounting.limits):
+        the key's and the principal's run-time override, else the setting, else ``*``'s."""
+        if self.limits is not None:
+            return self.limits.effective(principal).budgets
         own = getattr(principal, "budget", None)
         if own is not None:
-            return own
-        return self._budgets.get(principal.name) or self._budgets.get("*")
+            return (own,)
+        found = self._budgets.get(principal.name) or self._budgets.get("*")
+        return () if found is None else (found,)
+
+    def budget_for(self, principal: Principal) -> Budget | None:
+        """The first of :meth:`budgets_for`, as the console shows it."""
+        budgets = self.budgets_for(principal)
+        return budgets[0] if budgets else None
 
     async def admit(self, principal: Principal, estimate: Callable[[], Cost | None]) -> Reservation:
-        """Hold the call's estimated cost, or raise ``BUDGET_EXCEEDED``.
+        """Hold the call's estimated cost under every budget, or raise ``BUDGET_EXCEEDED``.
 
         ``estimate`` is asked only when a budget applies.
         """
-        budget = self.budget_for(principal)
-        if budget is None:
+        budgets = self.budgets_for(principal)
+        if not budgets:
             return Reservation()
         now = self._clock()
-        start, reset = period_window(budget.period, now)
-        key = (principal.name, budget.currency, budget.period, start)
-        others = await self._others_spent(key, reset)
+        windows = []
+        for budget in budgets:
+            start, reset = period_window(budget.period, now)
+            key = (principal.name, budget.currency, budget.period, start)
+            others = await self._others_spent(key, reset)
+            windows.append((budget, key, reset, others))
         # From here to the reservation nothing awaits: check and hold are one step.
         guess = estimate()
-        guess_nanos = to_nanos(guess.total) if guess and guess.currency == budget.currency else 0
-        spent = others + self._own.get(key, 0)
-        reserved = self._reserved.get(key, 0)
-        if not judge(budget, from_nanos(spent), from_nanos(reserved), from_nanos(guess_nanos)):
-            raise _exceeded(principal.name, budget, spent, reserved, guess, reset, now)
-        self._reserved[key] = reserved + guess_nanos
-        return Reservation(key, guess_nanos)
+        holds = []
+        for budget, key, reset, others in windows:
+            priced = guess is not None and guess.currency == budget.currency
+            guess_nanos = to_nanos(guess.total) if guess is not None and priced else 0
+            spent = others + self._own.get(key, 0)
+            reserved = self._reserved.get(key, 0)
+            if not judge(budget, from_nanos(spent), from_nanos(reserved),
+                         from_nanos(guess_nanos)):  # fmt: skip
+                raise _exceeded(principal.name, budget, spent, reserved, guess, reset, now)
+            holds.append((key, guess_nanos, budget))
+        for key, nanos, _ in holds:
+            self._reserved[key] = self._reserved.get(key, 0) + nanos
+        return Reservation(holds)
 
     def release(self, reservation: Reservation) -> None:
         """Give back a reservation (the call failed or settled)."""
-        if not reservation.open or reservation.key is None:
-            reservation.open = False
+        if not reservation.open:
             return
         reservation.open = False
-        left = self._reserved.get(reservation.key, 0) - reservation.nanos
-        if left > 0:
-            self._reserved[reservation.key] = left
-        else:
-            self._reserved.pop(reservation.key, None)
+        for key, nanos, _ in reservation.holds:
+            left = self._reserved.get(key, 0) - nanos
+            if left > 0:
+                self._reserved[key] = left
+            else:
+                self._reserved.pop(key, None)
 
     def settle(self, principal: str, reservation: Reservation, charge: Charge) -> None:
         """The call is answered: release its hold and count what it cost."""
@@ -156,6 +187,10 @@ class Ledger:
             start, _ = period_window(period, charge.at)
             key = (principal, cost.currency, period, start)
             self._own[key] = self._own.get(key, 0) + nanos
+        if self.alerts is not None:
+            for key, _, budget in reservation.holds:
+                spent = self._own.get(key, 0) + self._others.get(key, (0, 0.0))[0]
+                self.alerts(principal, budget, spent, key[3])
 
     def spent(self, principal: str, currency: str, period: str, now: float | None = None) -> int:
         """Nanos this daemon has counted for the principal in the current period."""

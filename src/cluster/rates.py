@@ -56,6 +56,18 @@ class WindowCounts:
         self.limit = max(1, math.floor(rate_per_min * self.window_s / 60.0))
         self.credit = max(1, math.ceil(self.limit * _CREDIT_SHARE))
         self._states: dict[str, WindowState] = {}
+        self._limits: dict[str, tuple[int, int]] = {}  # a principal's own: limit, credit
+
+    def set_rate(self, principal: str, rate_per_min: float | None) -> None:
+        """Count ``principal`` against its own rate (None: the daemon's)."""
+        if rate_per_min is None:
+            self._limits.pop(principal, None)
+            return
+        limit = max(1, math.floor(rate_per_min * self.window_s / 60.0))
+        self._limits[principal] = (limit, max(1, math.ceil(limit * _CREDIT_SHARE)))
+
+    def _limit(self, principal: str) -> tuple[int, int]:
+        return self._limits.get(principal) or (self.limit, self.credit)
 
     def window_of(self, now: float) -> int:
         return int(now // self.window_s) * self.window_s
@@ -71,12 +83,13 @@ class WindowCounts:
         """Raise ``RATE_LIMITED`` unless this daemon holds a token for the call."""
         state = self._state(principal, now)
         state.wanted += 1
-        allowance = state.granted + (0 if state.spent else self.credit)
+        limit, credit = self._limit(principal)
+        allowance = state.granted + (0 if state.spent else credit)
         if state.used < allowance:
             return
         window_end = state.window + self.window_s - now
         raise RateLimitedError(
-            f"rate limit exceeded ({self.limit} calls per {self.window_s}s across daemons)",
+            f"rate limit exceeded ({limit} calls per {self.window_s}s across daemons)",
             retry_after_s=round(
                 max(window_end if state.spent else min(window_end, 0.25), 0.001), 3
             ),
@@ -115,7 +128,7 @@ class WindowCounts:
         if state is None or state.window != window or not state.asking:
             return
         before = total - state.asking
-        grant = max(0, min(state.asking, self.limit - before))
+        grant = max(0, min(state.asking, self._limit(principal)[0] - before))
         state.granted += grant
         state.spent = grant < state.asking
         state.asking = 0

@@ -110,8 +110,10 @@ class ClusterState:
         if len(self._results) > _MAX_PENDING:
             del self._results[: len(self._results) - _MAX_PENDING]
 
-    def check_rate(self, principal: str) -> None:
+    def check_rate(self, principal: str, rate_per_min: float | None = None) -> None:
+        """``rate_per_min``: the principal's own rate (exai.accounting.limits), if any."""
         if self.rates is not None:
+            self.rates.set_rate(principal, rate_per_min)
             self.rates.check(principal, self.clock())
 
     def spend_rate(self, principal: str) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from exai import tracing
+from exai.accounting.limits import burst_for
 from exai.daemon import traced
 from exai.daemon.call import Call
 from exai.daemon.replay import KEEP_REQUEST_MAX_CHARS, call_fingerprint
@@ -175,20 +176,33 @@ class Dispatcher:
             raise ValidationError_(
                 f"invalid arguments for {tool.name}: {listed}", details=details
             ) from None
-        if self.settings.rate_limit_per_min > 0:
-            self._rate_limit(session.principal.name)
+        principal = session.principal
+        ledger = self.services.ledger
+        limits = ledger.limits if ledger is not None else None
+        own = limits.rate_for(principal) if limits is not None else principal.rate_per_min
+        if own is not None or self.settings.rate_limit_per_min > 0:
+            self._rate_limit(principal.name, own, principal.key_id)
         return tool, arguments
 
-    def _rate_limit(self, principal: str) -> None:
+    def _rate_limit(self, principal: str, own: float | None, key_id: str | None) -> None:
+        """Take a token from the principal's bucket: at its own rate when its key or
+        the operator set one (exai.accounting.limits), else EXAI_RATE_LIMIT_PER_MIN."""
         s = self.settings
-        bucket = self._buckets.get(principal)
-        if bucket is None:
-            bucket = self._buckets[principal] = TokenBucket(
-                s.rate_limit_per_min / 60.0, s.rate_limit_burst
-            )
+        rate = s.rate_limit_per_min if own is None else own
+        # A key with its own rate has a bucket of its own beside its principal's.
+        name = principal if key_id is None or own is None else f"{principal}\x00{key_id}"
+        bucket = self._buckets.get(name)
+        if bucket is None or bucket.rate != rate / 60.0:
+            burst = s.rate_limit_burst if own is None else burst_for(
+                own, s.rate_limit_per_min, s.rate_limit_burst)  # fmt: skip
+            fresh = TokenBucket(rate / 60.0, burst)
+            if bucket is not None:  # a changed rate: what was spent stays spent
+                extra = max(0.0, fresh.burst - bucket.burst)
+                fresh.tokens = min(fresh.burst, bucket.tokens + extra)
+            bucket = self._buckets[name] = fresh
         shared = self.shared_rates  # counts across daemons, with a Postgres store
         if shared is not None:
-            shared.check_rate(principal)
+            shared.check_rate(principal, own)
         bucket.take()
         if shared is not None:
             shared.spend_rate(principal)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from exai.accounting.budgets import period_window
 from exai.daemon.operator_reads import OperatorReads, usage_lines
 from exai.errors import ConversationNotFoundError, ExaiError, ValidationError_
+from exai.providers.access import canonical
 from exai.providers.pricing import from_nanos
 from exai.store.tokens import estimator_for
 from exai.store.transcript import export_lines
@@ -42,15 +43,23 @@ class CoreReads(OperatorReads):
     def __init__(self, core: Core) -> None:
         self._core = core
 
-    def models(self) -> dict[str, Any]:
+    def models(self, principal: Principal | None = None) -> dict[str, Any]:
         providers = self._core.services.providers
         if providers is None:
             return {"models": [], "auto": None}
+        allowed = None
+        if principal is not None:
+            limits = getattr(self._core.services.ledger, "limits", None)
+            allowed = principal.models if limits is None else limits.models_for(principal)
         try:
-            auto: str | None = providers.resolve("auto").name
+            auto: str | None = providers.resolve("auto", allowed=allowed).name
         except ExaiError:
             auto = None
-        return {"models": providers.describe_models(), "auto": auto}
+        listed = providers.describe_models()
+        if allowed is not None:
+            permitted = canonical(providers.catalogue, allowed)
+            listed = [m for m in listed if m["name"] in permitted]
+        return {"models": listed, "auto": auto}
 
     async def artifact_text(self, thread_id: str, artifact_id: str, principal: str) -> str | None:
         store = self._core.services.store

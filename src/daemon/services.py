@@ -15,8 +15,10 @@ from typing import Any
 
 from exai.accounting.budgets import parse_budgets
 from exai.accounting.ledger import Ledger
+from exai.accounting.limits import LimitBook
 from exai.audit import AuditTrail
 from exai.audit.trail import default_instance_id
+from exai.daemon.alerts import budget_alerts
 from exai.logs import get_logger
 from exai.providers import ProviderRegistry
 from exai.settings import Settings
@@ -51,6 +53,14 @@ async def build_services(settings: Settings) -> Services:
         partial.ledger = Ledger(store, parse_budgets(settings.budgets), instance_id=instance_id,
                                 call_log_days=settings.request_log_days)  # fmt: skip
         partial.ledger.start()
+        # Budgets, rates and models set at run time, over the settings' (docs/cost.md).
+        partial.ledger.limits = limits = LimitBook(
+            store, default_budgets=parse_budgets(settings.budgets),
+            default_rate=settings.rate_limit_per_min, poll_s=settings.limits_poll_s,
+        )  # fmt: skip
+        await limits.refresh()
+        limits.start()
+        partial.ledger.alerts = budget_alerts(settings, store, partial.audit.emit)
         partial.sessions = SessionKeeper(store)
         partial.sessions.start()
         opening = "the providers (EXAI_MODELS_FILE, EXAI_ROUTING_RULES)"
@@ -82,6 +92,10 @@ async def build_services(settings: Settings) -> Services:
 
 
 async def close_services(services: Services) -> None:
+    ledger = services.ledger
+    for part in (getattr(ledger, "limits", None), getattr(ledger, "alerts", None)):
+        if part is not None:
+            await part.aclose()
     for name in ("providers", "memory", "sessions", "ledger", "store"):
         resource = getattr(services, name, None)
         if resource is not None:

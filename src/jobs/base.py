@@ -80,6 +80,8 @@ class NewJob:
     credential: Credential | None = None
     # traceparent/tracestate of the call that made it, when that call was traced.
     trace_context: dict[str, str] | None = None
+    # The models the token that made it may use (None: every model).
+    models: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +110,7 @@ class Job:
     credential: Credential | None = None
     paused_reason: str | None = None
     trace_context: dict[str, str] | None = None
+    models: list[str] | None = None
 
     def public(self) -> dict[str, Any]:
         """The job as the CLI and the ``jobs`` tool show it, the notification URL's
@@ -122,7 +125,7 @@ class Job:
             "notify": None if self.notify is None else {
                 "kind": self.notify.get("kind"), "url": mask_url(str(self.notify.get("url")))},
             "disabled_reason": self.disabled_reason, "paused_reason": self.paused_reason,
-            "budget": self.budget,
+            "budget": self.budget, "models": self.models,
             "credential": None if self.credential is None else self.credential.public(),
         }  # fmt: skip
 
@@ -219,7 +222,7 @@ class JobStore(ABC):
     @abstractmethod
     async def set_grant(self, job_id: str, owner: Owner, *, scopes: list[str] | None,
                         budget: dict[str, Any] | None, credential: Credential | None,
-                        now: float) -> Job:  # fmt: skip
+                        now: float, models: list[str] | None = None) -> Job:  # fmt: skip
         """Put the job under another grant (its owner's, presented again)."""
 
     @abstractmethod

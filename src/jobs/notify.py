@@ -59,6 +59,8 @@ def verify(secret: str, timestamp: int, body: bytes, signature: str) -> bool:
 
 
 def ntfy_text(payload: dict[str, Any]) -> str:
+    if "job_id" not in payload and payload.get("message"):  # not a job's (a budget alert)
+        return str(payload["message"])
     status = payload.get("status", "?")
     lines = [f"exai job {payload.get('job_name')!r} ({payload.get('job_id')}): run {status}"]
     if payload.get("thread_url"):
@@ -108,7 +110,8 @@ async def send(
     headers = {"Host": target.host_header, "Connection": "close"}
     if note.kind == "ntfy":
         body = ntfy_text(note.payload).encode()
-        headers.update({"Title": f"exai job {note.payload.get('job_name', '')}"[:200],
+        title = note.payload.get("title") or f"exai job {note.payload.get('job_name', '')}"
+        headers.update({"Title": str(title)[:200],
                         "Tags": "robot"})  # fmt: skip
         if note.payload.get("thread_url"):  # ntfy opens it when the notification is tapped
             headers["Click"] = str(note.payload["thread_url"])

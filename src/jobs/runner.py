@@ -142,7 +142,9 @@ class JobRunner:
             return
         budget = None if job.budget is None else budget_from_claim(job.budget)
         principal = Principal(job.owner, None if job.scopes is None else frozenset(job.scopes),
-                              method="job", budget=budget, credential=job.credential)  # fmt: skip
+                              method="job", budget=budget, credential=job.credential,
+                              models=None if job.models is None else frozenset(job.models),
+                              )  # fmt: skip
         arguments = dict(job.arguments)
         schema = self.core.tool_schema(job.tool)
         continues = schema is not None and "continuation_id" in schema.get("properties", {})

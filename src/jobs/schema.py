@@ -106,6 +106,12 @@ ALTER TABLE {s}.jobs ADD COLUMN trace_context TEXT
 """
 
 
+# The models the token that made the job may use (its exai_models; a key's models).
+_V4 = """
+ALTER TABLE {s}.jobs ADD COLUMN models TEXT
+"""
+
+
 def script(template: str, *, postgres: bool) -> str:
     if postgres:
         return template.replace("{real}", "double precision").replace("{bool}", "boolean")
@@ -116,9 +122,11 @@ SQLITE_MIGRATIONS: list[tuple[int, str]] = [
     (1, script(_V1, postgres=False)),
     (2, script(_V2, postgres=False)),
     (3, script(_V3, postgres=False)),
+    (4, script(_V4, postgres=False)),
 ]
 POSTGRES_MIGRATIONS: list[tuple[int, str]] = [
     (1, script(_V1, postgres=True)),
     (2, script(_V2, postgres=True)),
     (3, script(_V3, postgres=True)),
+    (4, script(_V4, postgres=True)),
 ]

@@ -184,6 +184,7 @@ def _grant(principal: Principal) -> dict[str, Any]:
         "scopes": None if principal.scopes is None else sorted(principal.scopes),
         "budget": None if principal.budget is None else budget_to_claim(principal.budget),
         "credential": principal.credential,
+        "models": None if principal.models is None else sorted(principal.models),
     }
 
 

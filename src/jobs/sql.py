@@ -44,9 +44,9 @@ JOB_COLUMNS = (
     "id, owner, name, tool, arguments, scopes, schedule_kind, schedule_spec, timezone, anchor,"
     " thread_id, max_retries, backoff_s, timeout_s, missed, notify, enabled, paused,"
     " next_run_at, created_at, updated_at, idempotency_key, disabled_reason, budget, credential,"
-    " paused_reason, trace_context"
+    " paused_reason, trace_context, models"
 )
-INSERT_JOB = f"INSERT INTO {{p}}jobs ({JOB_COLUMNS}) VALUES ({', '.join('?' * 27)})"
+INSERT_JOB = f"INSERT INTO {{p}}jobs ({JOB_COLUMNS}) VALUES ({', '.join('?' * 28)})"
 RUN_COLUMNS = (
     "id, job_id, owner, scheduled_for, status, attempt, not_before, locked_by, locked_until,"
     " started_at, finished_at, error_code, error, output, thread_id, manual, created_at"
@@ -65,7 +65,7 @@ def job_row(job_id: str, new: NewJob, next_run_at: float | None, now: float) -> 
             new.backoff_s, new.timeout_s, new.missed, _dumps(new.notify), True, False,
             next_run_at, now, now, new.idempotency_key, None, _dumps(new.budget),
             None if new.credential is None else _dumps(new.credential.public()),
-            None, _dumps(new.trace_context))  # fmt: skip
+            None, _dumps(new.trace_context), _dumps(new.models))  # fmt: skip
 
 
 def _dumps(value: Any) -> str | None:
@@ -84,6 +84,7 @@ def decode_job(row: Sequence[Any]) -> Job:
         updated_at=row[20], idempotency_key=row[21], disabled_reason=row[22],
         budget=None if row[23] is None else json.loads(row[23]), credential=credential,
         paused_reason=row[25], trace_context=None if row[26] is None else json.loads(row[26]),
+        models=None if row[27] is None else json.loads(row[27]),
     )  # fmt: skip
 
 
@@ -184,15 +185,16 @@ class SqlJobStore(NotificationRows, JobStore):
     async def set_grant(
         self, job_id: str, owner: Owner, *, scopes: list[str] | None,
         budget: dict[str, Any] | None, credential: Credential | None, now: float,
+        models: list[str] | None = None,
     ) -> Job:  # fmt: skip
-        sql = self._q("UPDATE {p}jobs SET scopes = ?, budget = ?, credential = ?, updated_at = ?"
-                      " WHERE id = ?")  # fmt: skip
+        sql = self._q("UPDATE {p}jobs SET scopes = ?, budget = ?, credential = ?, updated_at = ?,"
+                      " models = ? WHERE id = ?")  # fmt: skip
 
         async def body(tx: Executor) -> Job:
             await self._job(tx, job_id, owner)
             await tx.execute(sql, _dumps(scopes), _dumps(budget),
                              None if credential is None else _dumps(credential.public()), now,
-                             job_id)  # fmt: skip
+                             _dumps(models), job_id)  # fmt: skip
             return await self._job(tx, job_id, owner)
 
         return await self._write(body)

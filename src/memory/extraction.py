@@ -88,6 +88,17 @@ class ExtractionWorker:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
+    def may_serve(self, allowed: frozenset[str] | None) -> bool:
+        """Whether a principal limited to ``allowed`` models may have its messages
+        read by the extraction model (None: every model)."""
+        if allowed is None:
+            return True
+        try:
+            self.providers.resolve(self.model, allowed=allowed)
+        except Exception:
+            return False
+        return True
+
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="exai-memory-extraction")

@@ -90,10 +90,15 @@ class MemoryService:
         self._emit(kind, **fields)
 
     def queue_extraction(
-        self, owner: str, text: str, thread_id: str | None, project: str | None
-    ) -> None:
-        """Queue a user message for the extraction worker, without waiting for the write."""
-        if self.worker is None:
+        self, owner: str, text: str, thread_id: str | None, project: str | None, *,
+        allowed: frozenset[str] | None = None,
+    ) -> None:  # fmt: skip
+        """Queue a user message for the extraction worker, without waiting for the write.
+
+        ``allowed``: the models ``owner`` may use; nothing is queued when the extraction
+        model (EXAI_MEMORY_EXTRACTION_MODEL) is not one of them.
+        """
+        if self.worker is None or not self.worker.may_serve(allowed):
             return
 
         async def enqueue() -> None:

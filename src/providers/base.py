@@ -119,6 +119,8 @@ class ChatRequest:
     # under exai.providers.reasoning's rule.
     client_history: bool = False
     owner: str | None = None  # the principal; the reasoning exai keeps is theirs alone
+    # The models the caller may use (None: every model): no fallback goes outside them.
+    allowed_models: frozenset[str] | None = None
     # Stream the arguments of tool calls as the model writes them, where the vendor
     # streams them only when asked (Z.ai's tool_stream); set from the catalogue.
     tool_stream: bool = False

@@ -38,6 +38,7 @@ from exai.errors import (
 from exai.limits import CapacityLimiter
 from exai.logs import get_logger
 from exai.providers import traced
+from exai.providers.access import canonical, permits
 from exai.providers.base import ChatRequest, ChatResponse, Delta, Provider
 from exai.providers.catalogue import Catalogue, ModelInfo
 from exai.providers.fallback import (
@@ -231,9 +232,13 @@ class ModelCalls:
     def _chain(self, first: ModelInfo, request: ChatRequest) -> list[ModelInfo]:
         chain, seen = [first], {first.name}
         images = _carries_images(request)
+        allowed = request.allowed_models
+        permitted = None if allowed is None else canonical(self._catalogue, allowed)
         for name in self._settings.fallback_models:
             info = self._catalogue.get(name)
             if info is None or info.name in seen or not self.configured(info.provider):
+                continue
+            if not permits(permitted, info):  # never outside what the caller may use
                 continue
             if (request.web_search and not info.web_search) or (images and not info.images):
                 continue

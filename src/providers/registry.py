@@ -15,8 +15,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from exai.errors import ExaiError, ValidationError_
+from exai.errors import ExaiError, ForbiddenError, ValidationError_
 from exai.logs import get_logger
+from exai.providers.access import canonical, forbidden, permits
 from exai.providers.base import ChatRequest, ChatResponse, Delta, Provider
 from exai.providers.calls import Emit, ModelCalls, require_usable
 from exai.providers.catalogue import Catalogue, CatalogueError, ModelInfo, load_catalogue
@@ -147,16 +148,29 @@ class ProviderRegistry:
         model: str | None,
         needs: ModelNeeds | None = None,
         serves: Callable[[ModelInfo], object] | None = None,
+        *,
+        allowed: frozenset[str] | None = None,
     ) -> ModelInfo:
         """The model to call. ``None`` means the configured default; ``"auto"``
         chooses from ``needs`` and the routing rules. ``serves`` raises
         ``ValidationError_`` for a model that cannot take the request as it is
-        (its parameters): ``"auto"`` passes over those, a named model is not asked."""
+        (its parameters): ``"auto"`` passes over those, a named model is not asked.
+        ``allowed``: the models the caller may use (see :mod:`exai.providers.access`);
+        ``"auto"`` chooses among them, any other is ``FORBIDDEN``."""
         needs = needs or ModelNeeds()
+        permitted = None if allowed is None else canonical(self._catalogue, allowed)
         name = (model or self._settings.default_model).strip()
         if name.lower() == "auto":
-            return self._auto(needs, serves)
+            return self._auto(needs, serves, permitted)
+        if model is None and permitted is not None and len(permitted) >= 1:
+            # No model asked for: the default, or the best allowed one in its place.
+            default = self._catalogue.get(name)
+            if default is None or not permits(permitted, default):
+                return self._auto(needs, serves, permitted)
         info = self._catalogue.get(name)
+        if info is not None and not permits(permitted, info):
+            assert permitted is not None
+            raise forbidden(name, info, permitted)
         if info is None:
             gone = self._catalogue.retired(name)
             if gone is not None:
@@ -181,12 +195,13 @@ class ProviderRegistry:
         return info
 
     def _auto(
-        self, needs: ModelNeeds, serves: Callable[[ModelInfo], object] | None = None
-    ) -> ModelInfo:
+        self, needs: ModelNeeds, serves: Callable[[ModelInfo], object] | None = None,
+        permitted: frozenset[str] | None = None,
+    ) -> ModelInfo:  # fmt: skip
         for rule in self._rules:
             if rule.matches(needs):
                 try:
-                    return self.resolve(rule.model, needs)
+                    return self.resolve(rule.model, needs, allowed=permitted)
                 except ExaiError as exc:
                     raise type(exc)(
                         f"{rule.describe()} chose {rule.model!r}, but {exc.message}",
@@ -195,6 +210,14 @@ class ProviderRegistry:
                         details=exc.details,
                     ) from None
         usable = self._usable_models()
+        if permitted is not None:
+            usable = [info for info in usable if permits(permitted, info)]
+            if not usable:
+                raise ForbiddenError(
+                    "none of the models this credential may use "
+                    f"({', '.join(sorted(permitted)) or 'none'}) is configured here",
+                    details={"allowed_models": sorted(permitted)},
+                )
         ranked = rank_models(usable, needs)
         if ranked and serves is not None:
             return _first_that_serves(ranked, serves)

@@ -79,6 +79,23 @@ class DaemonSettings(BaseModel):
         "exai_budget claim {amount, currency, period} wins). Over budget, calls are refused "
         "with BUDGET_EXCEEDED before any provider request. Empty: no budgets.",
     )  # fmt: skip
+    budget_alert_at: float = _daemon(
+        0.0, "Share of a budget (0.8: 80%) at which its principal's spend in a period is "
+        "notified once per period, to EXAI_BUDGET_ALERT_URL and as a budget_threshold audit "
+        "event. 0: off.", ge=0, le=1,
+    )  # fmt: skip
+    budget_alert_url: str | None = _daemon(
+        None, "Where budget threshold notifications go: an ntfy topic URL or a webhook signed "
+        "with EXAI_JOBS_WEBHOOK_SECRET (EXAI_BUDGET_ALERT_KIND), under the jobs' address rule "
+        "(EXAI_JOBS_NOTIFY_HOSTS). Empty: the audit event only.",
+    )  # fmt: skip
+    budget_alert_kind: Literal["webhook", "ntfy"] = _daemon(
+        "webhook", "How EXAI_BUDGET_ALERT_URL is notified."
+    )
+    limits_poll_s: float = _daemon(
+        0.5, "How often each daemon looks for limits changed at run time (exai limits) in "
+        "the conversation store.", gt=0,
+    )  # fmt: skip
     data_dir: Path = Field(
         default_factory=default_data_dir,
         description="Where the SQLite files live (conversations, audit outbox). "

@@ -29,6 +29,7 @@ from exai.store.base import StoreLimits
 from exai.store.call_log import POSTGRES_TABLES as POSTGRES_CALL_LOG
 from exai.store.executor import Dialect
 from exai.store.keys import POSTGRES_TABLES as POSTGRES_KEYS
+from exai.store.limits import POSTGRES_TABLES as POSTGRES_LIMITS
 from exai.store.migrations import apply_migrations
 from exai.store.reasoning import POSTGRES_TABLE as POSTGRES_REASONING
 from exai.store.responses import POSTGRES_MIGRATION as POSTGRES_RESPONSES
@@ -241,6 +242,8 @@ MIGRATIONS: list[tuple[int, str]] = [
     (11, POSTGRES_KEYS),
     # The request log: one row per call (exai.store.call_log).
     (12, POSTGRES_CALL_LOG),
+    # Per-principal limits set at run time, and the budget alerts sent (exai.store.limits).
+    (13, POSTGRES_LIMITS),
 ]
 
 # Workflow steps holding their thread's lock at once, per daemon; more wait.

@@ -21,6 +21,7 @@ from exai.store.base import ConversationStore
 from exai.store.call_log import CallLog
 from exai.store.costs import CostAccounts
 from exai.store.keys import KeyRows
+from exai.store.limits import LimitRows
 from exai.store.reasoning import ReasoningRows
 from exai.store.responses import ResponseRows
 from exai.store.search import ThreadSearch
@@ -45,6 +46,7 @@ class SqlStore(
     ReasoningRows,
     SignInRows,
     KeyRows,
+    LimitRows,
     ConversationStore,
 ):
     """Everything a conversation store does, over any :class:`~exai.store.executor.Executor`,

@@ -33,6 +33,7 @@ from exai.store.base import StoreLimits
 from exai.store.call_log import SQLITE_TABLES as SQLITE_CALL_LOG
 from exai.store.executor import Dialect, ThreadConnection, drive
 from exai.store.keys import SQLITE_TABLES as SQLITE_KEYS
+from exai.store.limits import SQLITE_TABLES as SQLITE_LIMITS
 from exai.store.migrations import apply_sqlite_migrations
 from exai.store.reasoning import SQLITE_TABLE as SQLITE_REASONING
 from exai.store.responses import SQLITE_MIGRATION as SQLITE_RESPONSES
@@ -215,6 +216,8 @@ MIGRATIONS: list[tuple[int, str]] = [
     (11, SQLITE_KEYS),
     # The request log: one row per call (exai.store.call_log).
     (12, SQLITE_CALL_LOG),
+    # Per-principal limits set at run time, and the budget alerts sent (exai.store.limits).
+    (13, SQLITE_LIMITS),
 ]
 
 _BUSY_TIMEOUT_S = 10.0

@@ -101,6 +101,16 @@ class ToolContext:
             loopback=is_loopback(settings.ws_host),
         )
 
+    @property
+    def allowed_models(self) -> frozenset[str] | None:
+        """The models this call may use: its key's and the operator's limits together
+        (see :mod:`exai.accounting.limits`); None: every model."""
+        limits = getattr(self.services.ledger, "limits", None)
+        if limits is not None:
+            models: frozenset[str] | None = limits.models_for(self.principal)
+            return models
+        return self.principal.models
+
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
 

@@ -293,9 +293,11 @@ class CompletionTool(Tool):
 
         # "auto" passes over models whose API cannot take the request's parameters
         # (a forced tool_choice, a seed...) rather than choosing one that refuses them.
+        allowed = context.allowed_models
         info = providers.resolve(
-            arguments.model, needs, serves=lambda m: providers.prepare(request_for(m), m)
-        )
+            arguments.model, needs, serves=lambda m: providers.prepare(request_for(m), m),
+            allowed=allowed,
+        )  # fmt: skip
         request = request_for(info)
         response = await ask_model(context, request, info)
         if arguments.store_as:
@@ -310,7 +312,7 @@ class CompletionTool(Tool):
                 request_id=context.request_id, session_id=context.session_id,
                 face=arguments.session.face, client=arguments.session.client,
                 ref=arguments.session.ref, model=response.model, provider=response.provider,
-                usage=response.usage.as_dict(),
+                usage=response.usage.as_dict(), allowed_models=context.allowed_models,
             ))  # fmt: skip
         cost = response_cost(providers, response)
         metadata: dict[str, Any] = {

@@ -92,7 +92,7 @@ async def with_memory(
                                               "went without them"}  # fmt: skip
         return messages, [], [note]
     if extract and index == len(messages) - 1:  # a new user turn, not a tool round
-        service.queue_extraction(owner, text, None, None)
+        service.queue_extraction(owner, text, None, None, allowed=context.allowed_models)
     if block is None:
         return messages, [], []
     service.injected(owner, "", block.ids, block.tokens)

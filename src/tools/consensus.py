@@ -33,6 +33,7 @@ from exai.errors import (
 )
 from exai.files import acheck_paths
 from exai.protocol import UUID_PATTERN
+from exai.providers.access import canonical, forbidden, permits
 from exai.providers.base import Usage
 from exai.providers.pricing import Cost, Spend
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
@@ -188,6 +189,13 @@ async def _check(arguments: ConsensusInput, context: ToolContext) -> None:
         raise ValidationError_(
             f"unknown model(s) {', '.join(unknown)}; known: {', '.join(catalogue.names())}"
         )
+    allowed = context.allowed_models
+    if allowed is not None:  # every model it would ask must be one the caller may use
+        permitted = canonical(catalogue, allowed)
+        for name in names:
+            found = catalogue.get(name)
+            if found is not None and not permits(permitted, found):
+                raise forbidden(name, found, permitted)
     seen: set[tuple[str, str]] = set()
     for asked in arguments.models:
         info = catalogue.get(asked.model)

@@ -110,7 +110,8 @@ class SessionKeeper:
         if self.memory is None:
             return
         for text in kept.asked:
-            self.memory.queue_extraction(turn.owner, text, kept.thread_id, None)
+            self.memory.queue_extraction(turn.owner, text, kept.thread_id, None,
+                                         allowed=turn.allowed_models)  # fmt: skip
 
     def _fail(self, turn: SessionTurn, exc: BaseException) -> None:
         self._counts["failed"] += 1

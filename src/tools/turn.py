@@ -51,6 +51,7 @@ from exai.errors import ExaiError, InternalError, ValidationError_
 from exai.files import acheck_paths
 from exai.protocol import ReasoningEffort
 from exai.providers import ChatRequest, ChatResponse, ModelInfo, ModelNeeds, Usage
+from exai.providers.access import canonical, forbidden, permits
 from exai.providers.pricing import Cost, call_cost
 from exai.store.base import StoredMessage, Thread
 from exai.store.history import AssembledMessages, ContextLimits, assemble_messages
@@ -169,7 +170,8 @@ async def _run_turn(context: ToolContext, turn: TurnRequest, span: Any) -> TurnR
         sensitive=turn.sensitive,
         tool=context.tool,
     )
-    info = _resolve(providers, turn.model, needs, images=found.has_images)
+    info = _resolve(providers, turn.model, needs, images=found.has_images,
+                    allowed=context.allowed_models)  # fmt: skip
     if span is not None:
         span.update_name(f"turn {info.name}")
         span.set_attributes({"gen_ai.request.model": info.name, "exai.provider": info.provider})
@@ -218,7 +220,8 @@ async def _run_turn(context: ToolContext, turn: TurnRequest, span: Any) -> TurnR
             context.services.memory.injected(owner, thread_id, memory["ids"], memory["tokens"])
         if context.services.memory is not None:
             project = context.client_roots[0] if context.client_roots else None
-            context.services.memory.queue_extraction(owner, turn.prompt, thread_id, project)
+            context.services.memory.queue_extraction(owner, turn.prompt, thread_id, project,
+                                                     allowed=context.allowed_models)  # fmt: skip
     metadata: dict[str, Any] = {
         "model": response.model,
         "provider": response.provider,
@@ -246,17 +249,21 @@ async def _run_turn(context: ToolContext, turn: TurnRequest, span: Any) -> TurnR
     return TurnResult(text, response, info, thread_id, assembled, metadata)
 
 
-def _resolve(providers: Any, model: str | None, needs: ModelNeeds, *, images: bool) -> ModelInfo:
-    """The model for the call; with images among the files, one that reads them
-    when the choice allows it (``auto``), else the model asked for, which then
-    gets the images skipped with the reason."""
+def _resolve(
+    providers: Any, model: str | None, needs: ModelNeeds, *, images: bool,
+    allowed: frozenset[str] | None = None,
+) -> ModelInfo:  # fmt: skip
+    """The model for the call, among the ``allowed`` ones; with images among the
+    files, one that reads them when the choice allows it (``auto``), else the model
+    asked for, which then gets the images skipped with the reason."""
     if images:
         try:
-            chosen: ModelInfo = providers.resolve(model, replace(needs, images=True))
+            chosen: ModelInfo = providers.resolve(model, replace(needs, images=True),
+                                                  allowed=allowed)  # fmt: skip
             return chosen
         except ExaiError:
             pass
-    info: ModelInfo = providers.resolve(model, needs)
+    info: ModelInfo = providers.resolve(model, needs, allowed=allowed)
     return info
 
 
@@ -294,6 +301,12 @@ async def ask_model(context: ToolContext, request: ChatRequest, info: ModelInfo)
     """One model answer for a tool: counted, within budget, streamed if asked, charged."""
     services = context.services
     providers, ledger = services.providers, services.ledger
+    allowed = context.allowed_models
+    if allowed is not None:  # whatever chose the model: only the allowed ones are called
+        permitted = canonical(providers.catalogue, allowed)
+        if not permits(permitted, info):
+            raise forbidden(info.name, info, permitted)
+        request = replace(request, allowed_models=permitted)
     context.count_provider_call()
     reservation = None
     if ledger is not None:

@@ -29,6 +29,7 @@ from starlette.routing import BaseRoute, Route
 
 from exai.port import Caller, Port
 from exai.protocol import CallToolResult
+from exai.web.guard import principal_of
 from exai.web.model_call import RequestRefused
 from exai.web.model_face import ModelFace, Whole
 from exai.web.model_stream import result_text
@@ -54,16 +55,16 @@ class _Models:
     def __init__(self, core: Port) -> None:
         self.core = core
 
-    def _listing(self) -> dict[str, Any]:
-        models = self.core.reads.models()
+    def _listing(self, request: Request) -> dict[str, Any]:
+        models = self.core.reads.models(principal_of(request.scope))  # only its own models
         return model_list(models["models"], models["auto"])
 
     async def list(self, request: Request) -> Response:
-        return JSONResponse(self._listing())
+        return JSONResponse(self._listing(request))
 
     async def one(self, request: Request) -> Response:
         name = request.path_params["name"]
-        for model in self._listing()["data"]:
+        for model in self._listing(request)["data"]:
             if model["id"].lower() == name.lower():
                 return JSONResponse(model)
         error = RequestRefused(f"the model {name!r} does not exist on this exai daemon",

@@ -1,0 +1,175 @@
+"""``exai limits``: a principal's budget, rate and models, changed while daemons run.
+
+Operator-side, like ``exai usage``: it writes the ``principal_limits`` table of the
+store ``EXAI_STORE_URL`` names, and every daemon on that store applies the change
+within ``EXAI_LIMITS_POLL_S`` (half a second by default), without a restart. What
+a request gets is the rule of :mod:`exai.accounting.limits` (docs/cost.md): the
+stricter of its key's values and these, these over the environment's defaults.
+
+* ``exai limits set --principal bob --budget "5 USD/day" --rate 600/min --models
+  kimi-k2.6`` changes what it names and keeps the rest; ``--budget none``, ``--rate
+  none`` or ``--models all`` puts one value back to the default;
+* ``exai limits list`` shows every override beside the defaults;
+* ``exai limits clear --principal bob`` removes all of bob's overrides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import getpass
+import json
+import time
+from typing import Any
+
+from exai.accounting.limits import Overrides, budget_text, overrides_of, parse_rate
+from exai.cli.common import run_reported, say
+from exai.providers.catalogue import load_catalogue
+from exai.settings import Settings, load_settings
+from exai.settings.values import parse_budget, parse_budgets
+from exai.store import open_store
+from exai.store.limits import LimitRow
+
+__all__ = ["register"]
+
+_UNSET = ("none", "default", "")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "limits", help="budgets, rates and models per principal, changed at run time"
+    )
+    sub = p.add_subparsers(dest="limits_command", metavar="ACTION", required=True)
+    s = sub.add_parser("set", help="set a principal's budget, rate or models (the rest is kept)")
+    s.add_argument("--principal", required=True, help="the principal (a token's or key's name)")
+    s.add_argument("--budget", help='e.g. "5 USD/day" or "100 USD/month"; none: the default')
+    s.add_argument("--rate", help="calls a minute, e.g. 600/min or 10/s; none: the default")
+    s.add_argument("--models", help="comma-separated model names or aliases; all: every model")
+    s.add_argument("--json", action="store_true", help="print the row as JSON")
+    s.set_defaults(func=lambda args: run_reported(_set(args)))
+    ls = sub.add_parser("list", help="every principal's overrides and the defaults")
+    ls.add_argument("--json", action="store_true", help="print them as JSON")
+    ls.set_defaults(func=lambda args: run_reported(_list(args)))
+    c = sub.add_parser("clear", help="remove a principal's overrides (the defaults apply)")
+    c.add_argument("--principal", required=True)
+    c.set_defaults(func=lambda args: run_reported(_clear(args)))
+
+
+def merged(row: LimitRow | None, principal: str, *, budget: str | None, rate: str | None,
+           models: str | None, settings: Settings, by: str | None) -> LimitRow:  # fmt: skip
+    """``row`` with what was given changed; ``ValueError`` naming what cannot be used."""
+    out = row or LimitRow(principal)
+    if budget is not None:
+        if budget.strip().lower() in _UNSET:
+            out = dataclasses.replace(out, budget_amount=None, budget_currency=None,
+                                      budget_period=None)  # fmt: skip
+        else:
+            parsed = parse_budget(budget, "--budget")
+            out = dataclasses.replace(out, budget_amount=str(parsed.amount),
+                                      budget_currency=parsed.currency,
+                                      budget_period=parsed.period)  # fmt: skip
+    if rate is not None:
+        per_min = None if rate.strip().lower() in _UNSET else parse_rate(rate)
+        out = dataclasses.replace(out, rate_per_min=per_min)
+    if models is not None:
+        if models.strip().lower() in ("all", "*", *_UNSET):
+            out = dataclasses.replace(out, models=None)
+        else:
+            out = dataclasses.replace(out, models=_model_names(models, settings))
+    return dataclasses.replace(out, updated_at=time.time(), updated_by=by)
+
+
+def _model_names(text: str, settings: Settings) -> tuple[str, ...]:
+    catalogue = load_catalogue(settings.models_file)
+    names = []
+    for name in (n.strip() for n in text.split(",")):
+        if not name:
+            continue
+        info = catalogue.get(name)
+        if info is None:
+            raise ValueError(f"--models: unknown model {name!r}; known: "
+                             f"{', '.join(catalogue.names())}")  # fmt: skip
+        names.append(info.name)
+    if not names:
+        raise ValueError("--models: name at least one model, or 'all'")
+    return tuple(dict.fromkeys(names))
+
+
+async def _set(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    principal = args.principal.strip()
+    if not principal:
+        raise ValueError("--principal must name a principal")
+    if args.budget is None and args.rate is None and args.models is None:
+        raise ValueError("say what to set: --budget, --rate or --models")
+    store = await open_store(settings)
+    try:
+        current = {row.principal: row for row in await store.principal_limits()}
+        row = merged(current.get(principal), principal, budget=args.budget, rate=args.rate,
+                     models=args.models, settings=settings, by=_operator())  # fmt: skip
+        await store.put_principal_limits(row)
+    finally:
+        await store.aclose()
+    shown = overrides_of(row).public()
+    if args.json:
+        print(json.dumps(shown, indent=2))
+    else:
+        say(f"limits of {principal!r}: {_describe(overrides_of(row))} "
+            "(every daemon on this store applies them within a second)")  # fmt: skip
+    return 0
+
+
+async def _list(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    store = await open_store(settings)
+    try:
+        rows = await store.principal_limits()
+    finally:
+        await store.aclose()
+    listed = [overrides_of(row) for row in rows]
+    defaults = {
+        "budgets": {name: budget_text(b) for name, b in parse_budgets(settings.budgets).items()},
+        "rate_per_min": settings.rate_limit_per_min,
+        "budget_alert_at": settings.budget_alert_at,
+    }
+    if args.json:
+        print(json.dumps({"defaults": defaults, "principals": [o.public() for o in listed]},
+                         indent=2))  # fmt: skip
+        return 0
+    budgets = ", ".join(f"{k}={v}" for k, v in defaults["budgets"].items()) or "none"
+    print(f"defaults: budgets {budgets}; rate {settings.rate_limit_per_min:g}/min "
+          "(EXAI_BUDGETS, EXAI_RATE_LIMIT_PER_MIN)")  # fmt: skip
+    if not listed:
+        print("no principal has limits of its own")
+    for item in listed:
+        print(f"{item.principal}: {_describe(item)}")
+    return 0
+
+
+async def _clear(args: argparse.Namespace) -> int:
+    store = await open_store(load_settings())
+    try:
+        removed = await store.clear_principal_limits(args.principal.strip())
+    finally:
+        await store.aclose()
+    if removed:
+        say(f"limits of {args.principal!r} cleared: the defaults apply")
+        return 0
+    say(f"{args.principal!r} had no limits of its own")
+    return 1
+
+
+def _describe(item: Overrides) -> str:
+    parts = [
+        "budget " + (budget_text(item.budget) if item.budget else "default"),
+        "rate " + (f"{item.rate_per_min:g}/min" if item.rate_per_min else "default"),
+        "models " + (",".join(sorted(item.models)) if item.models is not None else "all"),
+    ]
+    return "; ".join(parts)
+
+
+def _operator() -> str | None:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None
