@@ -43,7 +43,7 @@ from exai.store.postgres import PostgresStore
 from exai.store.sql import SqlStore
 from exai.store.sqlite import SqliteStore
 
-__all__ = ["main"]
+__all__ = ["main", "measure"]
 
 ROWS = 1_000_000
 RUNS = 50
@@ -53,11 +53,11 @@ OPERATOR = Principal("operator")
 
 # Columns from the counter n: a multiplicative hash spreads each choice over the rows.
 _H = "((n * 2654435761) % 1000003)"
-_GENERATE = f"""
-INSERT INTO {{p}}call_log (at, instance_id, principal, key_id, face, client, tool,
+_GENERATE = """
+INSERT INTO {p}call_log (at, instance_id, principal, key_id, face, client, tool,
     model_asked, model, provider, model_calls, session_id, request_id, thread_id,
     prompt_tokens, completion_tokens, currency, cost, latency_ms, status, error_code, trace_id)
-SELECT {START} + n * {SPAN_S / ROWS},
+SELECT {start} + n * {step},
     'daemon-' || (n % 3),
     'principal-' || ({_H} % 50),
     CASE WHEN {_H} % 10 < 3 THEN NULL ELSE 'key-' || ({_H} % 200) END,
@@ -79,13 +79,13 @@ SELECT {START} + n * {SPAN_S / ROWS},
     CASE WHEN n % 50 = 7 THEN CASE n % 4 WHEN 0 THEN 'TIMEOUT' WHEN 1 THEN 'PROVIDER_ERROR'
         WHEN 2 THEN 'RATE_LIMITED' ELSE 'CONTEXT_TOO_LONG' END ELSE NULL END,
     CASE WHEN n % 2 = 0 THEN 'trace-' || n ELSE NULL END
-FROM {{series}}
+FROM {series}
 """
-_SQLITE_SERIES = (
-    f"(WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < {ROWS})"
-    " SELECT n FROM c)"
-)
-_POSTGRES_SERIES = f"generate_series(1, {ROWS}::bigint) AS g(n)"
+_SERIES = {
+    "sqlite": "(WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < {rows})"
+    " SELECT n FROM c)",
+    "postgres": "generate_series(1, {rows}::bigint) AS g(n)",
+}
 
 
 def _reads(store: SqlStore) -> OperatorReads:
@@ -96,10 +96,10 @@ def _reads(store: SqlStore) -> OperatorReads:
     return reads
 
 
-async def _timed(call: Callable[[], Awaitable[Any]]) -> dict[str, float]:
+async def _timed(call: Callable[[], Awaitable[Any]], runs: int) -> dict[str, float]:
     await call()
     samples = []
-    for _ in range(RUNS):
+    for _ in range(runs):
         start = time.perf_counter()
         await call()
         samples.append((time.perf_counter() - start) * 1000)
@@ -107,70 +107,86 @@ async def _timed(call: Callable[[], Awaitable[Any]]) -> dict[str, float]:
     return {"p50_ms": statistics.median(samples), "p99_ms": samples[int(len(samples) * 0.99) - 1]}
 
 
-async def _fill(store: SqlStore, series: str) -> float:
+async def _fill(store: SqlStore, backend: str, rows: int) -> float:
     started = time.perf_counter()
-    sql = _GENERATE.replace("{series}", series).replace("{p}", store.dialect.prefix)
+    values = {
+        "{series}": _SERIES[backend].replace("{rows}", str(rows)),
+        "{_H}": _H,
+        "{p}": store.dialect.prefix,
+        "{start}": repr(START),
+        "{step}": repr(SPAN_S / rows),
+    }
+    sql = _GENERATE
+    for name, value in values.items():
+        sql = sql.replace(name, value)
     await store._write(lambda tx: tx.execute(sql))
     await store._write(lambda tx: tx.execute("ANALYZE"))
     return time.perf_counter() - started
 
 
-async def _measure(store: SqlStore, series: str) -> dict[str, Any]:
-    try:
-        fill_s = await _fill(store, series)
-        reads = _reads(store)
-        count_sql = store.dialect.sql("SELECT COUNT(*) FROM {p}call_log")
-        counted = await store._read(lambda db: db.fetchrow(count_sql))
-        assert counted is not None and int(counted[0]) == ROWS, counted
+async def measure(
+    store: SqlStore, backend: str, rows: int = ROWS, runs: int = RUNS
+) -> dict[str, Any]:
+    """Fill ``store`` with ``rows`` calls and time its pages."""
+    fill_s = await _fill(store, backend, rows)
+    reads = _reads(store)
+    count_sql = store.dialect.sql("SELECT COUNT(*) FROM {p}call_log")
+    counted = await store._read(lambda db: db.fetchrow(count_sql))
+    assert counted is not None and int(counted[0]) == rows, counted
 
-        def page(filters: dict[str, Any], **kw: Any) -> Callable[[], Awaitable[Any]]:
-            async def run() -> Any:
-                found = await reads.request_log(OPERATOR, filters, limit=50, **kw)
-                assert found["rows"], filters
-                return found
+    def page(filters: dict[str, Any], **kw: Any) -> Callable[[], Awaitable[Any]]:
+        async def run() -> Any:
+            found = await reads.request_log(OPERATOR, filters, limit=50, **kw)
+            assert found["rows"], filters
+            return found
 
-            return run
+        return run
 
-        cursor = ""  # the 1,000th page's, as a person paging there would have it
-        for _ in range(999):
-            found = await reads.request_log(OPERATOR, {}, before=cursor, limit=50)
-            cursor = found["next"]
-        day = START + 10 * 86400.0
-        top = await store.call_log_top()
+    cursor = ""  # the 1,000th page's, as a person paging there would have it
+    for _ in range(min(999, rows // 50 - 1)):
+        found = await reads.request_log(OPERATOR, {}, before=cursor, limit=50)
+        cursor = found["next"]
+    day = START + 10 * 86400.0
+    top = await store.call_log_top()
 
-        async def tail(filters: dict[str, Any]) -> Any:
-            found = await reads.request_log(OPERATOR, filters, after_id=top, limit=200)
-            assert not found["rows"]
+    async def tail(filters: dict[str, Any]) -> Any:
+        found = await reads.request_log(OPERATOR, filters, after_id=top, limit=200)
+        assert not found["rows"]
 
-        figures: dict[str, Any] = {"rows": ROWS, "fill_s": round(fill_s, 1)}
-        figures["first_page"] = await _timed(page({}))
-        figures["principal"] = await _timed(page({"principal": "principal-7"}))
-        figures["errors"] = await _timed(page({"status": "error"}))
-        figures["error_code"] = await _timed(page({"error_code": "CONTEXT_TOO_LONG"}))
-        figures["principal_model"] = await _timed(
-            page({"principal": "principal-7", "model": "model-3"})
-        )
-        figures["one_day"] = await _timed(page({"since": day, "until": day + 86400.0}))
-        figures["page_1000"] = await _timed(page({}, before=cursor))
-        figures["tail_poll"] = await _timed(lambda: tail({}))
-        figures["tail_poll_principal"] = await _timed(lambda: tail({"principal": "principal-7"}))
-        return figures
-    finally:
-        await store.aclose()
+    figures: dict[str, Any] = {"rows": rows, "fill_s": round(fill_s, 1)}
+    figures["first_page"] = await _timed(page({}), runs)
+    figures["principal"] = await _timed(page({"principal": "principal-7"}), runs)
+    figures["errors"] = await _timed(page({"status": "error"}), runs)
+    figures["error_code"] = await _timed(page({"error_code": "CONTEXT_TOO_LONG"}), runs)
+    figures["principal_model"] = await _timed(
+        page({"principal": "principal-7", "model": "model-3"}), runs
+    )
+    figures["one_day"] = await _timed(page({"since": day, "until": day + 86400.0}), runs)
+    figures["page_1000"] = await _timed(page({}, before=cursor), runs)
+    figures["tail_poll"] = await _timed(lambda: tail({}), runs)
+    figures["tail_poll_principal"] = await _timed(lambda: tail({"principal": "principal-7"}), runs)
+    return figures
 
 
 async def _run() -> dict[str, dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="exai-bench-") as tmp:
         sqlite = await SqliteStore.open(Path(tmp) / "r.sqlite3")
-        results["sqlite"] = await _measure(sqlite, _SQLITE_SERIES)
+        try:
+            results["sqlite"] = await measure(sqlite, "sqlite")
+        finally:
+            await sqlite.aclose()
     try:
         server = TempPostgres().start()
     except RuntimeError as exc:
         print(f"(Postgres skipped: {exc})")
         return results
     try:
-        results["postgres"] = await _measure(await PostgresStore.open(server.url), _POSTGRES_SERIES)
+        postgres = await PostgresStore.open(server.url)
+        try:
+            results["postgres"] = await measure(postgres, "postgres")
+        finally:
+            await postgres.aclose()
     finally:
         server.stop()
     return results

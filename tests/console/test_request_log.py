@@ -10,7 +10,6 @@ import asyncio
 import csv
 import io
 import json
-import os
 import re
 from typing import Any
 
@@ -101,7 +100,9 @@ async def test_each_face_leaves_one_row_per_call_that_the_requests_page_filters(
         assert (await http.get("/console/admin/requests/999999")).status_code == 404
 
 
-async def test_the_tail_pages_csv_and_cli_show_the_same_rows(tmp_path, emulator, capsys):
+async def test_the_tail_pages_csv_and_cli_show_the_same_rows_and_others_are_refused(
+    tmp_path, emulator, capsys, monkeypatch
+):
     async with console(tmp_path, emulator) as http:
         await _calls_on_every_face(http)
         await sign_in(http, ALICE)
@@ -149,37 +150,26 @@ async def test_the_tail_pages_csv_and_cli_show_the_same_rows(tmp_path, emulator,
             return exai(argv)
 
         capsys.readouterr()
-        old = os.environ.get("EXAI_DATA_DIR")
-        os.environ["EXAI_DATA_DIR"] = str(daemon.settings.data_dir)
-        try:
-            assert await asyncio.to_thread(main, ["requests", "--status", "error", "--json"]) == 0
-            shown = json.loads(capsys.readouterr().out)
-            assert sorted(r["error_code"] for r in shown["rows"]) == [
-                "TOOL_NOT_FOUND", "VALIDATION_ERROR",
-            ]  # fmt: skip
-            assert await asyncio.to_thread(main, ["requests", "--face", "ws", "--csv"]) == 0
-            assert "'=HYPERLINK" in capsys.readouterr().out
-            assert await asyncio.to_thread(main, ["requests", "-n", "3"]) == 0
-            out = capsys.readouterr().out
-            assert "older: --before " in out and "late" in out
-        finally:
-            if old is None:
-                os.environ.pop("EXAI_DATA_DIR", None)
-            else:
-                os.environ["EXAI_DATA_DIR"] = old
+        monkeypatch.setenv("EXAI_DATA_DIR", str(daemon.settings.data_dir))
+        assert await asyncio.to_thread(main, ["requests", "--status", "error", "--json"]) == 0
+        shown = json.loads(capsys.readouterr().out)
+        assert sorted(r["error_code"] for r in shown["rows"]) == [
+            "TOOL_NOT_FOUND", "VALIDATION_ERROR",
+        ]  # fmt: skip
+        assert await asyncio.to_thread(main, ["requests", "--face", "ws", "--csv"]) == 0
+        assert "'=HYPERLINK" in capsys.readouterr().out
+        assert await asyncio.to_thread(main, ["requests", "-n", "3"]) == 0
+        out = capsys.readouterr().out
+        assert "older: --before " in out and "late" in out
 
-
-async def test_a_principal_without_the_operator_view_cannot_read_the_request_log(
-    tmp_path, emulator
-):
-    async with console(tmp_path, emulator) as http:
-        await _calls_on_every_face(http)
-        await sign_in(http, BOB)
-        for path in ("/console/admin/requests", "/console/admin/requests.csv",
-                     "/console/admin/requests/1",
-                     "/console/admin/requests?rows=1&after=0"):  # fmt: skip
-            refused = await http.get(path)
-            assert refused.status_code == 403 and "not an operator" in refused.text, path
-            assert "kimi-k2.6" not in refused.text
-        page = await http.get("/console/threads")
-        assert "/console/admin/requests" not in page.text
+        # A principal without the operator's view: refused everywhere, shown nothing.
+        async with httpx.AsyncClient(base_url=str(http.base_url)) as other:
+            await sign_in(other, BOB)
+            for path in ("/console/admin/requests", "/console/admin/requests.csv",
+                         "/console/admin/requests/1",
+                         "/console/admin/requests?rows=1&after=0"):  # fmt: skip
+                refused = await other.get(path)
+                assert refused.status_code == 403 and "not an operator" in refused.text, path
+                assert "HYPERLINK" not in refused.text and "kimi-k2.6" not in refused.text
+            page = await other.get("/console/threads")
+            assert "/console/admin/requests" not in page.text

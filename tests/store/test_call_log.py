@@ -96,3 +96,12 @@ def test_csv_cells_that_look_like_formulas_are_made_inert() -> None:
     assert [csv_cell(v) for v in ("=1+1", "+cmd", "-2", "@SUM(A1)", "\tx", "ok", None, 3)] == [
         "'=1+1", "'+cmd", "'-2", "'@SUM(A1)", "'\tx", "ok", "", 3,
     ]  # fmt: skip
+
+
+async def test_the_request_log_benchmark_runs_its_pages_on_both_backends(store, backend) -> None:
+    """scripts/bench/request_log.py end to end on a small table (its figures not judged)."""
+    from scripts.bench.request_log import measure
+
+    figures = await measure(store, backend, rows=5000, runs=2)
+    assert figures["rows"] == 5000
+    assert all(figures[k]["p50_ms"] > 0 for k in ("first_page", "page_1000", "tail_poll"))
