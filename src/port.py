@@ -29,7 +29,7 @@ This module holds only interfaces and depends on nothing above the foundation.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ __all__ = [
     "REQUEST_LOG_FILTERS",
     "Caller",
     "KeptReasoning",
+    "LimitsAdmin",
     "Port",
     "Reads",
     "SessionHandle",
@@ -284,6 +285,24 @@ class SignInStore(Protocol):
     async def delete_sign_in(self, id_hash: str) -> None: ...
 
 
+class LimitsAdmin(Protocol):
+    """The operator's run-time limits per principal (docs/cost.md): ``/admin/limits``
+    calls it, after checking that the caller is an operator. Bad input raises
+    ``ValueError``."""
+
+    async def list_limits(self) -> dict[str, Any]:
+        """``{"defaults": {...}, "principals": [{principal, budget, rate_per_min,
+        models, updated_at, updated_by}]}``."""
+        ...
+
+    async def set_limits(self, principal: str, changes: Mapping[str, Any], *,
+                         by: str) -> dict[str, Any]:  # fmt: skip
+        """Change ``budget``, ``rate`` or ``models`` (None: back to the default)."""
+        ...
+
+    async def clear_limits(self, principal: str, *, by: str) -> bool: ...
+
+
 class Port(Protocol):
     """The core as a face sees it."""
 
@@ -301,6 +320,8 @@ class Port(Protocol):
     # The operator's keys (docs/keys.md); None without a SQL store. Faces check that
     # the principal is an operator before they call it.
     key_admin: KeyAdmin | None
+    # The operator's run-time limits (docs/cost.md); None without a SQL store.
+    limits_admin: LimitsAdmin | None
 
     @property
     def draining(self) -> bool:

@@ -5,8 +5,9 @@ Three sources, and the rule that combines them (:func:`effective`):
 * the **key** it presented: :class:`~exai.auth.Principal`'s ``budget``,
   ``rate_per_min`` and ``models`` (an operator's key, or a JWT's ``exai_budget``
   and ``exai_models`` claims);
-* the **principal's overrides**, set at run time with ``exai limits set`` and
-  kept in the store's ``principal_limits`` table (:mod:`exai.store.limits`);
+* the **principal's overrides**, set at run time with ``exai limits set`` or
+  ``/admin/limits`` and kept in the store's ``principal_limits`` table
+  (:mod:`exai.store.limits`);
 * the **environment's defaults**: ``EXAI_BUDGETS``, ``EXAI_RATE_LIMIT_PER_MIN``
   (every model when neither key nor principal names any).
 
@@ -27,7 +28,7 @@ import asyncio
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,7 @@ __all__ = [
     "Overrides",
     "burst_for",
     "effective",
+    "merged",
     "parse_rate",
     "stricter_budgets",
 ]
@@ -138,6 +140,74 @@ def burst_for(rate_per_min: float, default_rate: float, default_burst: int) -> i
     return max(default_burst, math.ceil(rate_per_min / 6.0))
 
 
+_UNSET = (None, "", "none", "default")
+
+
+def merged(row: Any, principal: str, changes: Mapping[str, Any], catalogue: Any, *,
+           by: str | None, now: float) -> Any:  # fmt: skip
+    """The store row (:class:`exai.store.limits.LimitRow`) of ``principal`` with
+    ``changes`` made: ``budget`` (``"5 USD/day"`` or ``{amount, currency, period}``),
+    ``rate`` (``"600/min"`` or calls a minute) and ``models`` (names or aliases, a
+    list or comma-separated; ``"all"``: every model); a value of None, ``""``,
+    ``"none"`` or ``"default"`` puts it back to the default, and what is not named is
+    kept. ``ValueError`` names what cannot be used."""
+    from exai.store.limits import LimitRow
+
+    unknown = set(changes) - {"budget", "rate", "models"}
+    if unknown:
+        raise ValueError(f"unknown limits {sorted(unknown)}; known: budget, rate, models")
+    out = row or LimitRow(principal)
+    if "budget" in changes:
+        value = changes["budget"]
+        if _unset(value):
+            out = replace(out, budget_amount=None, budget_currency=None, budget_period=None)
+        else:
+            budget = parse_budget(value, "budget")
+            out = replace(out, budget_amount=str(budget.amount), budget_currency=budget.currency,
+                          budget_period=budget.period)  # fmt: skip
+    if "rate" in changes:
+        value = changes["rate"]
+        if _unset(value):
+            rate = None
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            rate = parse_rate(str(value))
+        elif isinstance(value, str):
+            rate = parse_rate(value)
+        else:
+            raise ValueError("rate must look like 600/min, or be calls a minute")
+        out = replace(out, rate_per_min=rate)
+    if "models" in changes:
+        value = changes["models"]
+        if _unset(value) or (isinstance(value, str) and value.strip().lower() in ("all", "*")):
+            out = replace(out, models=None)
+        else:
+            out = replace(out, models=_model_names(value, catalogue))
+    return replace(out, updated_at=now, updated_by=by)
+
+
+def _unset(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip().lower() in _UNSET)
+
+
+def _model_names(value: Any, catalogue: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+        raise ValueError("models must be model names, a list or comma-separated, or 'all'")
+    names = []
+    for name in (n.strip() for n in value):
+        if not name:
+            continue
+        info = catalogue.get(name)
+        if info is None:
+            raise ValueError(f"models: unknown model {name!r}; known: "
+                             f"{', '.join(catalogue.names())}")  # fmt: skip
+        names.append(info.name)
+    if not names:
+        raise ValueError("models: name at least one model, or 'all'")
+    return tuple(dict.fromkeys(names))
+
+
 def overrides_of(row: Any) -> Overrides:
     """A store row (:class:`exai.store.limits.LimitRow`) as overrides."""
     budget = None
@@ -178,6 +248,9 @@ class LimitBook:
 
     def listed(self) -> list[Overrides]:
         return [self._overrides[name] for name in sorted(self._overrides)]
+
+    def default_budgets(self) -> dict[str, Budget]:
+        return dict(self._defaults)
 
     def default_budget(self, principal: str) -> Budget | None:
         return self._defaults.get(principal) or self._defaults.get("*")

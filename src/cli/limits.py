@@ -16,23 +16,19 @@ stricter of its key's values and these, these over the environment's defaults.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import getpass
 import json
 import time
 from typing import Any
 
-from exai.accounting.limits import Overrides, budget_text, overrides_of, parse_rate
+from exai.accounting.limits import Overrides, budget_text, merged, overrides_of
 from exai.cli.common import run_reported, say
 from exai.providers.catalogue import load_catalogue
-from exai.settings import Settings, load_settings
-from exai.settings.values import parse_budget, parse_budgets
+from exai.settings import load_settings
+from exai.settings.values import parse_budgets
 from exai.store import open_store
-from exai.store.limits import LimitRow
 
 __all__ = ["register"]
-
-_UNSET = ("none", "default", "")
 
 
 def register(subparsers: Any) -> None:
@@ -55,46 +51,6 @@ def register(subparsers: Any) -> None:
     c.set_defaults(func=lambda args: run_reported(_clear(args)))
 
 
-def merged(row: LimitRow | None, principal: str, *, budget: str | None, rate: str | None,
-           models: str | None, settings: Settings, by: str | None) -> LimitRow:  # fmt: skip
-    """``row`` with what was given changed; ``ValueError`` naming what cannot be used."""
-    out = row or LimitRow(principal)
-    if budget is not None:
-        if budget.strip().lower() in _UNSET:
-            out = dataclasses.replace(out, budget_amount=None, budget_currency=None,
-                                      budget_period=None)  # fmt: skip
-        else:
-            parsed = parse_budget(budget, "--budget")
-            out = dataclasses.replace(out, budget_amount=str(parsed.amount),
-                                      budget_currency=parsed.currency,
-                                      budget_period=parsed.period)  # fmt: skip
-    if rate is not None:
-        per_min = None if rate.strip().lower() in _UNSET else parse_rate(rate)
-        out = dataclasses.replace(out, rate_per_min=per_min)
-    if models is not None:
-        if models.strip().lower() in ("all", "*", *_UNSET):
-            out = dataclasses.replace(out, models=None)
-        else:
-            out = dataclasses.replace(out, models=_model_names(models, settings))
-    return dataclasses.replace(out, updated_at=time.time(), updated_by=by)
-
-
-def _model_names(text: str, settings: Settings) -> tuple[str, ...]:
-    catalogue = load_catalogue(settings.models_file)
-    names = []
-    for name in (n.strip() for n in text.split(",")):
-        if not name:
-            continue
-        info = catalogue.get(name)
-        if info is None:
-            raise ValueError(f"--models: unknown model {name!r}; known: "
-                             f"{', '.join(catalogue.names())}")  # fmt: skip
-        names.append(info.name)
-    if not names:
-        raise ValueError("--models: name at least one model, or 'all'")
-    return tuple(dict.fromkeys(names))
-
-
 async def _set(args: argparse.Namespace) -> int:
     settings = load_settings()
     principal = args.principal.strip()
@@ -105,8 +61,11 @@ async def _set(args: argparse.Namespace) -> int:
     store = await open_store(settings)
     try:
         current = {row.principal: row for row in await store.principal_limits()}
-        row = merged(current.get(principal), principal, budget=args.budget, rate=args.rate,
-                     models=args.models, settings=settings, by=_operator())  # fmt: skip
+        given = {"budget": args.budget, "rate": args.rate, "models": args.models}
+        changes = {name: value for name, value in given.items() if value is not None}
+        row = merged(current.get(principal), principal, changes,
+                     load_catalogue(settings.models_file), by=_operator(),
+                     now=time.time())  # fmt: skip
         await store.put_principal_limits(row)
     finally:
         await store.aclose()

@@ -26,6 +26,7 @@ from exai.bridge import Bridge
 from exai.cluster import ClusterState, SharedReasoning, open_cluster, open_shared_reasoning
 from exai.daemon.dispatch import Dispatcher
 from exai.daemon.keys import KeyWatcher, StoreKeyAdmin
+from exai.daemon.limits_admin import StoreLimitsAdmin
 from exai.daemon.local import LocalCaller
 from exai.daemon.reads import CoreReads
 from exai.daemon.replay import ReplayCache
@@ -82,6 +83,7 @@ class Core:
         self.sign_ins: SqlStore | None = None
         self.keys: KeyWatcher | None = None
         self.key_admin: StoreKeyAdmin | None = None
+        self.limits_admin: StoreLimitsAdmin | None = None
         self._own_jobs = False
         self._ticker: asyncio.Task[None] | None = None
         self._background: set[asyncio.Future[Any]] = set()
@@ -142,6 +144,11 @@ class Core:
             self.auth.keys = self.keys.ring
             self._dispatcher.keys = self.keys.ring
             self.keys.start()
+            book = getattr(services.ledger, "limits", None)
+            if book is not None and services.providers is not None:
+                self.limits_admin = StoreLimitsAdmin(services.store, book,
+                                                     services.providers.catalogue, self.settings,
+                                                     services.audit.emit)  # fmt: skip
         self._register_gauges()
         self._ticker = asyncio.create_task(self._tick(), name="exai-heartbeat")
 

@@ -2,8 +2,8 @@
 
 ``principal_limits`` holds one row per principal with the values that override
 the environment's (``EXAI_BUDGETS``, ``EXAI_RATE_LIMIT_PER_MIN``) and the models
-it may use; a column left NULL keeps the default. ``exai limits`` writes
-it; every daemon on the store reads the whole table again
+it may use; a column left NULL keeps the default. ``exai limits`` and
+``/admin/limits`` write it; every daemon on the store reads the whole table again
 when its change marker (:meth:`LimitRows.limits_marker`) moves, so a change is
 honoured everywhere within a poll (see :mod:`exai.accounting.limits`).
 

@@ -27,7 +27,7 @@ from starlette.routing import Route
 from exai import __version__
 from exai.logs import get_logger
 from exai.port import Port
-from exai.web import admin_keys
+from exai.web import admin_keys, admin_limits
 from exai.web.anthropic import routes as anthropic_routes
 from exai.web.anthropic_errors import error_body as anthropic_error_body
 from exai.web.connections import HttpConnections
@@ -95,6 +95,7 @@ class WebFace:
                   methods=["GET", "POST", "DELETE"]),
             *self.console.routes(),
             *admin_keys.routes(self.core),
+            *admin_limits.routes(self.core),
             *anthropic_routes(self.core),
             *responses_routes(self.core),
             *openai_routes(self.core),  # last: it answers every other /v1 path with a 404

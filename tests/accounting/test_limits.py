@@ -166,3 +166,55 @@ async def test_a_threshold_off_or_without_a_url_sends_nothing(tmp_path, provider
                              **emulated_providers(provider_emulator))  # fmt: skip
     async with running_daemon(settings) as daemon:
         assert daemon.core.services.ledger.alerts is None
+
+
+ALICE = "tok-alice-0123456789"
+
+
+async def test_the_admin_api_raises_a_budget_for_operators_only(tmp_path, provider_emulator):
+    import httpx
+
+    provider_emulator.reset()
+    settings = make_settings(
+        tmp_path, ws_tokens=f"alice={ALICE},bob={TOKEN}", admin_principals=["alice"],
+        budgets="bob=0.000001 USD/day", **emulated_providers(provider_emulator),
+    )  # fmt: skip
+
+    async def chat(daemon) -> str | None:
+        client = ExaiClient(daemon.url, TOKEN)
+        await client.connect()
+        try:
+            result = await client.call("chat", {"prompt": "hi", "model": "kimi-k2.6"})
+        finally:
+            await client.close()
+        return None if result.error is None else result.error.code
+
+    async with running_daemon(settings) as daemon:
+        assert daemon.web is not None
+        url = f"http://127.0.0.1:{daemon.web.port}/admin/limits"
+        as_alice = {"authorization": f"Bearer {ALICE}"}
+        async with httpx.AsyncClient() as http:
+            assert await chat(daemon) == "BUDGET_EXCEEDED"
+            refused = await http.patch(f"{url}/bob", json={"budget": "5 USD/day"},
+                                       headers={"authorization": f"Bearer {TOKEN}"})  # fmt: skip
+            assert refused.status_code == 403
+            assert (
+                await http.get(url, headers={"authorization": f"Bearer {TOKEN}"})
+            ).status_code == 403
+            bad = await http.patch(f"{url}/bob", json={"rate": "fast"}, headers=as_alice)
+            assert bad.status_code == 400 and "rate" in bad.json()["error"]["message"]
+            bad = await http.patch(f"{url}/bob", json={"models": ["nope"]}, headers=as_alice)
+            assert bad.status_code == 400
+            changes = {"budget": "5 USD/day", "rate": 600, "models": "k2"}
+            raised = await http.patch(f"{url}/bob", json=changes, headers=as_alice)
+            assert raised.status_code == 200, raised.text
+            assert raised.json()["limits"] == {**raised.json()["limits"], "budget": "5 USD/day",
+                                               "rate_per_min": 600.0, "models": ["kimi-k2.6"],
+                                               "updated_by": "alice"}  # fmt: skip
+            assert await chat(daemon) is None  # this daemon applies its own change at once
+            listed = (await http.get(url, headers=as_alice)).json()
+            assert [p["principal"] for p in listed["principals"]] == ["bob"]
+            assert listed["defaults"]["budgets"] == {"bob": "0.000001 USD/day"}
+            assert (await http.delete(f"{url}/bob", headers=as_alice)).json() == {"cleared": True}
+            assert (await http.get(f"{url}/bob", headers=as_alice)).status_code == 404
+            assert await chat(daemon) == "BUDGET_EXCEEDED"

@@ -164,3 +164,18 @@ async def test_a_job_runs_under_the_models_of_the_token_that_made_it(tmp_path, e
             runs.append((run.status, run.error_code))
         assert runs == [("failed", "FORBIDDEN"), ("succeeded", None)]
         assert [b["model"] for b in sent_bodies(emulator)] == [ONLY]
+
+
+async def test_an_operators_key_limited_to_one_model_reaches_no_other(tmp_path, emulator):
+    async with faces_daemon(tmp_path, emulator) as d:
+        admin = d.core.key_admin
+        assert admin is not None
+        _, token = await admin.create_key({"principal": "dave", "models": ONLY}, by="test")
+        for asked in ("glm", "kimi", "glm-5.1"):
+            result = await _call(d, token, "chat", {"prompt": "hi", "model": asked})
+            assert result.error is not None and result.error.code == "FORBIDDEN", asked
+        fine = await _call(d, token, "chat", {"prompt": "hi", "model": "auto"})
+        assert fine.error is None and fine.metadata.model == ONLY
+        async with openai.AsyncOpenAI(base_url=base_url(d), api_key=token, max_retries=0) as oa:
+            listed = [m.id async for m in oa.models.list()]
+            assert ONLY in listed and not [m for m in listed if m.startswith(("glm", "kimi-k3"))]
