@@ -201,28 +201,29 @@ def log_call(
     error: ExaiError | None, charges: list[Charge], latency_ms: float,
     trace_id: str | None = None, thread_id: str | None = None,
 ) -> None:  # fmt: skip
-    """Queue the call's one row of the request log (see :mod:`exai.store.call_log`)."""
-    asked = arguments.get("model") if isinstance(arguments, dict) else None
-    models = list(dict.fromkeys(charge.model for charge in charges))
-    providers = list(dict.fromkeys(charge.provider for charge in charges))
-    currency, cost = None, 0
-    for charge in charges:  # a call's models share a currency; another one is left out
-        if charge.cost is not None and currency in (None, charge.cost.currency):
-            currency = charge.cost.currency
-            cost += to_nanos(charge.cost.total)
+    """Queue the call's one row of the request log (see :mod:`exai.store.call_log`).
+
+    On every call's way out, so a call without a model call (most calls on the
+    hottest path) only fills a tuple."""
+    asked = arguments.get("model") if type(arguments) is dict else None
+    model = provider = currency = None
+    prompt = completion = cost = 0
+    if charges:
+        model = ", ".join(dict.fromkeys(charge.model for charge in charges))[:200]
+        provider = ", ".join(dict.fromkeys(charge.provider for charge in charges))[:200]
+        for charge in charges:  # a call's models share a currency; another one is left out
+            prompt += charge.usage.prompt_tokens
+            completion += charge.usage.completion_tokens
+            if charge.cost is not None and currency in (None, charge.cost.currency):
+                currency = charge.cost.currency
+                cost += to_nanos(charge.cost.total)
     principal = session.principal
     ledger.log_call(CallLogRow(
-        at=time.time(), instance_id=ledger.instance_id, principal=principal.name,
-        key_id=principal.key_id, face=session.face, client=session.client, tool=tool,
-        model_asked=asked[:200] if isinstance(asked, str) else None,
-        model=", ".join(models)[:200] or None, provider=", ".join(providers)[:200] or None,
-        model_calls=len(charges), session_id=session.id, request_id=request_id,
-        thread_id=thread_id,
-        prompt_tokens=sum(charge.usage.prompt_tokens for charge in charges),
-        completion_tokens=sum(charge.usage.completion_tokens for charge in charges),
-        currency=currency, cost=cost, latency_ms=round(latency_ms, 3),
-        status="ok" if error is None else "error",
-        error_code=None if error is None else error.code.value, trace_id=trace_id,
+        time.time(), ledger.instance_id, principal.name, principal.key_id, session.face,
+        session.client, tool, asked[:200] if type(asked) is str else None, model, provider,
+        len(charges), session.id, request_id, thread_id, prompt, completion, currency, cost,
+        round(latency_ms, 3), "ok" if error is None else "error",
+        None if error is None else error.code.value, trace_id,
     ))  # fmt: skip
 
 

@@ -38,8 +38,8 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple
 
 from exai.errors import ValidationError_
 from exai.port import REQUEST_LOG_FILTERS
@@ -127,11 +127,13 @@ CREATE INDEX call_log_at ON {s}.call_log(at, id);
 )
 
 
-@dataclass(frozen=True, slots=True)
-class CallLogRow:
+class CallLogRow(NamedTuple):
     """One call as the request log keeps it. ``cost`` in nanos of ``currency``
     (None: no priced model call); ``model`` the model that answered (several,
-    comma-separated, when the call asked more than one), None without a model call."""
+    comma-separated, when the call asked more than one), None without a model call.
+
+    A tuple, not a dataclass: every call makes one on its way out, and a tuple of
+    23 fields is made several times faster than a frozen dataclass's."""
 
     at: float  # epoch seconds, when the call ended
     instance_id: str
@@ -158,13 +160,14 @@ class CallLogRow:
     id: int | None = None  # the store's, once written
 
     def values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in _COLUMNS)
+        """The columns an insert writes (all but the store's ``id``)."""
+        return self[:-1]
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return self._asdict()
 
 
-_COLUMNS: Final = tuple(f.name for f in fields(CallLogRow) if f.name != "id")
+_COLUMNS: Final = CallLogRow._fields[:-1]
 _SELECT: Final = "id, " + ", ".join(_COLUMNS)
 _INSERT: Final = (
     f"INSERT INTO {{p}}call_log ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
