@@ -36,6 +36,8 @@ async def _calls_on_every_face(http: httpx.AsyncClient) -> None:
         assert missing.error is not None and missing.error.code.value == "TOOL_NOT_FOUND"
         invalid = await client.call("echo", {"nope": 1})
         assert invalid.error is not None and invalid.error.code.value == "VALIDATION_ERROR"
+    async with ExaiClient(daemon.url, BOB, client_name="exai-shim") as shim:  # MCP over stdio
+        assert (await shim.call("echo", {"text": "via the shim"})).error is None
     bearer = {"authorization": f"Bearer {BOB}"}
     mcp_headers = {**bearer, **MODERN, "user-agent": "claude-code/2.1.330"}
     mcp = await http.post("/mcp", json=tools_call("echo", text="via mcp"), headers=mcp_headers)
@@ -57,6 +59,9 @@ async def test_each_face_leaves_one_row_per_call_that_the_requests_page_filters(
         assert ("ws", "no_such_tool", "error", "TOOL_NOT_FOUND") in by_face
         assert ("ws", "echo", "error", "VALIDATION_ERROR") in by_face
         assert ("mcp", "echo", "ok", None) in by_face
+        assert {r.client for r in rows.values() if r.face == "mcp"} == {
+            "exai-shim", "claude-code 2.1.330",
+        }  # fmt: skip
         assert ("openai", "completion", "ok", None) in by_face
         model_call = next(r for r in rows.values() if r.face == "openai")
         assert model_call.client == "qwen-code 0.24.4"
@@ -64,7 +69,6 @@ async def test_each_face_leaves_one_row_per_call_that_the_requests_page_filters(
         assert model_call.prompt_tokens > 0 and model_call.completion_tokens > 0
         assert model_call.currency == "USD" and model_call.cost > 0
         assert model_call.principal == "bob"
-        assert next(r for r in rows.values() if r.face == "mcp").client == "claude-code 2.1.330"
         assert {r.client for r in rows.values() if r.face == "ws"} == {EVIL_CLIENT}
 
         await sign_in(http, ALICE)
@@ -74,7 +78,8 @@ async def test_each_face_leaves_one_row_per_call_that_the_requests_page_filters(
         assert "TOOL_NOT_FOUND" in page.text and "kimi-k2.6" in page.text
         errors = await http.get("/console/admin/requests", params={"status": "error"})
         assert errors.text.count('<tr data-id="') == 2
-        faced = await http.get("/console/admin/requests", params={"face": "mcp", "tool": "echo"})
+        faced = await http.get("/console/admin/requests",
+                               params={"face": "mcp", "client": "claude-code 2.1.330"})  # fmt: skip
         assert faced.text.count('<tr data-id="') == 1
         coded = await http.get("/console/admin/requests",
                                params={"error_code": "VALIDATION_ERROR"})  # fmt: skip
@@ -130,7 +135,7 @@ async def test_the_tail_pages_csv_and_cli_show_the_same_rows_and_others_are_refu
             if not found["next"]:
                 break
             before = found["next"]
-        assert len(seen) == len(set(seen)) == 6
+        assert len(seen) == len(set(seen)) == 7
 
         exported = await http.get("/console/admin/requests.csv", params={"face": "ws"})
         assert exported.status_code == 200
@@ -141,7 +146,7 @@ async def test_the_tail_pages_csv_and_cli_show_the_same_rows_and_others_are_refu
         # A formula a spreadsheet would run is made inert; the other cells are as they were.
         assert {r["client"] for r in table} == {"'" + EVIL_CLIENT, "late"}
         every = await http.get("/console/admin/requests.csv")
-        assert len(list(csv.DictReader(io.StringIO(every.text)))) == 6
+        assert len(list(csv.DictReader(io.StringIO(every.text)))) == 7
 
         # exai requests reads the same store (the daemon's SQLite file).
         def main(argv: list[str]) -> int:  # the command runs its own event loop
