@@ -104,3 +104,18 @@ async def test_the_request_log_benchmark_runs_its_pages_on_both_backends(store, 
     figures = await measure(store, backend, rows=5000, runs=2)
     assert figures["rows"] == 5000
     assert all(figures[k]["p50_ms"] > 0 for k in ("first_page", "page_1000", "tail_poll"))
+
+
+async def test_the_ledger_writes_queued_rows_and_keeps_the_log_within_its_retention(store) -> None:
+    from exai.accounting.ledger import Ledger
+
+    now = T0 + 10 * 86400.0
+    ledger = Ledger(store, instance_id="i1", clock=lambda: now, call_log_days=7)
+    await store.record_calls([row(0, at=now - 8 * 86400.0), row(1, at=now - 6 * 86400.0)])
+    ledger.log_call(row(2, at=now))
+    await ledger.flush()  # writes the queued row, and prunes: the first flush is due
+    kept = await store.call_log_page(CallFilter(), limit=10)
+    assert [r.request_id for r in kept] == ["r2", "r1"]
+    forever = Ledger(store, instance_id="i1", clock=lambda: now + 365 * 86400.0, call_log_days=0)
+    await forever.flush()
+    assert len(await store.call_log_page(CallFilter(), limit=10)) == 2
