@@ -37,6 +37,7 @@ BENCHMARKS = [
     "mcp1_clients",  # the mcp 1.x Python client: challenge through the shim against PAL 9.8.2
     "openai_endpoint",  # /v1/chat/completions through the daemon against the provider directly
     "model_faces",  # the three model faces against LiteLLM's, and 64 concurrent agent loops
+    "agent_sessions",  # the model faces with agent sessions kept as threads, on and off
     "toolsets",  # tools/list payload per profile
     "vendor_files",  # chat with a PDF: uploaded, or its text from the upload cache
     "usage_report",  # exai usage over 100,000 cost rows against a COUNT(*) of the table
