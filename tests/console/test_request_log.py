@@ -178,3 +178,31 @@ async def test_the_tail_pages_csv_and_cli_show_the_same_rows_and_others_are_refu
                 assert "HYPERLINK" not in refused.text and "kimi-k2.6" not in refused.text
             page = await other.get("/console/threads")
             assert "/console/admin/requests" not in page.text
+
+
+async def test_a_row_links_to_its_trace_and_its_call_to_the_turn_it_stored(tmp_path, emulator):
+    from exai import tracing
+    from tests.tracing.helpers import install_tracing
+
+    provider, _ = install_tracing(content=False)
+    url = "http://127.0.0.1:6006/projects/default/traces/{trace_id}"
+    try:
+        async with console(tmp_path, emulator, trace_url=url) as http:
+            daemon: Any = http.daemon  # type: ignore[attr-defined]
+            async with ExaiClient(daemon.url, ALICE) as alice:
+                first = await alice.call("chat", {"prompt": "trace me", "model": "kimi-k2.6"})
+            trace_id = (first.metadata.model_extra or {})["trace_id"]
+            thread = first.metadata.continuation_id
+            await _flush(http)
+            await sign_in(http, ALICE)
+            page = await http.get("/console/admin/requests", params={"trace_id": trace_id})
+            link = f'href="{url.replace("{trace_id}", trace_id)}"'
+            assert page.text.count('<tr data-id="') == 1 and link in page.text
+            ident = re.search(r'<tr data-id="(\d+)"', page.text).group(1)
+            detail = await http.get(f"/console/admin/requests/{ident}")
+            assert link in detail.text
+            assert f'href="/console/threads/{thread}#m' in detail.text  # the turn it stored
+            assert (await http.get(f"/console/threads/{thread}")).status_code == 200
+    finally:
+        tracing.reset()
+        provider.shutdown()
