@@ -1,5 +1,5 @@
 """An operator's key through ``/admin/keys`` and on every face: made by an operator
-only, shown once, used on the WebSocket, ``/mcp``, a model face and the console's
+only, shown once, used on the WebSocket, the MCP shim, ``/mcp``, a model face and the console's
 sign-in, its budget held, and refused everywhere once revoked, saying so; a JWT
 refused by its ``jti``; the secret nowhere after creation (the list, the audit
 trail, the daemon's log)."""
@@ -20,6 +20,7 @@ import pytest
 
 from exai.auth import issue_token
 from exai.client import ExaiClient, HelloRefused
+from tests.shim.helpers import mcp_session, shim_env
 from tests.web.faces import TOKENS, base_url, faces_daemon
 from tests.web.helpers import MODERN, tools_call
 
@@ -221,3 +222,19 @@ async def test_a_budget_on_a_key_is_held_with_the_documented_message(tmp_path, e
             refused = await http.patch(f"/admin/keys/{made['key']['id']}", headers=ADMIN,
                                        json={"principal": "mallory"})  # fmt: skip
             assert refused.status_code == 400 and "cannot be changed" in refused.text
+
+
+async def test_a_key_works_through_the_mcp_shim_until_revoked(tmp_path, emulator) -> None:
+    async with faces_daemon(tmp_path, emulator, **_settings(tmp_path)) as daemon:
+        assert daemon.core.key_admin is not None
+        key, token = await daemon.core.key_admin.create_key({"principal": "bob"}, by="test")
+        env = shim_env(None, EXAI_WS_HOST="127.0.0.1", EXAI_WS_PORT=str(daemon.port),
+                       EXAI_WS_TOKEN=token, EXAI_DATA_DIR=str(tmp_path / "shim"))  # fmt: skip
+        async with mcp_session(env, tmp_path) as mcp:
+            answer = await mcp.call_tool("echo", {"text": "through the shim"})
+            assert not answer.is_error
+            await daemon.core.key_admin.revoke_key(key["id"], by="test")
+            refused = await mcp.call_tool("echo", {"text": "again"})
+            assert refused.is_error
+            text = " ".join(getattr(c, "text", "") for c in refused.content)
+            assert "this key was revoked" in text
