@@ -246,11 +246,7 @@ class CompletionTool(Tool):
         previous = arguments.previous_response_id
         earlier = await stored_messages(context, previous) if previous else []
         _check_tool_results(earlier, new)
-        # The caller's tool rounds get their reasoning back once, before any model is
-        # fitted to the request; a round answered by another daemon (or before a
-        # restart) is read from the store, nothing when memory holds every round.
-        sent = await providers.recall_tool_reasoning(context.principal.name, [*earlier, *new])
-        messages = sent
+        messages = [*earlier, *new]
         if arguments.instructions:
             messages = [{"role": "system", "content": arguments.instructions}, *messages]
         memory_ids: list[str] = []
@@ -261,6 +257,11 @@ class CompletionTool(Tool):
             messages, memory_ids, notes = await with_memory(
                 context, messages, extract=arguments.session is None
             )
+        # The caller's tool rounds get their reasoning back once, before any model is
+        # fitted to the request; a round answered by another daemon (or before a
+        # restart) is read from the store, nothing when memory holds every round. The
+        # rounds are known by the whole request as it was sent (instructions, memory).
+        messages = await providers.recall_tool_reasoning(context.principal.name, messages)
         tools = [t.model_dump(exclude_none=True) for t in arguments.tools or []]
         needs = ModelNeeds(
             thinking=arguments.thinking_mode == "on",
@@ -305,6 +306,7 @@ class CompletionTool(Tool):
         if arguments.session is not None and context.services.sessions is not None:
             # The session keeps the conversation as the caller sent it, with the
             # reasoning of its tool rounds that exai put back.
+            sent = _with_recalled_reasoning([*earlier, *new], messages)
             if arguments.instructions:
                 sent = [{"role": "system", "content": arguments.instructions}, *sent]
             context.services.sessions.keep(SessionTurn(
@@ -351,6 +353,26 @@ def _check_tool_results(earlier: list[dict[str, Any]], new: list[dict[str, Any]]
                 "which no earlier assistant message called",
                 details={"param": where},
             )
+
+
+def _with_recalled_reasoning(
+    sent: list[dict[str, Any]], recalled: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The caller's messages, each tool round with the reasoning exai put back into the
+    request (found by the round's call ids), where the caller did not bring it."""
+    found = {
+        tuple(str(c.get("id")) for c in m["tool_calls"]): m["reasoning_content"]
+        for m in recalled
+        if m.get("role") == "assistant" and m.get("tool_calls") and m.get("reasoning_content")
+    }
+    out = []
+    for message in sent:
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        key = tuple(str(c.get("id")) for c in calls or () if isinstance(c, dict))
+        if key and key in found and not message.get("reasoning_content"):
+            message = {**message, "reasoning_content": found[key]}
+        out.append(message)
+    return out
 
 
 def _answer(response: ChatResponse) -> dict[str, Any]:

@@ -31,6 +31,34 @@ def _client(daemon, principal: str = "alice") -> AsyncOpenAI:
     return AsyncOpenAI(base_url=base_url(daemon), api_key=TOKENS[principal], max_retries=0)
 
 
+async def test_a_tool_round_with_instructions_gets_its_reasoning_back_from_exai(tmp_path, emulator):
+    """A client that brings back neither the reasoning nor a carrier: exai puts back
+    what it kept of the round, found by the request as sent, instructions included;
+    the agent session keeps it too."""
+    emulator.script(STEP, ANSWER)
+    async with faces_daemon(tmp_path, emulator) as daemon, _client(daemon) as client:
+        ask = {"model": "kimi-k2.7-code", "tools": [READ], "store": False,
+               "instructions": "You are a coding agent."}  # fmt: skip
+        first = await client.responses.create(input="what does notes.txt say?", **ask)
+        call = next(item for item in first.output if item.type == "function_call")
+        items = [
+            {"role": "user", "content": "what does notes.txt say?"},
+            call.model_dump(exclude_none=True),
+            {"type": "function_call_output", "call_id": call.call_id, "output": "pelican"},
+        ]
+        second = await client.responses.create(input=items, **ask)
+        assert second.output_text == "It says: pelican"
+        await daemon.services.sessions.settled()
+        (kept,) = await daemon.services.store.list_threads()
+        stored = await daemon.services.store.messages(kept.id, "alice")
+        kept_stats = daemon.core.stats()["tool_reasoning"]
+    (sent_call,) = [m for m in last_sent(emulator)["messages"] if m.get("tool_calls")]
+    assert sent_call["reasoning_content"] == "the notes will say"
+    assert [m.reasoning for m in stored if m.tool_calls] == ["the notes will say"]
+    # found in this daemon's memory at once, not after a miss and a read of the store
+    assert (kept_stats["hits"], kept_stats["loads"]) == (1, 0), kept_stats
+
+
 async def test_a_tool_round_stateless_with_the_reasoning_carried_by_the_client(tmp_path, emulator):
     emulator.script(STEP, ANSWER)
     async with faces_daemon(tmp_path, emulator) as daemon, _client(daemon) as client:
