@@ -41,7 +41,8 @@ class FacesSettings(BaseModel):
         "request that continues an earlier one becomes the next turn of its thread (see "
         "docs/agents.md#sessions), comma-separated; * is every principal. A JWT's "
         "exai_sessions claim (true or false) wins, and a request with the header "
-        "X-Exai-Session: off is never kept. Empty: no request of the model faces is kept.",
+        "X-Exai-Session: off is never kept. none: no request of the model faces is kept "
+        "(an empty value means the default).",
         default_factory=lambda: ["*"],
     )
 

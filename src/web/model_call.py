@@ -147,11 +147,12 @@ def client_name(headers: Mapping[str, str]) -> str | None:
 
 def sessions_on(principal: Any, faces_sessions: Iterable[str]) -> bool:
     """Whether a principal's model-face requests are kept as agent sessions: its
-    token's ``exai_sessions`` claim, else EXAI_FACES_SESSIONS (names, or ``*``)."""
+    token's ``exai_sessions`` claim, else EXAI_FACES_SESSIONS (names, ``*``, or ``none``:
+    an empty variable is read as unset, so "no one" needs a word)."""
     if getattr(principal, "sessions", None) is not None:
         return bool(principal.sessions)
     listed = set(faces_sessions)
-    return "*" in listed or principal.name in listed
+    return "none" not in listed and ("*" in listed or principal.name in listed)
 
 
 def with_session(

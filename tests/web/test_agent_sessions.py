@@ -14,8 +14,10 @@ import httpx
 from openai import AsyncOpenAI
 
 from exai.app import App
-from exai.auth import issue_token
+from exai.auth import Principal, issue_token
+from exai.settings import load_settings
 from exai.store.base import Thread
+from exai.web.model_call import sessions_on
 from tests.web.faces import READ, TOKENS, base_url, faces_daemon
 
 QUESTION = {"role": "user", "content": "what does notes.txt say?"}
@@ -236,3 +238,11 @@ async def test_a_token_s_exai_sessions_claim_wins_over_the_setting(tmp_path, emu
                 await client.chat.completions.create(model="kimi-k2.6", messages=[QUESTION])
         kept = {name: len(await _threads(daemon, name)) for name in ("carol", "dave", "erin")}
         assert kept == {"carol": 0, "dave": 1, "erin": 1}  # erin: EXAI_FACES_SESSIONS=*
+
+
+def test_none_keeps_no_one_s_sessions_and_an_empty_variable_is_the_default(monkeypatch):
+    alice = Principal("alice")
+    for value, kept in (("none", False), ("", True), ("bob", False), ("alice,bob", True)):
+        monkeypatch.setenv("EXAI_FACES_SESSIONS", value)
+        assert sessions_on(alice, load_settings(_env_file=None).faces_sessions) is kept, value
+    assert sessions_on(Principal("alice", sessions=True), ["none"])
