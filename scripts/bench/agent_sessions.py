@@ -1,7 +1,7 @@
 """Agent sessions kept as threads: what keeping them costs the model faces.
 
 Two daemons of the same code and settings but ``EXAI_FACES_SESSIONS`` (``*``: every
-request kept, the default; ``,``: none) in front of one provider emulator, in the
+request kept, the default; ``none``: none) in front of one provider emulator, in the
 same run. The client is an agent: it sends its whole history with every request and
 builds the next one from the answer it got, so each request continues the
 conversation the previous one was answered in, and the "on" daemon does its real
@@ -68,7 +68,7 @@ __all__ = ["Agent", "main", "report", "run"]
 
 FACES = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
 STORED_FACE = {"chat": "openai", "messages": "anthropic", "responses": "responses"}
-SESSIONS = {"on": "*", "off": ","}  # "," is the empty list: EXAI_FACES_SESSIONS= is ignored
+SESSIONS = {"on": "*", "off": "none"}
 
 
 class Agent:
