@@ -66,6 +66,15 @@ async def test_an_operator_makes_rotates_and_revokes_keys_and_sees_each_once(liv
         assert forged.status_code == 403 and "CSRF" in forged.text
 
         key_id = token.split("_")[1]
+        changed = await http.post(f"/console/admin/keys/{key_id}/update", data={
+            "csrf": csrf, "budget": "9 USD/day", "rate": "", "expires": "90d",
+            "models": "kimi-k2.6,glm-5.1", "scopes": "chat"})  # fmt: skip
+        assert changed.status_code == 303
+        listing = await http.get("/console/admin/keys")
+        assert "changed on every daemon" in listing.text and "9 USD/day" in listing.text
+        refused = await http.post(f"/console/admin/keys/{key_id}/update",
+                                  data={"csrf": csrf, "rate": "fast"})  # fmt: skip
+        assert refused.status_code == 400 and "rate" in refused.text
         turned = await http.post(f"/console/admin/keys/{key_id}/rotate", data={"csrf": csrf})
         new = _token_in(turned.text)
         assert new != token and f"replaces {key_id}" in turned.text
@@ -88,7 +97,8 @@ async def test_no_one_else_reaches_the_keys_page(live):  # noqa: F811
         assert "/console/admin/keys" not in threads.text
         assert (await http.get("/console/admin/keys")).status_code == 403
         for path in ["/console/admin/keys", "/console/admin/keys/0123456789ab/revoke",
-                     "/console/admin/keys/0123456789ab/rotate"]:  # fmt: skip
+                     "/console/admin/keys/0123456789ab/rotate",
+                     "/console/admin/keys/0123456789ab/update"]:  # fmt: skip
             forged = await http.post(path, data={"csrf": csrf, "principal": "bob"})
             assert forged.status_code == 403, path
     async with httpx.AsyncClient(base_url=base) as anonymous:

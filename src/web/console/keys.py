@@ -1,4 +1,4 @@
-"""The operator's Keys page: every key, a form to make one, revoke and rotate.
+"""The operator's Keys page: every key, a form to make one, change, revoke and rotate.
 
 Operators only (:meth:`exai.port.Reads.is_admin`): anyone else gets 403 whether
 they navigate, type the URL or post a forged form, and every form carries the
@@ -23,6 +23,7 @@ from exai.web.console.app import PREFIX, Console
 __all__ = ["routes"]
 
 _GRANT = ("principal", "scopes", "budget", "rate", "models", "expires", "name", "note")
+_CHANGEABLE = _GRANT[1:]
 
 
 def routes(console: Console) -> list[BaseRoute]:
@@ -86,6 +87,14 @@ class _KeysPage:
                 key = await admin.revoke_key(key_id, by=by)
                 self.console.session(request).flash(
                     "ok", f"Key {key['id']} ({key['principal']}) is revoked on every daemon."
+                )
+                return self.console.redirect(f"{PREFIX}/admin/keys")
+            if action == "update":
+                changes = {name: fields[name].strip() or None for name in _CHANGEABLE
+                           if name in fields}  # fmt: skip
+                key = await admin.update_key(key_id, changes, by=by)
+                self.console.session(request).flash(
+                    "ok", f"Key {key['id']} ({key['principal']}) changed on every daemon."
                 )
                 return self.console.redirect(f"{PREFIX}/admin/keys")
             if action == "rotate":
