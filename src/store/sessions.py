@@ -196,11 +196,13 @@ class SessionRows(TurnRows, SqlBase):
 
     async def keep_session_turn(self, turn: SessionTurn) -> SessionKept:
         owner = turn.owner
-        digests = boundaries(owner, turn.messages)
-        retry_key = input_digest(digests[-1])
-        end = answer_digest(digests[-1], turn.answer)
 
         async def body(tx: Executor) -> SessionKept:
+            # Hashing the history is the turn's biggest piece of work: done here, it runs
+            # where the backend runs its transactions (SQLite: its own thread).
+            digests = boundaries(owner, turn.messages)
+            retry_key = input_digest(digests[-1])
+            end = answer_digest(digests[-1], turn.answer)
             # One principal's turns are kept one at a time, whichever daemon keeps them:
             # each then sees the heads the one before it wrote (a row lock until commit).
             await tx.execute(self._q(_OWNER_LOCK), owner)

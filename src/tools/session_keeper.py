@@ -37,6 +37,7 @@ log = get_logger("exai.sessions")
 # backoff) before it is given up, logged and counted, so that no one turn the store
 # keeps refusing holds every later one back.
 _ATTEMPTS = 24
+_LINGER_S = 0.005
 
 
 class SessionKeeper:
@@ -79,6 +80,9 @@ class SessionKeeper:
         delay, attempts = 0.05, 0
         while True:
             await self._wake.wait()
+            # The turn was queued as the call returned, before the face wrote its
+            # answer: let the answer go out first.
+            await asyncio.sleep(_LINGER_S)
             self._wake.clear()
             while self._queue:
                 turn = self._queue[0]
