@@ -73,9 +73,13 @@ class OperatorReads:
                                         "principal")  # fmt: skip
         out["days"] = usage_lines(await store.usage_report(since, now, "day"), "day")
         budgets = parse_budgets(self._core.settings.budgets)
-        names = {line["key"] for line in out["principals"] if line["key"]} | set(budgets) - {"*"}
+        # The operator's run-time limits (exai limits) over the setting's (docs/cost.md).
+        book = getattr(services.ledger, "limits", None)
+        overrides = {o.principal: o.budget for o in book.listed() if o.budget} if book else {}
+        names = {line["key"] for line in out["principals"] if line["key"]}
+        names |= (set(budgets) - {"*"}) | set(overrides)
         for name in sorted(names):
-            budget = budgets.get(name) or budgets.get("*")
+            budget = overrides.get(name) or budgets.get(name) or budgets.get("*")
             if budget is None:
                 continue
             start, reset = period_window(budget.period, now)
@@ -84,7 +88,7 @@ class OperatorReads:
                 "principal": name, "amount": str(budget.amount), "currency": budget.currency,
                 "period": budget.period, "spent": str(spent),
                 "left": str(max(budget.amount - spent, 0)), "resets_at": reset,
-                "from": name if name in budgets else "*",
+                "from": "limits" if name in overrides else name if name in budgets else "*",
             })  # fmt: skip
         return out
 

@@ -212,6 +212,10 @@ async def test_the_admin_api_raises_a_budget_for_operators_only(tmp_path, provid
                                                "rate_per_min": 600.0, "models": ["kimi-k2.6"],
                                                "updated_by": "alice"}  # fmt: skip
             assert await chat(daemon) is None  # this daemon applies its own change at once
+            # The console's operator view shows the budget that applies, and where from.
+            seen = await daemon.core.reads.spend_all(Principal("alice"))
+            [bob] = [b for b in seen["budgets"] if b["principal"] == "bob"]
+            assert (bob["amount"], bob["from"]) == ("5", "limits")
             listed = (await http.get(url, headers=as_alice)).json()
             assert [p["principal"] for p in listed["principals"]] == ["bob"]
             assert listed["defaults"]["budgets"] == {"bob": "0.000001 USD/day"}
