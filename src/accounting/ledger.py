@@ -9,8 +9,9 @@ When the whole tool call is over, :meth:`Ledger.record` queues one
 :class:`~exai.store.costs.CostRow` per model call for the store, and
 :meth:`Ledger.log_call` the call's one row of the request log
 (:class:`~exai.store.call_log.CallLogRow`); both are written in batches by one
-background task so no call waits for those writes, and that task also keeps the
-request log within its retention (``EXAI_REQUEST_LOG_DAYS``).
+background task so no call waits for those writes (cost rows at once, request-log
+rows gathered for up to 0.2 s), and that task also keeps the request log within its
+retention (``EXAI_REQUEST_LOG_DAYS``).
 
 The check is cheap and exact under concurrency: the spend this daemon made is a
 running total in memory, updated as calls finish; calls in flight hold a
@@ -26,6 +27,7 @@ daemon's own rows, when a principal's period is first needed and again every
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -52,6 +54,11 @@ log = get_logger("exai.accounting")
 _Key = tuple[str, str, str, float]  # principal, currency, period, period start
 _BATCH = 500
 _PRUNE_EVERY_S = 3600.0
+# How long the writer lets request-log rows gather once one is queued: a write per
+# call (every call queues one) would cost each call a round trip to the store's
+# thread; one every 0.2 s costs none of them that. Cost rows are written at once
+# (spend is read back from them), taking the gathered rows along.
+_GATHER_S = 0.2
 
 
 @dataclass(slots=True)
@@ -111,6 +118,7 @@ class Ledger:
         self._call_log_s = call_log_days * 86400.0  # 0: kept for ever
         self._pruned_at = 0.0
         self._flushing = asyncio.Lock()
+        self._costs_queued = asyncio.Event()  # ends the request-log rows' gathering
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._closing = False
@@ -244,6 +252,7 @@ class Ledger:
             self._queue.append(row)
         if self._queue:
             self._wake.set()
+            self._costs_queued.set()
 
     def log_call(self, row: CallLogRow) -> None:
         """Queue the call's row of the request log for the store; never waits."""
@@ -267,7 +276,7 @@ class Ledger:
                 await self._store.record_costs(batch)
                 del self._queue[: len(batch)]
             while self._calls:
-                calls = self._calls[:_BATCH]
+                calls = self._calls[: _BATCH * 4]
                 await self._store.record_calls(calls)
                 del self._calls[: len(calls)]
             now = self._clock()
@@ -279,7 +288,11 @@ class Ledger:
         delay = 0.05
         while True:
             await self._wake.wait()
+            if not self._queue and not self._closing:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._costs_queued.wait(), _GATHER_S)
             self._wake.clear()
+            self._costs_queued.clear()
             try:
                 await self.flush()
                 delay = 0.05
@@ -304,6 +317,7 @@ class Ledger:
         """
         self._closing = True
         self._wake.set()
+        self._costs_queued.set()
         if self._writer is not None:
             await self._writer
             self._writer = None
