@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 
 import pytest
 
@@ -57,8 +56,9 @@ async def test_duration_and_ramp_up_bound_when_calls_start(daemon_factory):
     assert 2 <= len(timed) <= 2 * (0.4 / 0.05 + 1)
     assert max(r.start_s for r in timed) < 0.4
     ramped = sorted(r.start_s for r in result.records if r.workload == "ramped")
-    gaps = [b - a for a, b in itertools.pairwise(ramped)]
-    assert all(gap >= 0.075 * 0.9 for gap in gaps), gaps  # workers start 0.075 s apart
+    # Worker n starts 0.075 s * n after the first, never before; a late worker may
+    # close the gap to the next one, so only the spread of the four is a bound.
+    assert ramped[-1] - ramped[0] >= 3 * 0.075 * 0.9, ramped
 
 
 async def test_streaming_records_time_to_first_chunk(daemon_factory):
