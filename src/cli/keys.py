@@ -13,12 +13,14 @@ import getpass
 import json
 import sys
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from exai.cli.common import run_reported
-from exai.daemon.keys import StoreKeyAdmin
 from exai.settings import load_settings
 from exai.store import open_store
+
+if TYPE_CHECKING:  # exai.daemon brings the whole daemon: every `exai` command would pay it
+    from exai.daemon.keys import StoreKeyAdmin
 
 __all__ = ["register"]
 
@@ -76,6 +78,8 @@ async def _with_admin(action: Any, args: argparse.Namespace) -> int:
     try:
         if not hasattr(store, "keys_and_jtis"):
             raise ValueError("this store keeps no keys")
+        from exai.daemon.keys import StoreKeyAdmin
+
         code: int = await action(StoreKeyAdmin(store), args, sys.stdout)
         return code
     finally:

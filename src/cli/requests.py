@@ -27,7 +27,6 @@ from exai.cli.numbers import number
 from exai.settings import load_settings
 from exai.store import open_store
 from exai.store.call_log import CallFilter, Cursor
-from exai.web.console.request_log import CSV_COLUMNS, csv_cell
 
 __all__ = ["register"]
 
@@ -111,7 +110,10 @@ async def _requests(args: argparse.Namespace) -> int:
 
 
 async def _write_csv(store: Any, where: CallFilter, cursor: Cursor | None) -> None:
+    # Imported here: the console and the daemon are heavy, and every `exai` command
+    # imports this module to build its parser.
     from exai.daemon.operator_reads import call_row
+    from exai.web.console.request_log import CSV_COLUMNS, csv_cell
 
     writer = csv.writer(sys.stdout)
     writer.writerow(CSV_COLUMNS)

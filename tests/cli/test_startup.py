@@ -163,3 +163,18 @@ async def test_serve_detach_returns_once_listening_and_reports_a_failed_start(tm
     finally:
         stopped = await run_exai("stop", env=env)
     assert stopped.code == 0 and not listening(int(env["EXAI_WS_PORT"]))
+
+
+def test_every_command_s_parser_is_built_without_the_daemon_the_faces_or_mcp():
+    """`exai` imports every command's module to build its parser, on every run (and the
+    tests run it hundreds of times): one that imports the daemon, the console or the MCP
+    SDK at module level made every command twice as slow to start."""
+    import subprocess
+    import sys
+
+    heavy = "('mcp', 'jinja2', 'starlette', 'exai.daemon', 'exai.web', 'exai.bridge')"
+    code = ("import sys; from exai.cli.main import build_parser; build_parser(); "
+            f"print(' '.join(m for m in sys.modules if m.startswith({heavy})))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    assert done.stdout.split() == []
