@@ -45,8 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     issue.add_argument("--scopes", nargs="*", help="tools the token may call (default: all)")
     issue.add_argument("--ttl", type=number(1, 10 * 366 * 86400), default=3600.0,
                        help="lifetime in seconds")  # fmt: skip
-    for claim, what in (("memory", "its model-face requests bring its memories"),
-                        ("sessions", "its model-face requests are kept as agent sessions")):
+    for claim, what in (
+        ("memory", "its model-face requests bring its memories"),
+        ("sessions", "its model-face requests are kept as agent sessions"),
+    ):
         issue.add_argument(f"--{claim}", choices=("on", "off"),
                            help=f"whether {what}, over the daemon's setting "
                            f"(EXAI_FACES_{claim.upper()})")  # fmt: skip
