@@ -36,18 +36,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from exai.auth import is_admin
-from exai.errors import ExaiError
 from exai.keys import KeyAdmin, KeyNotFoundError
 from exai.port import Port
-from exai.web.asgi import headers_of, read_json
-from exai.web.guard import principal_of
-from exai.web.model_call import RequestRefused
+from exai.web.admin_api import json_body, operator_only
 
 __all__ = ["routes"]
 
 PREFIX = "/admin/keys"
-_MAX_BODY = 16 * 1024
 
 
 def routes(core: Port) -> list[BaseRoute]:
@@ -61,47 +56,18 @@ def routes(core: Port) -> list[BaseRoute]:
     ]
 
 
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
-
-
 class _KeysApi:
     def __init__(self, core: Port) -> None:
         self.core = core
 
     def handle(self, action: Any) -> Any:
-        async def run(request: Request) -> Response:
-            principal = principal_of(request.scope)
-            if not is_admin(principal, self.core.settings.admin_principals):
-                return _error(403, "FORBIDDEN", "the keys are the operator's (exai:admin scope "
-                              "or EXAI_ADMIN_PRINCIPALS)")  # fmt: skip
-            admin = self.core.key_admin
-            if admin is None:
-                return _error(503, "UNAVAILABLE", "this daemon keeps no keys (no SQL store)")
-            try:
-                response: Response = await action(request, admin, principal.name)
-                return response
-            except KeyNotFoundError as exc:
-                return _error(404, exc.code.value, exc.message)
-            except ExaiError as exc:
-                return _error(400, exc.code.value, exc.message)
-            except RequestRefused as exc:
-                return _error(exc.status, "VALIDATION_ERROR", str(exc))
-            except ValueError as exc:
-                return _error(400, "VALIDATION_ERROR", str(exc))
-
-        return run
-
-    async def _body(self, request: Request) -> dict[str, Any]:
-        value = await read_json(request.receive, headers_of(request.scope), _MAX_BODY)
-        if not isinstance(value, dict):
-            raise ValueError("the request body must be a JSON object")
-        return value
+        return operator_only(self.core, "keys", lambda core: core.key_admin, action,
+                             not_found=KeyNotFoundError)  # fmt: skip
 
     async def list_or_create(self, request: Request, admin: KeyAdmin, by: str) -> Response:
         if request.method == "GET":
             return JSONResponse({"keys": await admin.list_keys()})
-        key, token = await admin.create_key(await self._body(request), by=by)
+        key, token = await admin.create_key(await json_body(request), by=by)
         return JSONResponse({"token": token, "key": key}, status_code=201)
 
     async def one(self, request: Request, admin: KeyAdmin, by: str) -> Response:
@@ -109,7 +75,7 @@ class _KeysApi:
         if request.method == "DELETE":
             return JSONResponse({"key": await admin.revoke_key(key_id, by=by)})
         if request.method == "PATCH":
-            changes = await self._body(request)
+            changes = await json_body(request)
             return JSONResponse({"key": await admin.update_key(key_id, changes, by=by)})
         found = [k for k in await admin.list_keys() if k["id"] == key_id]
         if not found:
@@ -125,7 +91,7 @@ class _KeysApi:
         return JSONResponse({"token": token, "key": key, "replaces": old}, status_code=201)
 
     async def revoke_jti(self, request: Request, admin: KeyAdmin, by: str) -> Response:
-        body = await self._body(request)
+        body = await json_body(request)
         jti, note = body.get("jti"), body.get("note", "")
         if not isinstance(jti, str) or not isinstance(note, str):
             raise ValueError("jti and note must be strings")

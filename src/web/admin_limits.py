@@ -25,17 +25,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from exai.auth import is_admin
-from exai.errors import ExaiError
 from exai.port import LimitsAdmin, Port
-from exai.web.asgi import headers_of, read_json
-from exai.web.guard import principal_of
-from exai.web.model_call import RequestRefused
+from exai.web.admin_api import error, json_body, operator_only
 
 __all__ = ["routes"]
 
 PREFIX = "/admin/limits"
-_MAX_BODY = 16 * 1024
 
 
 def routes(core: Port) -> list[BaseRoute]:
@@ -46,34 +41,12 @@ def routes(core: Port) -> list[BaseRoute]:
     ]
 
 
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
-
-
 class _LimitsApi:
     def __init__(self, core: Port) -> None:
         self.core = core
 
     def handle(self, action: Any) -> Any:
-        async def run(request: Request) -> Response:
-            principal = principal_of(request.scope)
-            if not is_admin(principal, self.core.settings.admin_principals):
-                return _error(403, "FORBIDDEN", "the limits are the operator's (exai:admin scope "
-                              "or EXAI_ADMIN_PRINCIPALS)")  # fmt: skip
-            admin = self.core.limits_admin
-            if admin is None:
-                return _error(503, "UNAVAILABLE", "this daemon keeps no limits (no SQL store)")
-            try:
-                response: Response = await action(request, admin, principal.name)
-                return response
-            except ExaiError as exc:
-                return _error(400, exc.code.value, exc.message)
-            except RequestRefused as exc:
-                return _error(exc.status, "VALIDATION_ERROR", str(exc))
-            except ValueError as exc:
-                return _error(400, "VALIDATION_ERROR", str(exc))
-
-        return run
+        return operator_only(self.core, "limits", lambda core: core.limits_admin, action)
 
     async def list(self, request: Request, admin: LimitsAdmin, by: str) -> Response:
         return JSONResponse(await admin.list_limits())
@@ -81,16 +54,14 @@ class _LimitsApi:
     async def one(self, request: Request, admin: LimitsAdmin, by: str) -> Response:
         name = request.path_params["principal"]
         if request.method == "PATCH":
-            changes = await read_json(request.receive, headers_of(request.scope), _MAX_BODY)
-            if not isinstance(changes, dict):
-                raise ValueError("the request body must be a JSON object")
+            changes = await json_body(request)
             return JSONResponse({"limits": await admin.set_limits(name, changes, by=by)})
         if request.method == "DELETE":
             if await admin.clear_limits(name, by=by):
                 return JSONResponse({"cleared": True})
-            return _error(404, "NOT_FOUND", f"{name!r} has no limits of its own")
+            return error(404, "NOT_FOUND", f"{name!r} has no limits of its own")
         listed = (await admin.list_limits())["principals"]
         found = [item for item in listed if item["principal"] == name]
         if not found:
-            return _error(404, "NOT_FOUND", f"{name!r} has no limits of its own")
+            return error(404, "NOT_FOUND", f"{name!r} has no limits of its own")
         return JSONResponse({"limits": found[0]})
