@@ -12,6 +12,7 @@ import anthropic
 from openai import AsyncOpenAI
 
 from exai.app import App
+from tests.web.faces import agent_turn
 
 __all__ = [
     "READ",
@@ -75,15 +76,7 @@ async def openai_session(
     """One user turn of an agent on ``/v1/chat/completions``: ask, return ``result`` for
     each tool call, ask again until answered. Returns the history afterwards."""
     async with AsyncOpenAI(base_url=f"{base}/v1", api_key=token, max_retries=0) as client:
-        while True:
-            reply = await client.chat.completions.create(model="kimi-k2.6", messages=messages,
-                                                         tools=[READ])  # fmt: skip
-            message = reply.choices[0].message
-            messages = [*messages, message.model_dump(exclude_none=True)]
-            if not message.tool_calls:
-                return messages
-            messages += [{"role": "tool", "tool_call_id": c.id, "content": result}
-                         for c in message.tool_calls]  # fmt: skip
+        return await agent_turn(client, messages, result, [READ])
 
 
 async def settle(daemon: App) -> None:

@@ -12,7 +12,16 @@ from exai.app import App
 from exai.emulators.provider import EmulatorServer
 from tests.conftest import emulated_providers, make_settings, running_daemon
 
-__all__ = ["BASH", "READ", "TOKENS", "base_url", "faces_daemon", "last_sent", "sent_bodies"]
+__all__ = [
+    "BASH",
+    "READ",
+    "TOKENS",
+    "agent_turn",
+    "base_url",
+    "faces_daemon",
+    "last_sent",
+    "sent_bodies",
+]
 
 TOKENS = {"alice": "tok-alice-0123456789", "bob": "tok-bob-0123456789"}
 READ = {"type": "function", "function": {
@@ -47,3 +56,20 @@ def sent_bodies(emulator: EmulatorServer) -> list[dict[str, Any]]:
 
 def last_sent(emulator: EmulatorServer) -> dict[str, Any]:
     return sent_bodies(emulator)[-1]
+
+
+async def agent_turn(
+    client: Any, messages: list[dict[str, Any]], result: str, tools: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One user turn of an agent on ``/v1/chat/completions`` (``client`` an
+    ``AsyncOpenAI``): ask, answer each tool call with ``result``, ask again until
+    answered. Returns the history afterwards, as the agent keeps it."""
+    while True:
+        reply = await client.chat.completions.create(model="kimi-k2.6", messages=messages,
+                                                     tools=tools)  # fmt: skip
+        message = reply.choices[0].message
+        messages = [*messages, message.model_dump(exclude_none=True)]
+        if not message.tool_calls:
+            return messages
+        messages += [{"role": "tool", "tool_call_id": c.id, "content": result}
+                     for c in message.tool_calls]  # fmt: skip

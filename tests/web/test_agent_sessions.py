@@ -18,7 +18,7 @@ from exai.auth import Principal, issue_token
 from exai.settings import load_settings
 from exai.store.base import Thread
 from exai.web.model_call import sessions_on
-from tests.web.faces import READ, TOKENS, base_url, faces_daemon
+from tests.web.faces import READ, TOKENS, agent_turn, base_url, faces_daemon
 
 QUESTION = {"role": "user", "content": "what does notes.txt say?"}
 STEP = {
@@ -47,16 +47,7 @@ async def _transcript(daemon: App, thread: Thread) -> list[tuple[str, str | None
 
 
 async def _loop(client: AsyncOpenAI, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One user turn of an agent: ask, run each tool call, ask again until answered."""
-    while True:
-        reply = await client.chat.completions.create(model="kimi-k2.6", messages=messages,
-                                                     tools=[READ])  # fmt: skip
-        message = reply.choices[0].message
-        messages = [*messages, message.model_dump(exclude_none=True)]
-        if not message.tool_calls:
-            return messages
-        messages += [{"role": "tool", "tool_call_id": c.id, "content": "pelican"}
-                     for c in message.tool_calls]  # fmt: skip
+    return await agent_turn(client, messages, "pelican", [READ])
 
 
 async def test_an_agent_loop_on_chat_completions_is_one_thread_with_its_tool_rounds(
