@@ -43,7 +43,7 @@ from typing import Any, Final, NamedTuple
 
 from exai.errors import ValidationError_
 from exai.port import REQUEST_LOG_FILTERS
-from exai.store.executor import Dialect, Executor
+from exai.store.executor import Dialect, insert_all
 
 __all__ = [
     "CALL_LOG_FILTERS",
@@ -276,15 +276,7 @@ class CallLog:
 
     async def record_calls(self, rows: Sequence[CallLogRow]) -> None:
         """Store the rows, all or none, in one transaction."""
-        if not rows:
-            return
-        sql = self.dialect.sql(_INSERT)
-        values = [row.values() for row in rows]
-
-        async def body(tx: Executor) -> None:
-            await tx.executemany(sql, values)
-
-        await self._write(body)
+        await insert_all(self._write, self.dialect, _INSERT, [row.values() for row in rows])
 
     async def call_log_page(
         self, where: CallFilter, *, before: Cursor | None = None, after_id: int | None = None,

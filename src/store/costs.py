@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from exai.errors import ValidationError_
-from exai.store.executor import Dialect, Executor
+from exai.store.executor import Dialect, insert_all
 
 __all__ = ["COST_GROUPS", "CostAccounts", "CostRow", "UsageLine"]
 
@@ -110,15 +110,7 @@ class CostAccounts:
 
     async def record_costs(self, rows: Sequence[CostRow]) -> None:
         """Store the rows, all or none, in one transaction."""
-        if not rows:
-            return
-        sql = self.dialect.sql(_INSERT)
-        values = [row.values() for row in rows]
-
-        async def body(tx: Executor) -> None:
-            await tx.executemany(sql, values)
-
-        await self._write(body)
+        await insert_all(self._write, self.dialect, _INSERT, [row.values() for row in rows])
 
     async def spent(
         self,

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Dialect", "Executor", "ThreadConnection", "drive"]
+__all__ = ["Dialect", "Executor", "ThreadConnection", "drive", "insert_all"]
 
 T = TypeVar("T")
 
@@ -97,3 +97,18 @@ def drive(awaitable: Awaitable[T]) -> T:
     if close is not None:
         close()
     raise RuntimeError("a store operation awaited something other than its connection")
+
+
+async def insert_all(
+    write: Any, dialect: Dialect, template: str, values: Sequence[Sequence[Any]]
+) -> None:
+    """Insert ``values`` with the statement ``template`` (``{p}`` and ``?`` as every
+    store writes them), all or none, in one transaction of the store's ``write``."""
+    if not values:
+        return
+    sql = dialect.sql(template)
+
+    async def body(tx: Executor) -> None:
+        await tx.executemany(sql, values)
+
+    await write(body)
