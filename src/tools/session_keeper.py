@@ -51,7 +51,6 @@ class SessionKeeper:
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
         self._counts = {"kept": 0, "failed": 0, "dropped": 0}
-        self.last: SessionKept | None = None
         self.memory: Any = None  # exai.memory.MemoryService, set once it is open
 
     def start(self) -> None:
@@ -87,7 +86,7 @@ class SessionKeeper:
             while self._queue:
                 turn = self._queue[0]
                 try:
-                    self.last = await self._store.keep_session_turn(turn)
+                    kept = await self._store.keep_session_turn(turn)
                 except ExaiError as exc:  # this turn cannot be kept (a malformed message...)
                     self._fail(turn, exc)
                 except Exception as exc:  # the store is unreachable: keep the turn, try again
@@ -102,7 +101,7 @@ class SessionKeeper:
                         continue
                 else:
                     self._counts["kept"] += 1
-                    self._learn(turn, self.last)
+                    self._learn(turn, kept)
                 if self._queue and self._queue[0] is turn:
                     self._queue.popleft()
                 delay, attempts = 0.05, 0
