@@ -127,6 +127,9 @@ CREATE INDEX call_log_at ON {s}.call_log(at, id);
 )
 
 
+_MAX_FILTER = 256
+
+
 class CallLogRow(NamedTuple):
     """One call as the request log keeps it. ``cost`` in nanos of ``currency``
     (None: no priced model call); ``model`` the model that answered (several,
@@ -220,8 +223,12 @@ class CallFilter:
     @classmethod
     def of(cls, values: dict[str, Any]) -> CallFilter:
         """The filter from query parameters or options (unknown names ignored, values
-        trimmed and bounded); raises ``VALIDATION_ERROR`` for a bad status."""
-        given = {name: str(values.get(name) or "").strip()[:256] for name in CALL_LOG_FILTERS}
+        trimmed); raises ``VALIDATION_ERROR`` for a bad status or a value longer than any
+        stored one (cut short, it would filter for another value)."""
+        given = {name: str(values.get(name) or "").strip() for name in CALL_LOG_FILTERS}
+        for name, value in given.items():
+            if len(value) > _MAX_FILTER:
+                raise ValidationError_(f"{name} is longer than {_MAX_FILTER} characters")
         if given["status"] not in ("", "ok", "error"):
             raise ValidationError_("status is ok or error")
         return cls(since=_number(values.get("since")), until=_number(values.get("until")),

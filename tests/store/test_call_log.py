@@ -67,6 +67,8 @@ async def test_a_time_range_and_several_filters_combine(store) -> None:
     assert all(r.error_code == "TIMEOUT" for r in found)
     with pytest.raises(ValidationError_):
         CallFilter.of({"status": "maybe"})
+    with pytest.raises(ValidationError_, match="principal is longer than 256"):
+        CallFilter.of({"principal": "p" * 257})
     assert CallFilter.of({"principal": " p1 ", "since": None}).query() == {"principal": "p1"}
 
 
