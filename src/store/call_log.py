@@ -43,7 +43,9 @@ from typing import Any, Final, NamedTuple
 
 from exai.errors import ValidationError_
 from exai.port import REQUEST_LOG_FILTERS
-from exai.store.executor import Dialect, insert_all
+from exai.store.executor import Dialect, Executor
+from exai.store.usage import UPSERT as USAGE_UPSERT
+from exai.store.usage import usage_deltas
 
 __all__ = [
     "CALL_LOG_FILTERS",
@@ -282,8 +284,18 @@ class CallLog:
     async def _write(self, body: Any) -> Any: ...
 
     async def record_calls(self, rows: Sequence[CallLogRow]) -> None:
-        """Store the rows, all or none, in one transaction."""
-        await insert_all(self._write, self.dialect, _INSERT, [row.values() for row in rows])
+        """Store the rows and add them to the daily usage sums (:mod:`exai.store.usage`),
+        all or none, in one transaction."""
+        if not rows:
+            return
+        insert, upsert = self.dialect.sql(_INSERT), self.dialect.sql(USAGE_UPSERT)
+        values, sums = [row.values() for row in rows], usage_deltas(rows)
+
+        async def body(tx: Executor) -> None:
+            await tx.executemany(insert, values)
+            await tx.executemany(upsert, sums)
+
+        await self._write(body)
 
     async def call_log_page(
         self, where: CallFilter, *, before: Cursor | None = None, after_id: int | None = None,

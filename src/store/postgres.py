@@ -36,6 +36,7 @@ from exai.store.responses import POSTGRES_MIGRATION as POSTGRES_RESPONSES
 from exai.store.sessions import POSTGRES_TABLES as POSTGRES_SESSIONS
 from exai.store.sign_ins import POSTGRES_TABLE as POSTGRES_SIGN_INS
 from exai.store.sql import Body, SqlStore, T
+from exai.store.usage import POSTGRES_TABLES as POSTGRES_USAGE
 
 __all__ = [
     "MIGRATIONS",
@@ -244,6 +245,9 @@ MIGRATIONS: list[tuple[int, str]] = [
     (12, POSTGRES_CALL_LOG),
     # Per-principal limits set at run time, and the budget alerts sent (exai.store.limits).
     (13, POSTGRES_LIMITS),
+    # Calls, tokens and cost per UTC day, principal, key, face and model, summed with the
+    # request log's rows (exai.store.usage).
+    (14, POSTGRES_USAGE),
 ]
 
 # Workflow steps holding their thread's lock at once, per daemon; more wait.

@@ -30,6 +30,7 @@ from exai.store.sign_ins import SignInRows
 from exai.store.sql_base import Body, T
 from exai.store.threads import ThreadRows
 from exai.store.turns import TurnRows
+from exai.store.usage import UsageDays
 
 __all__ = ["Body", "SqlStore", "T"]
 
@@ -41,6 +42,7 @@ class SqlStore(
     ArtifactRows,
     CostAccounts,
     CallLog,
+    UsageDays,
     ThreadSearch,
     ResponseRows,
     ReasoningRows,

@@ -40,6 +40,7 @@ from exai.store.responses import SQLITE_MIGRATION as SQLITE_RESPONSES
 from exai.store.sessions import SQLITE_TABLES as SQLITE_SESSIONS
 from exai.store.sign_ins import SQLITE_TABLE as SQLITE_SIGN_INS
 from exai.store.sql import Body, SqlStore, T
+from exai.store.usage import SQLITE_TABLES as SQLITE_USAGE
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
 
@@ -218,6 +219,9 @@ MIGRATIONS: list[tuple[int, str]] = [
     (12, SQLITE_CALL_LOG),
     # Per-principal limits set at run time, and the budget alerts sent (exai.store.limits).
     (13, SQLITE_LIMITS),
+    # Calls, tokens and cost per UTC day, principal, key, face and model, summed with the
+    # request log's rows (exai.store.usage).
+    (14, SQLITE_USAGE),
 ]
 
 _BUSY_TIMEOUT_S = 10.0
