@@ -211,6 +211,20 @@ class Reads(Protocol):
         """Every principal's cost and budget over the last ``days``."""
         ...
 
+    async def usage(
+        self, principal: Principal, *, days: int = 30, since: str = "", until: str = "",
+        split: str = "model", everyone: bool = False,
+    ) -> dict[str, Any]:  # fmt: skip
+        """Calls, tokens and cost from the daily usage sums over whole UTC days: the last
+        ``days`` (up to today), or ``since``/``until`` dates (``until`` not included).
+        ``{"first_day", "end_day"`` (days since the epoch), ``"days"`` (per day, split by
+        ``split``: ``model`` or ``face``), ``"keys"``, ``"models"``, ``"faces"``, and with
+        ``everyone`` ``"principals"}``, each as :func:`exai.accounting.report.sums_report`
+        makes it. ``everyone`` is the operator's view (``FORBIDDEN`` to anyone else);
+        without it, only the principal's own calls. A period that is not whole days, or
+        longer than 366, is ``VALIDATION_ERROR``."""
+        ...
+
     async def request_log(
         self, principal: Principal, filters: dict[str, Any], *, before: str = "",
         after_id: int | None = None, limit: int = 50,

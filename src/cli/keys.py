@@ -115,8 +115,8 @@ async def _list(admin: StoreKeyAdmin, args: argparse.Namespace, out: TextIO) -> 
         for key in keys:
             out.write(json.dumps(key) + "\n")
         return 0
-    rows = [("ID", "STATE", "PRINCIPAL", "NAME", "SCOPES", "MODELS", "RATE", "BUDGET", "SPENT",
-             "LAST USED", "EXPIRES")]  # fmt: skip
+    rows = [("ID", "STATE", "PRINCIPAL", "NAME", "SCOPES", "MODELS", "RATE", "BUDGET",
+             "KEY SPENT", "PRINCIPAL SPENT", "LAST USED", "EXPIRES")]  # fmt: skip
     for k in keys:
         budget = k["budget"]
         rows.append((
@@ -125,6 +125,7 @@ async def _list(admin: StoreKeyAdmin, args: argparse.Namespace, out: TextIO) -> 
             ",".join(k["models"]) if k["models"] is not None else "all",
             f"{k['rate_per_min']}/min" if k["rate_per_min"] else "default",
             f"{budget['amount']} {budget['currency']}/{budget['period']}" if budget else "default",
+            f"{_money(k['key_spent'])} {budget['currency']}" if budget else "-",
             f"{_money(k['spent'])} {budget['currency']}" if budget else "-",
             _when(k["last_used_at"]), _when(k["expires_at"], "never"),
         ))  # fmt: skip

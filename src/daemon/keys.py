@@ -109,7 +109,9 @@ class StoreKeyAdmin:
     """:class:`~exai.keys.KeyAdmin` on a SQL store: what ``exai keys``, ``/admin/keys``
     and the console's Keys page do. Each change is an audit event naming the key's
     id and who acted, never its secret; ``spent`` is what the key's principal spent
-    this period in the key's budget currency (the cost rows every daemon writes)."""
+    this period in the key's budget currency (the cost rows every daemon writes, what
+    the budget is checked against), ``key_spent`` what the key's own calls spent of it
+    (the daily usage sums, :mod:`exai.store.usage`)."""
 
     def __init__(
         self,
@@ -219,11 +221,15 @@ class StoreKeyAdmin:
         out = record.public(now)
         budget = record.budget
         if budget is None:
-            out["spent"] = None
+            out["spent"] = out["key_spent"] = None
         else:
             start, reset = period_window(budget.period, now)
             nanos = await self.store.spent(record.principal, budget.currency, start, reset)
             out["spent"] = format(from_nanos(nanos).normalize(), "f")
+            # The period's bounds are UTC midnights: whole days of the daily usage sums.
+            own = await self.store.key_spent(record.id, budget.currency, int(start // 86400),
+                                             int(reset // 86400))  # fmt: skip
+            out["key_spent"] = format(from_nanos(own).normalize(), "f")
         return out
 
     def _audit(self, kind: str, record: KeyRecord, by: str, **extra: Any) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from exai.accounting.budgets import period_window
 from exai.daemon.operator_reads import OperatorReads, usage_lines
+from exai.daemon.usage_reads import UsageReads
 from exai.errors import ConversationNotFoundError, ExaiError, ValidationError_
 from exai.providers.access import canonical
 from exai.providers.pricing import from_nanos
@@ -39,7 +40,7 @@ _DAY = 86400.0
 _MAX_PAGE = 500
 
 
-class CoreReads(OperatorReads):
+class CoreReads(OperatorReads, UsageReads):
     def __init__(self, core: Core) -> None:
         self._core = core
 

@@ -135,6 +135,7 @@ class Console:
             signin,
             spend,
             threads,
+            usage,
         )
 
         routes: list[BaseRoute] = [
@@ -149,6 +150,7 @@ class Console:
             *operator.routes(self),
             *keys.routes(self),
             *request_log.routes(self),
+            *usage.routes(self),
         ]
         for route in routes:
             if isinstance(route, Route):

@@ -1,7 +1,8 @@
 """Bar charts drawn on the server as inline SVG. No I/O, no script.
 
-The spend pages need three charts (cost per day, per model, per tool), and
-people read them faster than tables. Drawing them here rather than with a
+The spend and usage pages need bars per day (one colour per model or face
+when a day is split, :func:`stacked_chart`) and per name, and people read
+them faster than tables. Drawing them here rather than with a
 JavaScript chart library means nothing to vendor or build, nothing for the
 Content-Security-Policy to allow, and charts that work with script off,
 print, and scale to a phone's width (a ``viewBox`` and CSS). Each chart is an
@@ -19,7 +20,7 @@ from decimal import Decimal
 
 from markupsafe import Markup, escape
 
-__all__ = ["column_chart", "row_chart"]
+__all__ = ["column_chart", "row_chart", "stacked_chart"]
 
 Point = tuple[str, Decimal]
 
@@ -117,5 +118,79 @@ def row_chart(
             f'<text class="value" x="{label_w + w + 6:.1f}" y="{y + row * 0.65:.1f}">'
             f"{escape(_fmt(value))}</text>"
         )
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+# Eight colours that stay apart for the common colour-vision deficiencies (Okabe-Ito,
+# black left out); a ninth series and more share "other".
+PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442",
+           "#999999")  # fmt: skip
+
+
+def stacked_chart(
+    chart_id: str,
+    title: str,
+    labels: Sequence[str],
+    series: Sequence[tuple[str, Sequence[Decimal]]],
+    unit: str,
+    *,
+    width: int = 640,
+    height: int = 240,
+) -> Markup:
+    """Vertical bars over a sequence (days), each stacked from its series' values (one
+    value per label in each), with a legend; the tallest stack reaches the top. More
+    series than :data:`PALETTE` has colours: the smallest are summed as "other"."""
+    kept = sorted(series, key=lambda s: sum(s[1], Decimal(0)), reverse=True)
+    if len(kept) > len(PALETTE):
+        rest = kept[len(PALETTE) - 1 :]
+        other = [sum((s[1][i] for s in rest), Decimal(0)) for i in range(len(labels))]
+        kept = [*kept[: len(PALETTE) - 1], ("other", other)]
+    legend_rows = (len(kept) + 2) // 3
+    top, bottom, left = 16, 28 + legend_rows * 16, 8
+    plot_h = height - top - bottom
+    totals = [sum((s[1][i] for s in kept), Decimal(0)) for i in range(len(labels))]
+    most = max(totals, default=Decimal(0))
+    slot = (width - left * 2) / max(len(labels), 1)
+    bar_w = max(slot * 0.7, 1.0)
+    desc = "; ".join(
+        f"{label}: " + ", ".join(f"{name} {_fmt(values[i])}" for name, values in kept
+                                 if values[i] > 0) + f" ({_fmt(totals[i])} {unit})"
+        for i, label in enumerate(labels) if totals[i] > 0
+    ) or "no data"  # fmt: skip
+    out = [_head(chart_id, title, desc, width, height)]
+    base = top + plot_h
+    out.append(f'<line class="axis" x1="{left}" y1="{base}" x2="{width - left}" y2="{base}"/>')
+    every = max(1, len(labels) // 8)
+    for i, label in enumerate(labels):
+        x = left + i * slot + (slot - bar_w) / 2
+        y = float(base)
+        for n, (name, values) in enumerate(kept):
+            value = values[i]
+            if value <= 0 or most <= 0:
+                continue
+            h = max(float(value / most) * plot_h, 0.5)
+            y -= h
+            out.append(
+                f'<rect class="seg" fill="{PALETTE[n]}" x="{x:.1f}" y="{y:.1f}" '
+                f'width="{bar_w:.1f}" height="{h:.1f}"><title>{escape(label)}, {escape(name)}: '
+                f"{escape(_fmt(value))} {escape(unit)}</title></rect>"
+            )
+        if i % every == 0 or i == len(labels) - 1:
+            out.append(
+                f'<text class="tick" x="{x + bar_w / 2:.1f}" y="{base + 16}" '
+                f'text-anchor="middle">{escape(label[5:] or label)}</text>'
+            )
+    for n, (name, _) in enumerate(kept):
+        lx, ly = left + (n % 3) * (width - left * 2) / 3, base + 30 + (n // 3) * 16
+        shown = name if len(name) <= 26 else name[:25] + "…"
+        out.append(
+            f'<rect fill="{PALETTE[n]}" x="{lx:.1f}" y="{ly - 9}" width="10" height="10"/>'
+            f'<text class="label" x="{lx + 14:.1f}" y="{ly}">{escape(shown)}</text>'
+        )
+    out.append(
+        f'<text class="peak" x="{left}" y="{top - 4}">max {escape(_fmt(most))} '
+        f"{escape(unit)}</text>"
+    )
     out.append("</svg>")
     return Markup("".join(out))

@@ -1,0 +1,66 @@
+"""The Usage page's read: calls, tokens and cost per day, key, principal, model and face.
+
+Part of :class:`exai.daemon.reads.CoreReads`. Everyone's usage is the operator's
+view (the check is :meth:`~exai.daemon.operator_reads.OperatorReads._require_admin`,
+so no face can show it to anyone else by forgetting a check of its own); anyone
+may read their own, which is asked of the store by their principal's name and so
+holds nobody else's calls. The figures are the store's daily sums
+(:mod:`exai.store.usage`), made readable by :func:`exai.accounting.report.sums_report`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from exai.accounting.report import day_span, sums_report
+from exai.errors import ValidationError_
+
+if TYPE_CHECKING:
+    from exai.auth import Principal
+    from exai.daemon.core import Core
+
+__all__ = ["UsageReads"]
+
+MAX_DAYS: Final = 366
+SPLITS: Final = ("model", "face")
+
+
+class UsageReads:
+    _core: Core
+
+    def _require_admin(self, principal: Principal) -> None:
+        raise NotImplementedError  # OperatorReads's, before this in CoreReads's order
+
+    async def usage(
+        self, principal: Principal, *, days: int = 30, since: str = "", until: str = "",
+        split: str = "model", everyone: bool = False,
+    ) -> dict[str, Any]:  # fmt: skip
+        if everyone:
+            self._require_admin(principal)
+        if split not in SPLITS:
+            raise ValidationError_(f"split is {' or '.join(SPLITS)}, not {split!r}")
+        try:
+            first_day, end_day = day_span(time.time(), since=since.strip() or None,
+                                          until=until.strip() or None, days=days)  # fmt: skip
+        except ValueError as exc:
+            raise ValidationError_(str(exc)) from None
+        if end_day - first_day > MAX_DAYS:
+            raise ValidationError_(f"a period is at most {MAX_DAYS} days")
+        store = self._core.services.store
+        has_sums = store is not None and hasattr(store, "usage_sums")
+        who = None if everyone else principal.name
+        names: dict[str, str] = {}
+        if has_sums and hasattr(store, "keys_and_jtis"):
+            _, keys, _ = await store.keys_and_jtis()
+            names = {k.id: k.name for k in keys if k.name and (everyone or k.principal == who)}
+        groups = [("days", "day", split), ("keys", "key", None), ("models", "model", None),
+                  ("faces", "face", None)]  # fmt: skip
+        if everyone:
+            groups.append(("principals", "principal", None))
+        out: dict[str, Any] = {"first_day": first_day, "end_day": end_day, "split": split}
+        for name, by, split_by in groups:
+            sums = (await store.usage_sums(first_day, end_day, by, split_by, principal=who)
+                    if has_sums else [])  # fmt: skip
+            out[name] = sums_report(sums, by, split_by, first_day, end_day, names)
+        return out
