@@ -35,6 +35,7 @@ __all__ = [
     "normalize_vector",
     "query_terms",
     "recency_factor",
+    "selective_terms",
 ]
 
 DEFAULT_TYPE_WEIGHTS: Final[dict[str, float]] = {"rule": 1.5, "decision": 1.3, "preference": 1.2}
@@ -73,6 +74,38 @@ def query_terms(text: str) -> list[str]:
         if len(seen) >= _MAX_TERMS:
             break
     return list(seen)
+
+
+# A query word whose lexeme is in more than this share of the memories (by the
+# database's own statistics) narrows nothing: BM25 gives such a word almost no
+# weight, and ranking the tens of thousands of rows it matches is what a keyword
+# search spends its time on.
+COMMON_TERM_SHARE: Final = 0.05
+
+
+def selective_terms(
+    lexemes: Mapping[str, Sequence[str]], shares: Mapping[str, float],
+    common_share: float = COMMON_TERM_SHARE,
+) -> list[str]:  # fmt: skip
+    """The query words that choose which memories a keyword search ranks.
+
+    ``lexemes``: each query word (in query order) and the lexemes the search
+    engine makes of it; ``shares``: the share of rows holding a lexeme, for the
+    lexemes the database counts as common (any other is rare). A word is
+    common when one of its lexemes is in more than ``common_share`` of the rows;
+    common words still count in the rank of the memories chosen, they just
+    cannot choose one alone. When every word is common, the rarest one chooses.
+    A word with no lexeme (a stopword of the engine) chooses nothing.
+    """
+
+    def share(word: str) -> float:
+        return max((shares.get(lex, 0.0) for lex in lexemes[word]), default=0.0)
+
+    words = [w for w in lexemes if lexemes[w]]
+    chosen = [w for w in words if share(w) <= common_share]
+    if chosen or not words:
+        return chosen
+    return [min(words, key=share)]
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:

@@ -13,6 +13,7 @@ from exai.memory.ranking import (
     fuse,
     query_terms,
     recency_factor,
+    selective_terms,
 )
 from exai.settings.values import parse_type_weights
 from exai.store.history import thread_system_prompt
@@ -63,6 +64,15 @@ def test_dedup_decisions() -> None:
 def test_query_terms_are_plain_words() -> None:
     assert query_terms('What does "this" repo target? OR NEAR(x) *') == ["repo", "target", "near"]
     assert query_terms("3 a") == ["3"]
+
+
+def test_common_words_rank_but_do_not_choose() -> None:
+    lexemes = {"deploys": ["deploy"], "canary": ["canari"], "the": [], "week": ["week"]}
+    shares = {"deploy": 0.9, "week": 0.3, "canari": 0.01}
+    assert selective_terms(lexemes, shares) == ["canary"]
+    assert selective_terms({"deploys": ["deploy"], "week": ["week"]}, shares) == ["week"]
+    assert selective_terms(lexemes, {}) == ["deploys", "canary", "week"]  # no statistics yet
+    assert selective_terms({"the": []}, shares) == []
 
 
 def test_type_weights_setting() -> None:

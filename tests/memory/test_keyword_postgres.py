@@ -1,0 +1,90 @@
+"""Postgres keyword search: its own table of words, and words too common to choose rows."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+import pytest
+
+from exai.emulators.postgres import TempPostgres
+from exai.memory.postgres import PostgresMemoryStore
+from exai.memory.ranking import content_hash
+from exai.memory.schema import POSTGRES_MIGRATIONS
+from exai.store.migrations import apply_migrations
+from tests.memory.test_contract import MODEL, add, new, vec
+
+PG_BACKENDS = ["pg-vector", "pg-scan"]
+
+
+def _server(request: pytest.FixtureRequest, backend: str) -> TempPostgres:
+    name = "pgvector_server" if backend == "pg-vector" else "postgres_server"
+    server: TempPostgres = request.getfixturevalue(name)
+    return server
+
+
+@pytest.mark.parametrize("backend", PG_BACKENDS)
+async def test_a_store_of_the_first_version_is_migrated_with_its_words(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    server = _server(request, backend)
+    schema = f"m_{uuid.uuid4().hex[:16]}"
+    conn = await asyncpg.connect(server.url)
+    try:
+        async with conn.transaction():
+            await apply_migrations(conn, schema, "memory", "memory_schema_version",
+                                   POSTGRES_MIGRATIONS[:1])  # fmt: skip
+        for owner, text in (("alice", "alice deploys with the blue pipeline"),
+                            ("bob", "bob deploys with the green pipeline")):  # fmt: skip
+            await conn.execute(
+                f"INSERT INTO {schema}.memories (id, owner, type, content, tags, content_hash,"
+                " source, created_at, updated_at) VALUES ($1, $2, 'fact', $3, '[]', $4,"
+                " 'tool', 0, 0)",
+                f"{owner}-old", owner, text, content_hash(text),
+            )  # fmt: skip
+    finally:
+        await conn.close()
+    store = await PostgresMemoryStore.open(server.url, schema=schema, max_size=2)
+    try:
+        async with store._pool.acquire() as conn:
+            words = await conn.fetchval(f"SELECT count(*) FROM {schema}.memory_terms")
+        assert words == 2  # each memory's words backfilled into their own table
+        hits = await store.keyword_search("alice", ["pipeline", "deploys"], 5)
+        assert [h.id for h in hits] == ["alice-old"]  # and still alice's only
+        text = "alice deploys with the red pipeline now"
+        await store.update("alice-old", "alice", content=text, type="fact", tags=[],
+                           content_hash=content_hash(text), vector=None, model=None)  # fmt: skip
+        assert await store.keyword_search("alice", ["blue"], 5) == []
+        assert [h.id for h in await store.keyword_search("alice", ["red"], 5)] == ["alice-old"]
+        await store.delete("alice-old", "alice")
+        assert await store.keyword_search("alice", ["pipeline"], 5) == []
+        assert [h.id for h in await store.keyword_search("bob", ["pipeline"], 5)] == ["bob-old"]
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.parametrize("backend", PG_BACKENDS)
+async def test_a_word_in_most_memories_ranks_but_does_not_choose(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    server = _server(request, backend)
+    schema = f"m_{uuid.uuid4().hex[:16]}"
+    store = await PostgresMemoryStore.open(server.url, schema=schema, max_size=2)
+    try:
+        crowd = [(new("alice", f"deployment note number {i} of the week"), vec(f"n{i}"))
+                 for i in range(200)]  # fmt: skip
+        await store.insert_many(crowd, MODEL)
+        rare = await add(store, "alice", "the deployment uses a canary stage")
+        other = await add(store, "bob", "a canary deployment for bob")
+        conn = await asyncpg.connect(server.url)
+        try:
+            await conn.execute(f"ANALYZE {schema}.memory_terms")  # what autovacuum does
+        finally:
+            await conn.close()
+        hits = await store.keyword_search("alice", ["deployment", "canary"], 10)
+        assert [h.id for h in hits] == [rare]  # the 200 notes hold only the common word
+        only_common = await store.keyword_search("alice", ["deployment", "week"], 10)
+        assert len(only_common) == 10 and other not in {h.id for h in only_common}
+        assert [h.id for h in await store.keyword_search("bob", ["deployment"], 10)] == [other]
+    finally:
+        await store.aclose()
