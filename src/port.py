@@ -17,12 +17,11 @@ What a face may do:
   progress, text chunks, structured model events, cancel), or, for the
   WebSocket face, which carries the protocol's own sessions, by submitting
   frames to a :class:`SessionHandle` it opened;
-- **read** what a face needs to describe the core: the tools a principal may
-  call, one tool's input schema, the models, readiness and counters, and, for
-  the console, a principal's own threads, jobs, memories and spend (and, for
-  an operator, everyone's spend, the audit trail, health and settings);
-- **keep** the console's sign-ins where every daemon on the same store finds
-  them (:class:`SignInStore`).
+- **read** what a face needs: the tools a principal may call, their schemas, the
+  models, readiness, counters, and for the console a principal's own threads, jobs,
+  memories and spend (an operator's: everyone's, the audit trail, health, settings);
+- **keep** the console's sign-ins where every daemon on one store finds them
+  (:class:`SignInStore`).
 
 This module holds only interfaces and depends on nothing above the foundation.
 """
@@ -42,6 +41,7 @@ if TYPE_CHECKING:
         CallToolResult,
         ProgressFrame,
         StreamChunk,
+        StreamEvent,
         ToolInfo,
     )
     from exai.settings import Settings
@@ -105,11 +105,10 @@ class Caller(Protocol):
         stream: bool = False,
         on_progress: Callable[[ProgressFrame], Any] | None = None,
         on_chunk: Callable[[StreamChunk], Any] | None = None,
-        on_event: Callable[[Any], Any] | None = None,
+        on_event: Callable[[StreamEvent], Any] | None = None,
         roots: list[str] | None = None,
     ) -> CallToolResult:
-        """Run a tool; ``on_event`` asks for structured model events (provider
-        deltas) instead of text chunks, for the model faces."""
+        """Run a tool; ``on_event`` takes model events as they stream (model faces)."""
         ...
 
     async def cancel(self, request_id: str) -> None: ...

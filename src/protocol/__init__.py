@@ -11,7 +11,9 @@ raise :class:`FrameError` with a protocol error code when that is impossible.
 
 Everyone imports ``exai.protocol``; inside, :mod:`~exai.protocol.frames` holds the
 models and enums (the contract) and :mod:`~exai.protocol.codec` parsing,
-serialization and the generated schemas (``docs/protocol.schema.json``).
+serialization and the generated schemas (``docs/protocol.schema.json``), and
+:mod:`~exai.protocol.results` what a result tells a face beside its text (the
+declared keys of its metadata) and the model events of a stream.
 """
 
 from __future__ import annotations
@@ -58,6 +60,16 @@ from exai.protocol.frames import (
     TextOutput,
     ToolInfo,
 )
+from exai.protocol.results import (
+    FunctionCall,
+    JobAnswer,
+    MemoryAnswer,
+    ModelAnswer,
+    ResultFields,
+    ResultNote,
+    StreamEvent,
+    ToolCall,
+)
 
 __all__ = [
     "EFFORTS",
@@ -76,20 +88,28 @@ __all__ = [
     "ErrorFrame",
     "ErrorInfo",
     "FrameError",
+    "FunctionCall",
     "HelloAck",
     "HelloFrame",
+    "JobAnswer",
     "Limits",
     "ListToolsFrame",
     "ListToolsResult",
+    "MemoryAnswer",
+    "ModelAnswer",
     "PingFrame",
     "PongFrame",
     "ProgressFrame",
     "ReasoningEffort",
+    "ResultFields",
     "ResultMetadata",
+    "ResultNote",
     "ServerFrame",
     "ServerInfo",
     "StreamChunk",
+    "StreamEvent",
     "TextOutput",
+    "ToolCall",
     "ToolInfo",
     "describe_validation_error",
     "dump_frame",

@@ -16,8 +16,8 @@ class FacesSettings(BaseModel):
     faces_ping_s: float = _faces(
         10.0,
         "A streamed answer of the model faces (/v1/chat/completions, /v1/messages, "
-        "/v1/responses) that has been quiet this long gets a keep-alive event, so no proxy's "
-        "idle timeout cuts a long call.",
+        "/v1/responses) or of the console's reply that has been quiet this long gets a "
+        "keep-alive event, so no proxy's idle timeout cuts a long call.",
         gt=0,
     )
     anthropic_models: str = _faces(

@@ -30,7 +30,7 @@ from pydantic_core import to_json
 
 from exai.errors import ValidationError_
 from exai.logs import get_logger
-from exai.protocol import UUID_PATTERN
+from exai.protocol import UUID_PATTERN, ResultFields
 from exai.store.tokens import MAX_CHARS_PER_TOKEN, estimator_for
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
 
@@ -187,7 +187,7 @@ async def _spill(
 
     plan = await _off_loop(_plan, text, limit)
     artifact_id = await store.put_artifact(thread_id, text, _meta(source, plan, limit))
-    metadata["artifact_id"] = artifact_id
+    metadata.update(ResultFields(artifact_id=artifact_id).fields())
     metadata["artifact"] = {
         "chars": len(text),
         "estimated_tokens": plan.tokens,

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from exai.errors import OverCapacityError
 from exai.files.roots import effective_roots, is_loopback
+from exai.protocol import StreamEvent
 
 if TYPE_CHECKING:
     from exai.accounting.ledger import Charge
@@ -73,9 +74,9 @@ class ToolContext:
     stream_requested: bool = False
     progress_cb: Callable[[str, float | None, float | None], Awaitable[None]] | None = None
     stream_cb: Callable[[str], Awaitable[None]] | None = None
-    # Structured stream events (provider Deltas) for in-process faces that asked for them
-    # (the model faces); None for WebSocket clients, who get the text as stream_chunk frames.
-    event_cb: Callable[[Any], Awaitable[None]] | None = None
+    # Structured stream events for in-process faces that asked for them (the model
+    # faces); None for WebSocket clients, who get the text as stream_chunk frames.
+    event_cb: Callable[[StreamEvent], Awaitable[None]] | None = None
     provider_calls: int = 0  # model calls made so far by this call
     # Gives the digest of the call's tool and arguments: with (principal,
     # session_id, request_id), what tells a retry of this call from another call
@@ -125,10 +126,10 @@ class ToolContext:
         if self.stream_requested and self.stream_cb is not None and text:
             await self.stream_cb(text)
 
-    async def event(self, delta: Any) -> None:
+    async def event(self, event: StreamEvent) -> None:
         """Send a structured stream event; a no-op unless the caller asked for events."""
         if self.event_cb is not None:
-            await self.event_cb(delta)
+            await self.event_cb(event)
 
     def count_provider_call(self) -> None:
         """Count one model call, refusing any beyond ``max_provider_calls_per_request``.

@@ -41,11 +41,13 @@ take long answers whole.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from exai.errors import InternalError, ValidationError_
+from exai.protocol import ModelAnswer, ResultNote
+from exai.protocol import ToolCall as CalledTool
 from exai.providers import ChatRequest, ChatResponse, ModelNeeds
 from exai.providers.catalogue import ModelInfo
 from exai.store.sessions import SessionTurn
@@ -317,23 +319,21 @@ class CompletionTool(Tool):
                 usage=response.usage.as_dict(), allowed_models=context.allowed_models,
             ))  # fmt: skip
         cost = response_cost(providers, response)
+        answer = ModelAnswer(
+            finish_reason=response.finish_reason or "stop",
+            tool_calls=cast(list[CalledTool], response.tool_calls),
+            notes=cast(list[ResultNote], [*notes, *response.notes]),
+            memory_ids=memory_ids,
+            fallback_from=response.fallback_from or None,
+            reasoning=response.reasoning or None,
+        )
         metadata: dict[str, Any] = {
             "model": response.model,
             "provider": response.provider,
             **response.usage.metadata(),
             "cost": None if cost is None else cost.as_dict(),
-            "finish_reason": response.finish_reason or "stop",
+            **answer.fields(),
         }
-        if response.tool_calls:
-            metadata["tool_calls"] = response.tool_calls
-        if response.notes or notes:
-            metadata["notes"] = [*notes, *response.notes]
-        if memory_ids:
-            metadata["memory_ids"] = memory_ids
-        if response.fallback_from:
-            metadata["fallback_from"] = response.fallback_from
-        if response.reasoning:
-            metadata["reasoning"] = response.reasoning
         return ToolResult(response.text, metadata=metadata)
 
 

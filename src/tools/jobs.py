@@ -17,6 +17,7 @@ from pydantic import Field
 from exai.errors import ToolNotFoundError, UnavailableError
 from exai.jobs.schedule import split_when
 from exai.jobs.service import JobService, JobSpec
+from exai.protocol import JobAnswer
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
 
 __all__ = ["TOOLS", "JobsTool", "ScheduleTool", "UnscheduleTool"]
@@ -71,7 +72,7 @@ class ScheduleTool(Tool):
             missed=arguments.missed, notify=notify, idempotency_key=key,
         ))  # fmt: skip
         out = {**job.public(), "created": created}
-        return ToolResult(json.dumps(out), metadata={"job": out})
+        return ToolResult(json.dumps(out), metadata=JobAnswer(job=out).fields())
 
 
 class JobsInput(ToolInput):
@@ -102,7 +103,7 @@ class JobsTool(Tool):
             out = {"run": (await service.run_now(arguments.id, owner)).public()}
         else:
             out = await service.show(arguments.id, owner)
-        return ToolResult(json.dumps(out), metadata={"jobs": out})
+        return ToolResult(json.dumps(out), metadata=JobAnswer(jobs=out).fields())
 
 
 def _missing_id(action: str) -> None:
@@ -124,7 +125,7 @@ class UnscheduleTool(Tool):
     async def run(self, arguments: UnscheduleInput, context: ToolContext) -> ToolResult:
         await _service(context).store.delete_job(arguments.id, context.principal.name)
         out = {"id": arguments.id, "removed": True}
-        return ToolResult(json.dumps(out), metadata={"job": out})
+        return ToolResult(json.dumps(out), metadata=JobAnswer(job=out).fields())
 
 
 TOOLS: list[Tool] = [ScheduleTool(), JobsTool(), UnscheduleTool()]

@@ -16,6 +16,7 @@ from pydantic import Field
 from exai.errors import ToolNotFoundError, UnavailableError
 from exai.memory.base import MemoryType
 from exai.memory.service import MAX_CONTENT_CHARS, MemoryService
+from exai.protocol import MemoryAnswer
 from exai.tools.base import Tool, ToolContext, ToolInput, ToolResult
 
 __all__ = ["TOOLS", "ForgetTool", "RecallTool", "RememberTool"]
@@ -56,7 +57,7 @@ class RememberTool(Tool):
             arguments.project or None,
         )  # fmt: skip
         out = {"id": done.memory.id, "action": done.action, "type": done.memory.type}
-        return ToolResult(json.dumps(out), metadata={"memory": out})
+        return ToolResult(json.dumps(out), metadata=MemoryAnswer(memory=out).fields())
 
 
 class RecallInput(ToolInput):
@@ -82,7 +83,9 @@ class RecallTool(Tool):
              "tags": r.memory.tags, "project": r.memory.project, "score": round(r.score, 6)}
             for r in ranked
         ]  # fmt: skip
-        return ToolResult(json.dumps({"memories": items}), metadata={"memories": items})
+        return ToolResult(
+            json.dumps({"memories": items}), metadata=MemoryAnswer(memories=items).fields()
+        )
 
 
 class ForgetInput(ToolInput):
@@ -97,7 +100,7 @@ class ForgetTool(Tool):
     async def run(self, arguments: ForgetInput, context: ToolContext) -> ToolResult:
         memory = await _service(context).forget(context.principal.name, arguments.id)
         out = {"id": memory.id, "forgotten": True}
-        return ToolResult(json.dumps(out), metadata={"memory": out})
+        return ToolResult(json.dumps(out), metadata=MemoryAnswer(memory=out).fields())
 
 
 TOOLS: list[Tool] = [RememberTool(), RecallTool(), ForgetTool()]

@@ -33,32 +33,31 @@ use it on every later turn in place of their own.
 :func:`ask_model` is the one way a tool calls a model: counted against the
 request's provider-call limit, admitted by the principal's budget before
 anything is sent (``BUDGET_EXCEEDED`` otherwise), streamed when the client asked
-(cut into readable chunks, or every provider delta to a model face that asked
-for events), whole otherwise, and charged: its usage and cost
-join the call's ``charges``, and the result's ``cost`` is its price applied to
-its usage (:func:`response_cost`).
+(:mod:`exai.tools.answer_stream`), whole otherwise, and charged: its usage and
+cost join the call's ``charges``, and the result's ``cost`` is its price applied
+to its usage (:func:`response_cost`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from exai import tracing
 from exai.accounting.ledger import Charge
 from exai.errors import ExaiError, InternalError, ValidationError_
 from exai.files import acheck_paths
-from exai.protocol import ReasoningEffort
+from exai.protocol import ModelAnswer, ReasoningEffort, ResultNote
 from exai.providers import ChatRequest, ChatResponse, ModelInfo, ModelNeeds, Usage
 from exai.providers.access import canonical, forbidden, permits
 from exai.providers.pricing import Cost, call_cost
 from exai.store.base import StoredMessage, Thread
 from exai.store.history import AssembledMessages, ContextLimits, assemble_messages
 from exai.store.tokens import estimator_for
+from exai.tools.answer_stream import stream_answer
 from exai.tools.attachments import FilesFound, attach, read_attachments
 from exai.tools.base import ToolContext
-from exai.tools.chunker import StreamChunker
 from exai.tools.turn_store import (
     THREAD_PROMPT_KEY,
     answer_of,
@@ -222,23 +221,21 @@ async def _run_turn(context: ToolContext, turn: TurnRequest, span: Any) -> TurnR
             project = context.client_roots[0] if context.client_roots else None
             context.services.memory.queue_extraction(owner, turn.prompt, thread_id, project,
                                                      allowed=context.allowed_models)  # fmt: skip
+    answer = ModelAnswer(
+        notes=cast(list[ResultNote], response.notes),
+        memory_ids=memory["ids"] if memory else [],
+        fallback_from=response.fallback_from or None,
+        reasoning=response.reasoning or None,
+        turns_dropped=assembled.turns_dropped or None,
+    )
     metadata: dict[str, Any] = {
         "model": response.model,
         "provider": response.provider,
         "continuation_id": thread_id,
         **response.usage.metadata(),
         "cost": _as_dict(response_cost(providers, response)),
+        **answer.fields(),
     }
-    if memory:
-        metadata["memory_ids"] = memory["ids"]
-    if response.fallback_from:
-        metadata["fallback_from"] = response.fallback_from
-    if response.reasoning:
-        metadata["reasoning"] = response.reasoning
-    if response.notes:
-        metadata["notes"] = response.notes
-    if assembled.turns_dropped:
-        metadata["turns_dropped"] = assembled.turns_dropped
     if assembled.files_included:
         metadata["files_included"] = assembled.files_included
     if attachments.attached:
@@ -317,7 +314,7 @@ async def ask_model(context: ToolContext, request: ChatRequest, info: ModelInfo)
             request = replace(request, continue_cut=False)
     try:
         if context.stream_requested:
-            response = await _streamed(context, providers, request, info)
+            response = await stream_answer(context, providers, request, info)
         else:
             response = await providers.complete(request, info)
     except BaseException:
@@ -358,30 +355,6 @@ def _estimate(providers: Any, request: ChatRequest, info: ModelInfo) -> Cost | N
 
 def _as_dict(cost: Cost | None) -> dict[str, Any] | None:
     return None if cost is None else cost.as_dict()
-
-
-async def _streamed(
-    context: ToolContext, providers: Any, request: ChatRequest, info: ModelInfo
-) -> ChatResponse:
-    """Stream the answer: every delta but the last to a caller that asked for events
-    (a model face, ``context.event_cb``), else the text as readable chunks."""
-    s = context.settings
-    chunker = StreamChunker(s.stream_min_chunk_chars, s.stream_max_chunk_chars)
-    events = context.event_cb is not None
-    response: ChatResponse | None = None
-    async for delta in providers.stream(request, info):
-        if delta.kind == "done":
-            response = delta.response
-        elif events:
-            await context.event(delta)
-        elif delta.kind == "text" and delta.text:
-            for chunk in chunker.feed(delta.text):
-                await context.stream(chunk)
-    for chunk in chunker.flush():
-        await context.stream(chunk)
-    if response is None:
-        raise InternalError(f"{info.provider} ended its stream without a final response")
-    return response
 
 
 def _replayed(providers: Any, thread: Thread, stored: list[StoredMessage]) -> TurnResult:

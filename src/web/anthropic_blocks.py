@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exai.web.model_call import Note, RequestRefused, check_known, want_dict, want_str
+from exai.web.model_shared import effort_level, open_carrier
 from exai.web.reasoning_seal import Carriers
 
 __all__ = [
@@ -219,13 +220,14 @@ def _assistant(blocks: list[Any], where: str, out: Converted, carriers: Carriers
             )
         elif kind == "thinking":
             check_known(block, _THINKING_KEYS, f"{at}.")
-            opened = carriers.open(block.get("signature"))
+            shown = bool(block.get("thinking"))
+            opened = open_carrier(carriers, block.get("signature"), shown=shown,
+                                  missing="it has no signature exai made")  # fmt: skip
             if opened.text:
                 reasoning.append(opened.text)
-            elif opened.why or block.get("thinking"):
-                why = opened.why or "it has no signature exai made"
+            elif opened.why:
                 out.notes.append(Note(at, f"this thinking block was not sent as the model's "
-                                          f"reasoning: {why}"))  # fmt: skip
+                                          f"reasoning: {opened.why}"))  # fmt: skip
         elif kind == "redacted_thinking":
             out.notes.append(
                 Note(
@@ -256,10 +258,7 @@ def _turn_effort(config: Any, where: str) -> tuple[str, str]:
     carries only an effort level); where its effort is, and the level."""
     config = want_dict(config, where)
     check_known(config, ("effort",), f"{where}.")
-    effort = config.get("effort")
-    if effort not in EFFORTS:
-        raise RequestRefused(f"{where}.effort is one of {list(EFFORTS)}", param=f"{where}.effort")
-    return f"{where}.effort", effort
+    return f"{where}.effort", effort_level(config.get("effort"), f"{where}.effort", EFFORTS)
 
 
 def _image(block: dict[str, Any], at: str) -> dict[str, Any]:

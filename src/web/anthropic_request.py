@@ -47,6 +47,7 @@ from exai.web.model_call import (
     want_number,
     want_str,
 )
+from exai.web.model_shared import apply_thinking, client_ref, effort_level
 from exai.web.reasoning_seal import Carriers
 
 __all__ = ["MessagesCall", "model_rules", "parse_count_tokens", "parse_messages", "served_model"]
@@ -127,19 +128,18 @@ def parse_messages(body: Any, rules: list[tuple[str, str]], carriers: Carriers) 
             arguments[key] = want_number(body[key], key)
     stream = body.get("stream") is not None and want_bool(body["stream"], "stream")
     metadata = body.get("metadata")
-    client_ref = None
+    ref = None
     if metadata is not None:
         check_known(want_dict(metadata, "metadata"), ("user_id",), "metadata.")
-        if metadata.get("user_id") is not None:
-            client_ref = want_str(metadata["user_id"], "metadata.user_id")[:256]
+        ref = client_ref(metadata, ("user_id",), "metadata.")
     return MessagesCall(
         face="anthropic",
         arguments=arguments,
         model=asked,
         stream=stream,
         notes=tuple(notes),
-        client_ref=client_ref,
-        session_ref=claude_session(client_ref),
+        client_ref=ref,
+        session_ref=claude_session(ref),
         show_thinking=show,
         carriers=carriers,
     )
@@ -174,11 +174,9 @@ def _common(
     if tools:
         arguments["tools"] = tools
     arguments.update(_tool_choice(body.get("tool_choice"), {t["function"]["name"] for t in tools}))
-    notes += _output_config(body.get("output_config"), arguments, converted.efforts)
-    thinking = (body.get("thinking") or {}).get("type")
-    if thinking in ("enabled", "disabled"):
-        arguments["thinking_mode"] = "on" if thinking == "enabled" else "off"
-    return arguments, notes, show_thinking
+    effort, more = _output_config(body.get("output_config"), arguments, converted.efforts)
+    apply_thinking(arguments, (body.get("thinking") or {}).get("type"), effort)
+    return arguments, notes + more, show_thinking
 
 
 def _tools(raw: Any, converted: Converted) -> list[dict[str, Any]]:
@@ -307,16 +305,14 @@ def _context_management(raw: Any, converted: Converted) -> None:
 
 def _output_config(
     raw: Any, arguments: dict[str, Any], turn_efforts: list[tuple[str, str]]
-) -> list[Note]:
-    """Apply ``output_config``, and the effort level of the request or its latest turn."""
+) -> tuple[str | None, list[Note]]:
+    """Apply ``output_config``'s format; the effort level of the request or its latest turn."""
     config = want_dict(raw, "output_config") if raw is not None else {}
     check_known(config, ("effort", "format"), "output_config.")
     notes = []
     effort = config.get("effort")
-    if effort is not None and effort not in EFFORTS:
-        raise RequestRefused(
-            f"output_config.effort is one of {list(EFFORTS)}", param="output_config.effort"
-        )
+    if effort is not None:
+        effort = effort_level(effort, "output_config.effort", EFFORTS)
     # An earlier turn's level was for that turn; the latest one's is this request's.
     turn = turn_efforts[-1] if turn_efforts else None
     if effort is None and turn is not None:
@@ -324,8 +320,6 @@ def _output_config(
     elif turn is not None and turn[1] != effort:
         used = f"the request's output_config.effort {effort!r} was used, not this turn's"
         notes.append(Note(turn[0], f"{used} {turn[1]!r}"))
-    if effort is not None:
-        arguments["reasoning_effort"] = effort
     if config.get("format") is not None:
         fmt = want_dict(config["format"], "output_config.format")
         check_known(fmt, ("type", "schema"), "output_config.format.")
@@ -338,7 +332,7 @@ def _output_config(
             "type": "json_schema",
             "json_schema": {"name": "output", "schema": schema},
         }
-    return notes
+    return effort, notes
 
 
 _SESSION = re.compile(r"session_([0-9A-Za-z-]{8,64})$")

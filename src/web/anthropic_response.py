@@ -23,12 +23,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from exai.protocol import CallToolResult, ErrorInfo
+from exai.protocol import CallToolResult, ErrorInfo, ModelAnswer, StreamEvent
 from exai.web.anthropic_blocks import outgoing_id
 from exai.web.anthropic_errors import error_body
 from exai.web.anthropic_request import MessagesCall
+from exai.web.event_stream import sse_event
 from exai.web.model_call import Note
-from exai.web.model_stream import sse_event
+from exai.web.model_shared import answer_notes, exai_envelope, seal_reasoning
 
 __all__ = ["MessageStream", "message_body", "stop_reason", "usage_of"]
 
@@ -41,15 +42,8 @@ _STOP = {
 }
 
 
-def stop_reason(result: CallToolResult) -> str:
-    reason = (result.metadata.model_extra or {}).get("finish_reason") or "stop"
-    return _STOP.get(str(reason), "end_turn")
-
-
-def _sealed(call: MessagesCall, reasoning: str) -> str:
-    """The thinking block's ``signature``: the reasoning, sealed for the caller."""
-    assert call.carriers is not None, "the Messages face seals what it hands out"
-    return call.carriers.seal(reasoning)
+def stop_reason(answer: ModelAnswer) -> str:
+    return _STOP.get(answer.finish_reason or "stop", "end_turn")
 
 
 def usage_of(result: CallToolResult) -> dict[str, int]:
@@ -62,11 +56,6 @@ def usage_of(result: CallToolResult) -> dict[str, int]:
         "cache_read_input_tokens": cached,
         "cache_creation_input_tokens": 0,
     }
-
-
-def _tool_calls(result: CallToolResult) -> list[dict[str, Any]]:
-    calls = (result.metadata.model_extra or {}).get("tool_calls") or []
-    return [c for c in calls if isinstance(c, dict)]
 
 
 def _input(arguments: Any) -> dict[str, Any]:
@@ -82,50 +71,37 @@ def _input(arguments: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_arguments": arguments}
 
 
-def _exai(call: MessagesCall, result: CallToolResult, extra_notes: list[Note]) -> dict[str, Any]:
-    meta = result.metadata
-    fields: dict[str, Any] = {
-        "request_id": result.request_id,
-        "model": meta.model,
-        "provider": meta.provider,
-        "cost": meta.cost,
-    }
-    more = meta.model_extra or {}
-    for key in ("fallback_from", "trace_id"):
-        if more.get(key):
-            fields[key] = more[key]
-    notes = [n.as_dict() for n in (*call.notes, *extra_notes)]
-    notes += [n for n in more.get("notes") or [] if isinstance(n, dict)]
-    if notes:
-        fields["notes"] = notes
-    return fields
+def _exai(
+    call: MessagesCall, result: CallToolResult, answer: ModelAnswer, *more: Note
+) -> dict[str, Any]:
+    return exai_envelope(result, answer, answer_notes(call, answer, *more))
 
 
 def message_body(
     call: MessagesCall, result: CallToolResult, text: str, *, message_id: str
 ) -> dict[str, Any]:
     """The ``message`` for a successful result whose answer is ``text``."""
-    extra = result.metadata.model_extra or {}
+    answer = ModelAnswer.of(result.metadata)
     content: list[dict[str, Any]] = []
-    reasoning = extra.get("reasoning")
-    if isinstance(reasoning, str) and reasoning:
+    reasoning = answer.reasoning
+    if reasoning:
         content.append(
             {
                 "type": "thinking",
                 "thinking": reasoning if call.show_thinking else "",
-                "signature": _sealed(call, reasoning),
+                "signature": seal_reasoning(call, reasoning),
             }
         )
     if text:
         content.append({"type": "text", "text": text})
-    for tool_call in _tool_calls(result):
-        function = tool_call.get("function") or {}
+    for tool_call in answer.tool_calls:
+        function = tool_call["function"]
         content.append(
             {
                 "type": "tool_use",
-                "id": outgoing_id(str(tool_call.get("id", ""))),
-                "name": function.get("name"),
-                "input": _input(function.get("arguments")),
+                "id": outgoing_id(tool_call["id"]),
+                "name": function["name"],
+                "input": _input(function["arguments"]),
             }
         )
     return {
@@ -134,10 +110,10 @@ def message_body(
         "role": "assistant",
         "model": call.model,
         "content": content,
-        "stop_reason": stop_reason(result),
+        "stop_reason": stop_reason(answer),
         "stop_sequence": None,
         "usage": usage_of(result),
-        "exai": _exai(call, result, []),
+        "exai": _exai(call, result, answer),
     }
 
 
@@ -198,49 +174,48 @@ class MessageStream:
             return b""
         out = b""
         if self.open[0] == "thinking":
-            signature = _sealed(self.call, "".join(self.reasoning))
+            signature = seal_reasoning(self.call, "".join(self.reasoning))
             out = self._delta({"type": "signature_delta", "signature": signature})
         self.open = None
         return out + sse_event(
             "content_block_stop", {"type": "content_block_stop", "index": self.index}
         )
 
-    def delta(self, delta: Any) -> bytes:
-        kind = getattr(delta, "kind", None)
-        if kind == "reasoning" and delta.text:
+    def delta(self, event: StreamEvent) -> bytes:
+        kind = event.kind
+        if kind == "reasoning" and event.text:
             out = b""
             if self.open is None or self.open[0] != "thinking":
                 self.reasoning = []
                 out = self._start("thinking", {"type": "thinking", "thinking": "", "signature": ""})
-            self.reasoning.append(delta.text)
+            self.reasoning.append(event.text)
             if self.call.show_thinking:
-                out += self._delta({"type": "thinking_delta", "thinking": delta.text})
+                out += self._delta({"type": "thinking_delta", "thinking": event.text})
             return out
-        if kind == "text" and delta.text:
+        if kind == "text" and event.text:
             out = b""
             if self.open is None or self.open[0] != "text":
                 out = self._start("text", {"type": "text", "text": ""})
-            return out + self._delta({"type": "text_delta", "text": delta.text})
-        if kind == "tool_call":
-            call = delta.tool_call or {}
-            name = (call.get("function") or {}).get("name")
-            self.streamed[delta.index] = []
+            return out + self._delta({"type": "text_delta", "text": event.text})
+        if kind == "tool_call" and event.tool_call is not None and event.index is not None:
+            call = event.tool_call
+            self.streamed[event.index] = []
             return self._start(
                 "tool_use",
                 {
                     "type": "tool_use",
-                    "id": outgoing_id(str(call.get("id", ""))),
-                    "name": name,
+                    "id": outgoing_id(call["id"]),
+                    "name": call["function"]["name"],
                     "input": {},
                 },
-                delta.index,
+                event.index,
             )
-        if kind == "tool_arguments" and delta.text:
-            if self.open != ("tool_use", delta.index):
-                self.late.add(delta.index)
+        if kind == "tool_arguments" and event.text and event.index is not None:
+            if self.open != ("tool_use", event.index):
+                self.late.add(event.index)
                 return b""
-            self.streamed[delta.index].append(delta.text)
-            return self._delta({"type": "input_json_delta", "partial_json": delta.text})
+            self.streamed[event.index].append(event.text)
+            return self._delta({"type": "input_json_delta", "partial_json": event.text})
         return b""
 
     def closing(self, result: CallToolResult) -> bytes:
@@ -255,11 +230,12 @@ class MessageStream:
                     f"{sorted(self.late)} are missing from their input",
                 )
             )
+        answer = ModelAnswer.of(result.metadata)
         message_delta = {
             "type": "message_delta",
-            "delta": {"stop_reason": stop_reason(result), "stop_sequence": None},
+            "delta": {"stop_reason": stop_reason(answer), "stop_sequence": None},
             "usage": usage_of(result),
-            "exai": _exai(self.call, result, notes),
+            "exai": _exai(self.call, result, answer, *notes),
         }
         return (
             out

@@ -18,7 +18,8 @@ the same for all of them, and written once here:
 - each request is a server span (OpenTelemetry, when tracing is on) continuing
   the client's ``traceparent``, marked failed when its call fails;
 - a call that is quiet for ``ping_s`` seconds gets the API's keep-alive event
-  (starting the stream if need be), so no proxy's idle timeout cuts it;
+  (starting the stream if need be), so no proxy's idle timeout cuts it (the loop
+  is :func:`exai.web.event_stream.relay`, which the console's stream runs too);
 - what the result holds and no event carried (a tool that answered without
   streaming, a turn replayed from the store) is sent as events at the end, so a
   streamed answer never lacks what the whole one would have.
@@ -28,28 +29,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from exai import tracing
 from exai.port import Caller, Port
-from exai.protocol import CallToolResult, ErrorInfo
-from exai.web.asgi import Receive, Send, disconnected, send_json, unless_client_leaves
+from exai.protocol import CallToolResult, ErrorInfo, ModelAnswer, StreamEvent, ToolCall
+from exai.web.asgi import Receive, Send, send_json, unless_client_leaves
+from exai.web.event_stream import relay
 from exai.web.model_call import ModelCall, memory_on
 
 __all__ = [
     "ErrorResponder",
-    "Event",
     "StreamEncoder",
     "audit_request",
     "face_span",
     "result_text",
     "run_streamed",
     "run_whole",
-    "sse",
-    "sse_event",
     "unstreamed",
 ]
 
@@ -69,8 +66,8 @@ class StreamEncoder(Protocol):
         """What the stream starts with, right after its headers."""
         ...
 
-    def delta(self, delta: Any) -> bytes:
-        """The events for one model event (a provider delta)."""
+    def delta(self, event: StreamEvent) -> bytes:
+        """The events for one model event."""
         ...
 
     def closing(self, result: CallToolResult) -> bytes:
@@ -86,44 +83,23 @@ class StreamEncoder(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """A model event the face makes itself, shaped as the provider's deltas are."""
-
-    kind: str
-    text: str = ""
-    index: int | None = None
-    tool_call: dict[str, Any] | None = None
-
-
-def unstreamed(result: CallToolResult, seen: set[str]) -> list[Event]:
+def unstreamed(result: CallToolResult, seen: set[str]) -> list[StreamEvent]:
     """Events for what ``result`` holds that no event of a kind in ``seen`` carried."""
-    extra = result.metadata.model_extra or {}
-    events: list[Event] = []
-    reasoning = extra.get("reasoning")
-    if "reasoning" not in seen and isinstance(reasoning, str) and reasoning:
-        events.append(Event("reasoning", reasoning))
+    answer = ModelAnswer.of(result.metadata)
+    events: list[StreamEvent] = []
+    if "reasoning" not in seen and answer.reasoning:
+        events.append(StreamEvent("reasoning", answer.reasoning))
     text = result_text(result)
     if "text" not in seen and text:
-        events.append(Event("text", text))
+        events.append(StreamEvent("text", text))
     if "tool_call" not in seen:
-        for index, call in enumerate(extra.get("tool_calls") or []):
-            function = call.get("function") or {}
-            head = {**call, "function": {**function, "arguments": ""}}
-            events.append(Event("tool_call", index=index, tool_call=head))
-            events.append(Event("tool_arguments", function.get("arguments") or "", index))
+        for index, call in enumerate(answer.tool_calls):
+            function = call["function"]
+            head = ToolCall(id=call["id"], type=call["type"],
+                            function={"name": function["name"], "arguments": ""})  # fmt: skip
+            events.append(StreamEvent("tool_call", index=index, tool_call=head))
+            events.append(StreamEvent("tool_arguments", function["arguments"], index))
     return events
-
-
-def sse(data: dict[str, Any] | str) -> bytes:
-    """One server-sent event with only ``data``; a string (``[DONE]``) goes as it is."""
-    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    return f"data: {payload}\n\n".encode()
-
-
-def sse_event(name: str, data: dict[str, Any]) -> bytes:
-    """One server-sent event named ``name``."""
-    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
 def result_text(result: CallToolResult) -> str:
@@ -212,17 +188,7 @@ async def run_streamed(
     """Stream the call's answer with ``encoder``; the result, or None if the client left."""
     request_id = client.new_request_id()
     audit_request(core, client, call, request_id)
-    events: asyncio.Queue[Any] = asyncio.Queue()
-    task = asyncio.ensure_future(
-        client.call(
-            call.tool,
-            arguments_of(core, client, call),
-            request_id=request_id,
-            stream=True,
-            on_event=events.put_nowait,
-        )
-    )
-    gone = asyncio.ensure_future(disconnected(receive))
+    events: asyncio.Queue[StreamEvent] = asyncio.Queue()
     started = False
     opening: bytes | None = None  # made before the first event is encoded, sent with it
     seen: set[str] = set()
@@ -232,10 +198,10 @@ async def run_streamed(
         if opening is None:
             opening = encoder.opening()
 
-    def encode(delta: Any) -> bytes:
+    def encode(events: list[StreamEvent]) -> bytes:
         open_once()
-        seen.add(getattr(delta, "kind", ""))
-        return encoder.delta(delta)
+        seen.update(event.kind for event in events)
+        return b"".join(encoder.delta(event) for event in events)
 
     async def emit(data: bytes) -> None:
         nonlocal started
@@ -249,45 +215,27 @@ async def run_streamed(
             data = (opening or b"") + data
         await send({"type": "http.response.body", "body": data, "more_body": True})
 
-    try:
-        while True:
-            waiting = asyncio.ensure_future(events.get())
-            done, _ = await asyncio.wait(
-                {waiting, task, gone}, timeout=ping_s, return_when=asyncio.FIRST_COMPLETED
-            )
-            if gone.done():
-                waiting.cancel()
-                return None
-            if not done:  # quiet for ping_s: keep the connection alive
-                waiting.cancel()
-                await emit(encoder.ping())
-                continue
-            if not waiting.done():
-                waiting.cancel()
-                break
-            # Every event that arrived meanwhile goes in the same write.
-            batch = [waiting.result()] + [events.get_nowait() for _ in range(events.qsize())]
-            await emit(b"".join(encode(event) for event in batch))
-        result = task.result()
-        if result.error is not None:
-            tracing.fail_current(result.error)
-        rest = b"".join(encode(events.get_nowait()) for _ in range(events.qsize()))
-        if result.error is not None and not started and not rest:
+    async def deliver(batch: list[StreamEvent]) -> None:
+        await emit(encode(batch))
+
+    async def ping() -> None:
+        await emit(encoder.ping())
+
+    arguments = arguments_of(core, client, call)
+    running = client.call(call.tool, arguments, request_id=request_id, stream=True,
+                          on_event=events.put_nowait)  # fmt: skip
+    result = await relay(running, events, receive, deliver=deliver, ping=ping, ping_s=ping_s)
+    if result is None:
+        return None
+    if result.error is not None:
+        tracing.fail_current(result.error)
+        if not started:
             await send_json(send, *error_response(result.error))
             return result
-        await emit(rest)
-        if result.error is not None:
-            open_once()
-            await emit(encoder.failure(result.error))
-        else:
-            missing = b"".join(encode(event) for event in unstreamed(result, seen))
-            open_once()
-            await emit(missing + encoder.closing(result))
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-        return result
-    finally:
-        gone.cancel()
-        if not task.done():  # the client left: cancelling Caller.call cancels the call
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await emit(encoder.failure(result.error))
+    else:
+        missing = encode(unstreamed(result, seen))
+        open_once()
+        await emit(missing + encoder.closing(result))
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+    return result

@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from exai.port import Caller, Port
-from exai.protocol import CallToolResult
+from exai.protocol import CallToolResult, ModelAnswer
 from exai.web.guard import principal_of
 from exai.web.model_call import RequestRefused
 from exai.web.model_face import ModelFace, Whole
@@ -115,8 +115,8 @@ class _ChatCompletions:
     async def _whole_text(self, result: CallToolResult, client: Caller) -> str:
         """The answer whole: one too large for an MCP client was stored as an
         artifact of its thread (exai.tools.artifacts), and an OpenAI client takes it all."""
-        extra = result.metadata.model_extra or {}
-        artifact, thread = extra.get("artifact_id"), result.metadata.continuation_id
+        artifact = ModelAnswer.of(result.metadata).artifact_id
+        thread = result.metadata.continuation_id
         if not artifact or not thread:
             return result_text(result)
         whole = await self.core.reads.artifact_text(thread, artifact, client.principal.name)

@@ -29,9 +29,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import Any
 
-from exai.protocol import UUID_PATTERN, ReasoningEffort
+from exai.protocol import UUID_PATTERN
 from exai.web.model_call import (
     ModelCall,
     RequestRefused,
@@ -40,8 +40,8 @@ from exai.web.model_call import (
     want_dict,
     want_list,
     want_number,
-    want_str,
 )
+from exai.web.model_shared import apply_thinking, client_ref, effort_level
 from exai.web.openai_legacy import LEGACY_FIELDS, legacy_messages, legacy_tools
 
 __all__ = [
@@ -100,8 +100,6 @@ _STATELESS_ONLY = (
     "thinking",
     *LEGACY_FIELDS,
 )
-# The levels the core takes; it sends each model the nearest knob it has and notes it.
-_EFFORTS: tuple[str, ...] = get_args(ReasoningEffort)
 
 
 @dataclass(frozen=True)
@@ -129,7 +127,7 @@ def parse_request(body: Any, headers: Mapping[str, str]) -> CompletionCall:
     _refuse_what_cannot_be_honoured(body)
     stream = body.get("stream") is not None and want_bool(body["stream"], "stream")
     include_usage = _include_usage(body.get("stream_options"), stream)
-    client_ref = _client_ref(body)
+    ref = client_ref(body, ("safety_identifier", "user"))
     thread = _thread(body, headers)
     arguments: dict[str, Any] = {"model": model}
     if body.get("temperature") is not None:
@@ -139,7 +137,7 @@ def parse_request(body: Any, headers: Mapping[str, str]) -> CompletionCall:
         "face": "openai",
         "model": model,
         "stream": stream,
-        "client_ref": client_ref,
+        "client_ref": ref,
         "include_usage": include_usage,
     }
     if thread is None:
@@ -189,18 +187,14 @@ def _thinking(body: dict[str, Any], arguments: dict[str, Any]) -> None:
     thinking, effort = body.get("thinking"), body.get("reasoning_effort")
     if thinking is not None and effort is not None:
         raise RequestRefused("send thinking or reasoning_effort, not both", param="thinking")
+    kind = None
     if thinking is not None:
         kind = want_dict(thinking, "thinking").get("type")
         check_known(thinking, ("type",), "thinking.")
         if kind not in ("enabled", "disabled"):
             raise RequestRefused('thinking.type is "enabled" or "disabled"', param="thinking.type")
-        arguments["thinking_mode"] = "on" if kind == "enabled" else "off"
-    elif effort is not None:
-        if effort not in _EFFORTS:
-            raise RequestRefused(
-                f"reasoning_effort is one of {list(_EFFORTS)}", param="reasoning_effort"
-            )
-        arguments["reasoning_effort"] = effort
+    level = None if effort is None else effort_level(effort, "reasoning_effort")
+    apply_thinking(arguments, kind, level)
 
 
 def _thread_call(
@@ -289,14 +283,6 @@ def _include_usage(options: Any, stream: bool) -> bool:
     if not stream:
         raise RequestRefused("stream_options goes with stream: true", param="stream_options")
     return options.get("include_usage") is True
-
-
-def _client_ref(body: dict[str, Any]) -> str | None:
-    """The caller's id for its end user, for the audit trail."""
-    for key in ("safety_identifier", "user"):
-        if body.get(key) is not None:
-            return want_str(body[key], key)[:256]
-    return None
 
 
 def _thread(body: dict[str, Any], headers: Mapping[str, str]) -> str | None:

@@ -12,17 +12,16 @@ A request made with the legacy ``functions`` gets ``message.function_call`` and
 Beside OpenAI's own fields, each completion (and the last chunk of a stream)
 carries ``exai``: the thread's ``continuation_id``, the model that answered, the
 audit trail's ``request_id``, the cost and ``notes``, what exai adapted to serve
-the request. The ``openai`` SDK keeps unknown fields, so ``completion.exai`` (or
-``completion.model_extra["exai"]``) reads it.
+the request. The ``openai`` SDK keeps unknown fields, so ``completion.exai`` reads it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from exai.protocol import CallToolResult, ErrorInfo
-from exai.web.model_call import ModelCall
-from exai.web.model_stream import sse
+from exai.protocol import CallToolResult, ErrorInfo, ModelAnswer, StreamEvent
+from exai.web.event_stream import PING, sse
+from exai.web.model_shared import answer_notes, exai_envelope
 from exai.web.openai_errors import error_body
 from exai.web.openai_request import CompletionCall
 
@@ -31,7 +30,6 @@ __all__ = [
     "completion_body",
     "exai_fields",
     "model_list",
-    "notes_of",
     "usage_body",
 ]
 
@@ -51,59 +49,37 @@ def usage_body(usage: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def notes_of(call: ModelCall, result: CallToolResult) -> list[dict[str, str]]:
-    """What the face and the tool adapted to serve the request, face first."""
-    extra = result.metadata.model_extra or {}
-    tool_notes = [n for n in extra.get("notes") or [] if isinstance(n, dict)]
-    return [note.as_dict() for note in call.notes] + tool_notes
-
-
-def exai_fields(call: CompletionCall, result: CallToolResult) -> dict[str, Any]:
-    meta = result.metadata
-    fields: dict[str, Any] = {"request_id": result.request_id, "tool": meta.tool}
+def exai_fields(
+    call: CompletionCall, result: CallToolResult, answer: ModelAnswer
+) -> dict[str, Any]:
+    head: dict[str, Any] = {"tool": result.metadata.tool}
     if call.thread is not None:
-        fields["continuation_id"] = meta.continuation_id
-        fields["thread_started"] = call.thread == "new"
-    fields["model"] = meta.model
-    fields["provider"] = meta.provider
-    extra = meta.model_extra or {}
-    fields["cost"] = meta.cost  # OpenAI has no field for it; null when unpriced
-    for key in ("fallback_from", "turns_dropped", "trace_id"):
-        if extra.get(key):
-            fields[key] = extra[key]
-    notes = notes_of(call, result)
-    calls = _tool_calls(result)
-    if call.legacy and len(calls) > 1:
+        head["continuation_id"] = result.metadata.continuation_id
+        head["thread_started"] = call.thread == "new"
+    notes = answer_notes(call, answer)
+    if call.legacy and len(answer.tool_calls) > 1:
         notes.append(
             {
                 "param": "functions",
-                "message": f"the model called {len(calls)} "
+                "message": f"the model called {len(answer.tool_calls)} "
                 "functions at once; function_call carries the first only",
             }
         )
-    if notes:
-        fields["notes"] = notes
-    if call.messages_ignored:
-        fields["messages_ignored"] = call.messages_ignored
-    return fields
+    tail = {"messages_ignored": call.messages_ignored} if call.messages_ignored else None
+    return exai_envelope(result, answer, notes, head=head, tail=tail)
 
 
-def _finish_reason(call: CompletionCall, result: CallToolResult) -> str:
-    reason = (result.metadata.model_extra or {}).get("finish_reason") or "stop"
-    return "function_call" if call.legacy and reason == "tool_calls" else str(reason)
-
-
-def _tool_calls(result: CallToolResult) -> list[dict[str, Any]]:
-    calls = (result.metadata.model_extra or {}).get("tool_calls") or []
-    return [c for c in calls if isinstance(c, dict)]
+def _finish_reason(call: CompletionCall, answer: ModelAnswer) -> str:
+    reason = answer.finish_reason or "stop"
+    return "function_call" if call.legacy and reason == "tool_calls" else reason
 
 
 def completion_body(
     call: CompletionCall, result: CallToolResult, text: str, *, completion_id: str, created: int
 ) -> dict[str, Any]:
     """A ``chat.completion`` object for a successful result whose answer is ``text``."""
-    extra = result.metadata.model_extra or {}
-    calls = _tool_calls(result)
+    answer = ModelAnswer.of(result.metadata)
+    calls = answer.tool_calls
     message: dict[str, Any] = {
         "role": "assistant",
         "content": text if text or not calls else None,
@@ -113,9 +89,9 @@ def completion_body(
         message["function_call"] = calls[0]["function"]
     elif calls:
         message["tool_calls"] = calls
-    if isinstance(extra.get("reasoning"), str):
+    if answer.reasoning is not None:
         # Where Moonshot and other OpenAI-compatible servers put a model's reasoning.
-        message["reasoning_content"] = extra["reasoning"]
+        message["reasoning_content"] = answer.reasoning
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -126,12 +102,12 @@ def completion_body(
                 "index": 0,
                 "message": message,
                 "logprobs": None,
-                "finish_reason": _finish_reason(call, result),
+                "finish_reason": _finish_reason(call, answer),
             }
         ],
         "usage": usage_body(result.metadata.usage),
         "system_fingerprint": None,
-        "exai": exai_fields(call, result),
+        "exai": exai_fields(call, result, answer),
     }
 
 
@@ -165,44 +141,43 @@ class ChunkWriter:
     def first(self) -> dict[str, Any]:
         return self._chunk({"role": "assistant", "content": ""})
 
-    def chunk(self, delta: Any) -> dict[str, Any] | None:
-        """The chunk for one model event, or None for one that has none (usage)."""
-        kind = getattr(delta, "kind", None)
-        if kind == "text" and delta.text:
-            return self._chunk({"content": delta.text})
-        if kind == "reasoning" and delta.text:
-            return self._chunk({"reasoning_content": delta.text})
-        if kind == "tool_call":
-            function = (delta.tool_call or {}).get("function") or {}
+    def chunk(self, event: StreamEvent) -> dict[str, Any] | None:
+        """The chunk for one model event, or None for one that carries nothing."""
+        kind = event.kind
+        if kind == "text" and event.text:
+            return self._chunk({"content": event.text})
+        if kind == "reasoning" and event.text:
+            return self._chunk({"reasoning_content": event.text})
+        if kind == "tool_call" and event.tool_call is not None:
+            name = event.tool_call["function"]["name"]
             if self.call.legacy:
-                return self._chunk(
-                    {"function_call": {"name": function.get("name"), "arguments": ""}}
-                )
+                return self._chunk({"function_call": {"name": name, "arguments": ""}})
             return self._chunk(
                 {
                     "tool_calls": [
                         {
-                            "index": delta.index,
-                            "id": (delta.tool_call or {}).get("id"),
+                            "index": event.index,
+                            "id": event.tool_call["id"],
                             "type": "function",
-                            "function": {"name": function.get("name"), "arguments": ""},
+                            "function": {"name": name, "arguments": ""},
                         }
                     ]
                 }
             )
-        if kind == "tool_arguments" and delta.text:
+        if kind == "tool_arguments" and event.text:
             if self.call.legacy:
-                return self._chunk({"function_call": {"arguments": delta.text}})
+                return self._chunk({"function_call": {"arguments": event.text}})
             return self._chunk(
-                {"tool_calls": [{"index": delta.index, "function": {"arguments": delta.text}}]}
+                {"tool_calls": [{"index": event.index, "function": {"arguments": event.text}}]}
             )
         return None
 
     def last(self, result: CallToolResult) -> list[dict[str, Any]]:
         """The chunk that ends the choice, and the usage chunk if it was asked for."""
         self.head["model"] = result.metadata.model or self.call.model
-        end = self._chunk({}, _finish_reason(self.call, result))
-        end["exai"] = exai_fields(self.call, result)
+        answer = ModelAnswer.of(result.metadata)
+        end = self._chunk({}, _finish_reason(self.call, answer))
+        end["exai"] = exai_fields(self.call, result, answer)
         chunks = [end]
         if self.call.include_usage:
             chunks.append({**self.head, "choices": [], "usage": usage_body(result.metadata.usage)})
@@ -213,8 +188,8 @@ class ChunkWriter:
     def opening(self) -> bytes:
         return sse(self.first())
 
-    def delta(self, delta: Any) -> bytes:
-        chunk = self.chunk(delta)
+    def delta(self, event: StreamEvent) -> bytes:
+        chunk = self.chunk(event)
         return b"" if chunk is None else sse(chunk)
 
     def closing(self, result: CallToolResult) -> bytes:
@@ -224,7 +199,7 @@ class ChunkWriter:
         return sse(error_body(info))
 
     def ping(self) -> bytes:
-        return b": ping\n\n"  # an SSE comment, which every client skips
+        return PING
 
 
 # What a model entry tells about its model, from the registry's description.

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exai.web.model_call import Note, RequestRefused, check_known, want_dict, want_list, want_str
+from exai.web.model_shared import open_carrier
 from exai.web.reasoning_seal import Carriers, Opened
 
 __all__ = [
@@ -48,15 +49,11 @@ def reasoning_of(item: dict[str, Any], carriers: Carriers) -> Opened:
     """A reasoning item's reasoning: what its sealed ``encrypted_content`` holds. Its
     summary and content are the client's to write, so they are never sent as the
     model's reasoning."""
-    opened = carriers.open(item.get("encrypted_content"))
-    if opened.text or opened.why:
-        return opened
     texts = [p.get("text") for key in ("content", "summary") for p in item.get(key) or []
              if isinstance(p, dict)]  # fmt: skip
-    if any(texts):
-        return Opened(why="it carries no encrypted_content exai made (ask for it with "
-                          'include: ["reasoning.encrypted_content"])')  # fmt: skip
-    return Opened()
+    return open_carrier(carriers, item.get("encrypted_content"), shown=any(texts),
+                        missing="it carries no encrypted_content exai made (ask for it with "
+                                'include: ["reasoning.encrypted_content"])')  # fmt: skip
 
 
 @dataclass

@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import Any
 
-from exai.protocol import ReasoningEffort
 from exai.web.model_call import (
     ModelCall,
     Note,
@@ -42,6 +41,7 @@ from exai.web.model_call import (
     want_number,
     want_str,
 )
+from exai.web.model_shared import apply_thinking, client_ref, effort_level
 from exai.web.reasoning_seal import Carriers
 from exai.web.responses_items import ToolNames, convert_input, convert_tools
 
@@ -72,7 +72,6 @@ _FIELDS = (
     "stream_options",
 )
 _INCLUDE = frozenset({"reasoning.encrypted_content"})
-_EFFORTS: tuple[str, ...] = get_args(ReasoningEffort)  # the levels the core takes
 
 
 @dataclass(frozen=True)
@@ -212,11 +211,7 @@ def _reasoning(raw: Any, arguments: dict[str, Any]) -> bool:
     check_known(reasoning, ("effort", "summary", "generate_summary"), "reasoning.")
     effort = reasoning.get("effort")
     if effort is not None:
-        if effort not in _EFFORTS:
-            raise RequestRefused(
-                f"reasoning.effort is one of {list(_EFFORTS)}", param="reasoning.effort"
-            )
-        arguments["reasoning_effort"] = effort
+        apply_thinking(arguments, None, effort_level(effort, "reasoning.effort"))
     summary = reasoning.get("summary", reasoning.get("generate_summary"))
     if summary not in (None, "auto", "concise", "detailed"):
         raise RequestRefused(
@@ -265,16 +260,14 @@ def _text(raw: Any, arguments: dict[str, Any]) -> list[Note]:
 
 def _client_ref(body: dict[str, Any]) -> str | None:
     """The caller's id for its user or session, for the audit trail."""
-    for key in ("safety_identifier", "user", "prompt_cache_key"):
-        if body.get(key) is not None:
-            return want_str(body[key], key)[:256]
+    ref = client_ref(body, ("safety_identifier", "user", "prompt_cache_key"))
     metadata = body.get("client_metadata")
-    if metadata is not None:
+    if ref is None and metadata is not None:
         metadata = want_dict(metadata, "client_metadata")
         for key in ("session_id", "thread_id"):
             if isinstance(metadata.get(key), str):
                 return str(metadata[key])[:256]
-    return None
+    return ref
 
 
 def _session_ref(body: dict[str, Any]) -> str | None:

@@ -27,8 +27,9 @@ import itertools
 import secrets
 from typing import Any
 
-from exai.protocol import CallToolResult, ErrorInfo
-from exai.web.model_stream import sse_event
+from exai.protocol import CallToolResult, ErrorInfo, ModelAnswer, StreamEvent, ToolCall
+from exai.web.event_stream import PING, sse_event
+from exai.web.model_shared import answer_notes, exai_envelope, seal_reasoning
 from exai.web.openai_errors import error_body
 from exai.web.responses_request import ResponsesCall
 
@@ -55,25 +56,6 @@ def _usage(result: CallToolResult | None) -> dict[str, Any] | None:
 
 def _item_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(12)}"
-
-
-def _exai(call: ResponsesCall, result: CallToolResult) -> dict[str, Any]:
-    meta = result.metadata
-    more = meta.model_extra or {}
-    fields: dict[str, Any] = {
-        "request_id": result.request_id,
-        "model": meta.model,
-        "provider": meta.provider,
-        "cost": meta.cost,
-    }
-    for key in ("fallback_from", "trace_id"):
-        if more.get(key):
-            fields[key] = more[key]
-    notes = [n.as_dict() for n in call.notes]
-    notes += [n for n in more.get("notes") or [] if isinstance(n, dict)]
-    if notes:
-        fields["notes"] = notes
-    return fields
 
 
 def _envelope(
@@ -111,8 +93,9 @@ def _envelope(
         "metadata": {},
     }
     if result is not None:
-        body["exai"] = _exai(call, result)
-        reason = (result.metadata.model_extra or {}).get("finish_reason")
+        answer = ModelAnswer.of(result.metadata)
+        body["exai"] = exai_envelope(result, answer, answer_notes(call, answer))
+        reason = answer.finish_reason
         if reason in _INCOMPLETE:
             body["status"] = "incomplete"
             body["incomplete_details"] = {"reason": _INCOMPLETE[reason]}
@@ -124,8 +107,7 @@ def _reasoning_item(call: ResponsesCall, reasoning: str, item_id: str) -> dict[s
     if call.summary:
         item["summary"] = [{"type": "summary_text", "text": reasoning}]
     if call.encrypted:
-        assert call.carriers is not None, "the Responses face seals what it hands out"
-        item["encrypted_content"] = call.carriers.seal(reasoning)
+        item["encrypted_content"] = seal_reasoning(call, reasoning)
     return item
 
 
@@ -142,19 +124,19 @@ def _message_item(text: str, item_id: str, status: str = "completed") -> dict[st
 
 def _call_item(
     call: ResponsesCall,
-    tool_call: dict[str, Any],
+    tool_call: ToolCall,
     item_id: str,
     arguments: str | None = None,
     status: str = "completed",
 ) -> dict[str, Any]:
-    function = tool_call.get("function") or {}
-    namespace, name = call.names.split(str(function.get("name", "")))
+    function = tool_call["function"]
+    namespace, name = call.names.split(function["name"])
     item = {
         "type": "function_call",
         "id": item_id,
-        "call_id": tool_call.get("id"),
+        "call_id": tool_call["id"],
         "name": name,
-        "arguments": function.get("arguments", "") if arguments is None else arguments,
+        "arguments": function["arguments"] if arguments is None else arguments,
         "status": status,
     }
     if namespace is not None:
@@ -162,22 +144,17 @@ def _call_item(
     return item
 
 
-def _tool_calls(result: CallToolResult) -> list[dict[str, Any]]:
-    calls = (result.metadata.model_extra or {}).get("tool_calls") or []
-    return [c for c in calls if isinstance(c, dict)]
-
-
 def response_body(
     call: ResponsesCall, result: CallToolResult, text: str, created: int
 ) -> dict[str, Any]:
     """The whole ``response`` object for a successful result whose answer is ``text``."""
     output: list[dict[str, Any]] = []
-    reasoning = (result.metadata.model_extra or {}).get("reasoning")
-    if isinstance(reasoning, str) and reasoning:
-        output.append(_reasoning_item(call, reasoning, _item_id("rs")))
+    answer = ModelAnswer.of(result.metadata)
+    if answer.reasoning:
+        output.append(_reasoning_item(call, answer.reasoning, _item_id("rs")))
     if text:
         output.append(_message_item(text, _item_id("msg")))
-    output += [_call_item(call, c, _item_id("fc")) for c in _tool_calls(result)]
+    output += [_call_item(call, c, _item_id("fc")) for c in answer.tool_calls]
     return _envelope(call, created, "completed", output, result)
 
 
@@ -192,7 +169,7 @@ class ResponseStream:
         self.output: list[dict[str, Any]] = []  # finished items, for response.completed
         self.open: tuple[str, int, str] | None = None  # (kind, output_index, item_id)
         self.text: list[str] = []
-        self.calls: dict[int, tuple[int, str, dict[str, Any], list[str]]] = {}
+        self.calls: dict[int, tuple[int, str, ToolCall, list[str]]] = {}
 
     def _event(self, kind: str, **data: Any) -> bytes:
         return sse_event(kind, {"type": kind, "sequence_number": next(self.sequence), **data})
@@ -264,11 +241,11 @@ class ResponseStream:
             )
         )
 
-    def delta(self, delta: Any) -> bytes:
-        kind = getattr(delta, "kind", None)
-        if kind in ("reasoning", "text") and delta.text:
+    def delta(self, event: StreamEvent) -> bytes:
+        kind = event.kind
+        if kind in ("reasoning", "text") and event.text:
             out = b"" if self.open and self.open[0] == kind else self._start(kind)
-            self.text.append(delta.text)
+            self.text.append(event.text)
             assert self.open is not None
             at = {"item_id": self.open[2], "output_index": self.open[1]}
             if kind == "text":
@@ -276,38 +253,38 @@ class ResponseStream:
                     "response.output_text.delta",
                     **at,
                     content_index=0,
-                    delta=delta.text,
+                    delta=event.text,
                     logprobs=[],
                 )
             if self.call.summary:
                 return out + self._event(
-                    "response.reasoning_summary_text.delta", **at, summary_index=0, delta=delta.text
+                    "response.reasoning_summary_text.delta", **at, summary_index=0, delta=event.text
                 )
             return out
-        if kind == "tool_call":
+        if kind == "tool_call" and event.tool_call is not None and event.index is not None:
             out = self._close()
             item_id = _item_id("fc")
-            tool_call = delta.tool_call or {}
+            tool_call = event.tool_call
             added, index = self._added(_call_item(self.call, tool_call, item_id, "", "in_progress"))
-            self.calls[delta.index] = (index, item_id, tool_call, [])
+            self.calls[event.index] = (index, item_id, tool_call, [])
             return out + added
-        if kind == "tool_arguments" and delta.text and delta.index in self.calls:
-            index, item_id, _, pieces = self.calls[delta.index]
-            pieces.append(delta.text)
+        if kind == "tool_arguments" and event.text and event.index in self.calls:
+            index, item_id, _, pieces = self.calls[event.index]
+            pieces.append(event.text)
             return self._event(
                 "response.function_call_arguments.delta",
                 item_id=item_id,
                 output_index=index,
-                delta=delta.text,
+                delta=event.text,
             )
         return b""
 
     def closing(self, result: CallToolResult) -> bytes:
         out = self._close()
-        final = {c.get("id"): c for c in _tool_calls(result)}
+        final = {c["id"]: c for c in ModelAnswer.of(result.metadata).tool_calls}
         for index, item_id, tool_call, pieces in self.calls.values():
-            whole = final.get(tool_call.get("id"), tool_call)
-            arguments = (whole.get("function") or {}).get("arguments") or "".join(pieces)
+            whole = final.get(tool_call["id"], tool_call)
+            arguments = whole["function"]["arguments"] or "".join(pieces)
             item = _call_item(self.call, whole, item_id, arguments)
             out += self._event(
                 "response.function_call_arguments.done",
@@ -328,4 +305,4 @@ class ResponseStream:
         return self._close() + self._event("response.failed", response=body)
 
     def ping(self) -> bytes:
-        return b": ping\n\n"
+        return PING

@@ -13,13 +13,20 @@ import json
 
 import pytest
 
-from exai.protocol import CallToolResult, ErrorCode, ErrorInfo, ResultMetadata, TextOutput
+from exai.protocol import (
+    CallToolResult,
+    ErrorCode,
+    ErrorInfo,
+    ModelAnswer,
+    ResultMetadata,
+    StreamEvent,
+    TextOutput,
+)
 from exai.web.anthropic_blocks import incoming_id, outgoing_id
 from exai.web.anthropic_errors import ERRORS, error_response, refusal_response
 from exai.web.anthropic_request import model_rules, parse_messages, served_model
 from exai.web.anthropic_response import MessageStream, message_body
 from exai.web.model_call import RequestRefused
-from exai.web.model_stream import Event
 from exai.web.reasoning_seal import MAX_AGE_S, ReasoningSeal
 
 RULES = model_rules("*haiku*=glm-4.5-air,claude-*=auto")
@@ -395,13 +402,15 @@ def test_omitted_thinking_ships_no_reasoning_text():
     assert thinking["thinking"] == "" and "secret plan" not in json.dumps(sent)
 
 
-def _result(**metadata) -> CallToolResult:
+def _result(**answer) -> CallToolResult:
+    """A result whose metadata carries ``answer``: fields of the declared ModelAnswer,
+    so a field it does not declare fails here."""
     meta = ResultMetadata(
         tool="completion",
         model="kimi-k2.6",
         provider="kimi",
         usage={"prompt_tokens": 100, "completion_tokens": 7, "cached_prompt_tokens": 60},
-        **metadata,
+        **ModelAnswer(**answer).fields(),
     )
     return CallToolResult(
         request_id="r1", outputs=[TextOutput(text="Let me read it.")], metadata=meta
@@ -458,19 +467,18 @@ def test_a_stream_follows_anthropics_event_sequence():
     body = claude_code_request([FIRST], thinking={"type": "adaptive"})
     stream = MessageStream(parse_messages(body, RULES, CARRIERS), message_id="msg_1")
     data = stream.opening()
-    data += stream.delta(Event("reasoning", "hm"))
-    data += stream.delta(Event("text", "Let me "))
-    data += stream.delta(Event("text", "read it."))
+    data += stream.delta(StreamEvent("reasoning", "hm"))
+    data += stream.delta(StreamEvent("text", "Let me "))
+    data += stream.delta(StreamEvent("text", "read it."))
     data += stream.delta(
-        Event(
+        StreamEvent(
             "tool_call",
             index=0,
             tool_call={**CALLS[0], "function": {"name": "Read", "arguments": ""}},
         )
     )
-    data += stream.delta(Event("tool_arguments", '{"file_path": ', 0))
-    data += stream.delta(Event("tool_arguments", '"/p/n.txt"}', 0))
-    data += stream.delta(Event("usage"))
+    data += stream.delta(StreamEvent("tool_arguments", '{"file_path": ', 0))
+    data += stream.delta(StreamEvent("tool_arguments", '"/p/n.txt"}', 0))
     data += stream.closing(_result(finish_reason="tool_calls", tool_calls=CALLS, reasoning="hm"))
     events = _events(data)
     assert [name for name, _ in events] == [

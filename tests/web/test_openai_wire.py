@@ -9,9 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from exai.protocol import CallToolResult, ErrorCode, ErrorInfo, ResultMetadata, TextOutput
+from exai.protocol import (
+    CallToolResult,
+    ErrorCode,
+    ErrorInfo,
+    ModelAnswer,
+    ResultMetadata,
+    StreamEvent,
+    TextOutput,
+)
 from exai.web.model_call import RequestRefused
-from exai.web.model_stream import Event
 from exai.web.openai_errors import ERRORS, error_response, refusal_response
 from exai.web.openai_request import parse_request
 from exai.web.openai_response import ChunkWriter, completion_body, model_list
@@ -203,9 +210,11 @@ def test_a_tool_validation_error_names_the_openai_field(field, param):
 # --- answers --------------------------------------------------------------------
 
 
-def _result(**metadata) -> CallToolResult:
-    meta = ResultMetadata(tool="chat", model="kimi-k2.6", provider="kimi",
-                          continuation_id=CID, **metadata)  # fmt: skip
+def _result(usage=None, **answer) -> CallToolResult:
+    """A result whose metadata carries ``answer``: fields of the declared ModelAnswer,
+    so a field it does not declare fails here."""
+    meta = ResultMetadata(tool="chat", model="kimi-k2.6", provider="kimi", continuation_id=CID,
+                          usage=usage, **ModelAnswer(**answer).fields())  # fmt: skip
     return CallToolResult(request_id="r1", outputs=[TextOutput(text="answer")], metadata=meta)
 
 
@@ -229,7 +238,7 @@ def test_a_completion_carries_the_answer_usage_and_exai_fields():
 def test_a_stream_with_usage_ends_with_a_usage_chunk_without_choices():
     call = _call({"messages": [USER], "stream": True, "stream_options": {"include_usage": True}})
     writer = ChunkWriter(call, completion_id="chatcmpl-1", created=7)
-    first, text = writer.first(), writer.chunk(Event("text", "ans"))
+    first, text = writer.first(), writer.chunk(StreamEvent("text", "ans"))
     end, usage = writer.last(_result(usage={"prompt_tokens": 1, "completion_tokens": 1}))
     assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert text["choices"][0]["delta"] == {"content": "ans"} and text["usage"] is None
@@ -263,9 +272,9 @@ def test_tool_calls_come_back_in_openais_shape_whole_and_streamed():
     assert choice["message"]["content"] is None
     assert body["exai"]["notes"] == [{"param": "thinking", "message": "off"}]
     writer = ChunkWriter(call, completion_id="c", created=1)
-    head = writer.chunk(Event("tool_call", index=0, tool_call={**calls[0], "function": {
+    head = writer.chunk(StreamEvent("tool_call", index=0, tool_call={**calls[0], "function": {
         "name": "f", "arguments": ""}}))  # fmt: skip
-    piece = writer.chunk(Event("tool_arguments", '{"a"', 0))
+    piece = writer.chunk(StreamEvent("tool_arguments", '{"a"', 0))
     assert head["choices"][0]["delta"]["tool_calls"] == [
         {"index": 0, "id": "functions.f:0", "type": "function",
          "function": {"name": "f", "arguments": ""}}]  # fmt: skip

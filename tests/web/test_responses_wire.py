@@ -11,9 +11,8 @@ import json
 
 import pytest
 
-from exai.protocol import CallToolResult, ResultMetadata, TextOutput
+from exai.protocol import CallToolResult, ModelAnswer, ResultMetadata, StreamEvent, TextOutput
 from exai.web.model_call import RequestRefused
-from exai.web.model_stream import Event
 from exai.web.reasoning_seal import ReasoningSeal
 from exai.web.responses_request import parse_responses
 from exai.web.responses_response import ResponseStream, response_body
@@ -205,13 +204,15 @@ def test_what_exai_does_not_serve_is_refused_by_name(change, param):
     assert caught.value.param == param and caught.value.status == 400
 
 
-def _result(**metadata) -> CallToolResult:
+def _result(**answer) -> CallToolResult:
+    """A result whose metadata carries ``answer``: fields of the declared ModelAnswer,
+    so a field it does not declare fails here."""
     meta = ResultMetadata(
         tool="completion",
         model="kimi-k2.6",
         provider="kimi",
         usage={"prompt_tokens": 10, "completion_tokens": 3},
-        **metadata,
+        **ModelAnswer(**answer).fields(),
     )
     return CallToolResult(request_id="r1", outputs=[TextOutput(text="")], metadata=meta)
 
@@ -259,10 +260,10 @@ def test_a_stream_has_the_responses_events_in_order_with_sequence_numbers():
     stream = ResponseStream(
         parse_responses(codex_request([DEV, USER]), "resp_abcdef0123", CARRIERS), created=5
     )
-    data = stream.opening() + stream.delta(Event("reasoning", "think"))
-    data += stream.delta(Event("text", "Running it."))
+    data = stream.opening() + stream.delta(StreamEvent("reasoning", "think"))
+    data += stream.delta(StreamEvent("text", "Running it."))
     data += stream.delta(
-        Event(
+        StreamEvent(
             "tool_call",
             index=0,
             tool_call={
@@ -271,7 +272,7 @@ def test_a_stream_has_the_responses_events_in_order_with_sequence_numbers():
             },
         )
     )
-    data += stream.delta(Event("tool_arguments", "{}", 0))
+    data += stream.delta(StreamEvent("tool_arguments", "{}", 0))
     data += stream.closing(_result(finish_reason="tool_calls", tool_calls=CALLS, reasoning="think"))
     events = _events(data)
     assert [e["sequence_number"] for e in events] == list(range(len(events)))

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from exai.protocol import JobAnswer
 from exai.web.console.app import PREFIX, Console
 from exai.web.console.views import FormError, job_arguments
 
@@ -85,7 +86,7 @@ class _Jobs:
                 "The job was not created: " + self.console.explain("schedule", result.error),
             )
             return await self.list(request, form=fields, status=400)
-        job = (result.metadata.model_extra or {}).get("job") or {}
+        job = JobAnswer.of(result.metadata).job or {}
         session.flash("ok", f"Scheduled {job.get('name') or 'the job'}.")
         return self.console.redirect(f"{PREFIX}/jobs/{job.get('id', '')}")
 

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from exai.protocol import MemoryAnswer
 from exai.web.console.app import PREFIX, Console
 from exai.web.console.views import FormError, memory_arguments
 
@@ -55,7 +56,7 @@ class _Memories:
                 error = self.console.explain("recall", result.error)
                 memories = []
             else:
-                memories = (result.metadata.model_extra or {}).get("memories") or []
+                memories = MemoryAnswer.of(result.metadata).memories or []
         return self.console.page(
             request,
             "memories.html",
@@ -85,7 +86,7 @@ class _Memories:
                 "error", "Not remembered: " + self.console.explain("remember", result.error)
             )
         else:
-            action = ((result.metadata.model_extra or {}).get("memory") or {}).get("action")
+            action = (MemoryAnswer.of(result.metadata).memory or {}).get("action")
             session.flash(
                 "ok",
                 {
@@ -116,7 +117,7 @@ class _Memories:
                 + self.console.explain("remember", result.error),
             )
             return self.console.redirect(f"{PREFIX}/memories")
-        new = ((result.metadata.model_extra or {}).get("memory") or {}).get("id")
+        new = (MemoryAnswer.of(result.metadata).memory or {}).get("id")
         if new and new != old:
             gone = await self.console.call(request, "forget", {"id": old})
             if gone.error is not None:

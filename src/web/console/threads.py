@@ -14,16 +14,16 @@ the agent's next request still finds its thread as it left it.
 Continuing is :class:`_Say`, a plain ASGI endpoint because it must watch the
 browser while the call runs: asked with ``Accept: text/event-stream`` (the
 page's script does) it answers with Server-Sent Events, ``chunk`` as the
-reply is written, then ``done`` with the new turn rendered (sanitized) or
-``error``; a browser that goes away cancels the call. Without script the
-form posts normally, and the page comes back with the whole turn.
+reply is written (a comment as a keep-alive while the model is quiet, as on the
+model faces: :func:`~exai.web.event_stream.relay`), then ``done`` with the new
+turn rendered (sanitized) or ``error``; a browser that goes away cancels the
+call. Without script the form posts normally, and the page comes back with the
+whole turn.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 from typing import Any
 from urllib.parse import urlencode
 
@@ -32,10 +32,12 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from exai.protocol import CallToolResult
-from exai.web.asgi import Receive, Send, disconnected, headers_of
+from exai.web.asgi import Receive, Send, headers_of
 from exai.web.console.app import PREFIX, Console, security_headers
 from exai.web.console.transcript import group_turns, total_cost
 from exai.web.console.views import client_family
+from exai.web.event_stream import PING, relay
+from exai.web.event_stream import sse_event as _event
 
 __all__ = ["routes"]
 
@@ -218,32 +220,21 @@ class _Say:
         ]
         await send({"type": "http.response.start", "status": 200, "headers": head})
         texts: asyncio.Queue[str] = asyncio.Queue()
-        call = asyncio.ensure_future(
-            self.console.call(
-                request, "chat", arguments, stream=True, on_chunk=lambda c: texts.put_nowait(c.text)
-            )
+
+        async def chunks(batch: list[str]) -> None:
+            body = b"".join(_event("chunk", {"text": text}) for text in batch)
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+
+        async def ping() -> None:
+            await send({"type": "http.response.body", "body": PING, "more_body": True})
+
+        call = self.console.call(
+            request, "chat", arguments, stream=True, on_chunk=lambda c: texts.put_nowait(c.text)
         )
-        gone = asyncio.ensure_future(disconnected(receive))
-        try:
-            while True:
-                text = asyncio.ensure_future(texts.get())
-                await asyncio.wait({text, call, gone}, return_when=asyncio.FIRST_COMPLETED)
-                if gone.done() and not text.done():
-                    text.cancel()
-                    return
-                if not text.done():
-                    text.cancel()
-                    break
-                await _event(send, "chunk", {"text": text.result()})
-            while not texts.empty():
-                await _event(send, "chunk", {"text": texts.get_nowait()})
-            await self._finish(request, call.result(), before, fork, send)
-        finally:
-            gone.cancel()
-            if not call.done():  # the browser left: cancelling the call stops the model
-                call.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await call
+        ping_s = self.console.core.settings.faces_ping_s
+        result = await relay(call, texts, receive, deliver=chunks, ping=ping, ping_s=ping_s)
+        if result is not None:  # None: the browser left, and its call was cancelled
+            await self._finish(request, result, before, fork, send)
 
     async def _finish(
         self, request: Request, result: CallToolResult, before: int, fork: str | None, send: Send
@@ -252,7 +243,7 @@ class _Say:
             failed = {"message": self.console.explain("chat", result.error)}
             if fork is not None:  # the fork was made: the page offers it
                 failed["url"] = f"{PREFIX}/threads/{fork}"
-            await _event(send, "error", failed)
+            event = _event("error", failed)
         else:
             thread_id = result.metadata.continuation_id or ""
             found = await self.console.core.reads.thread(
@@ -273,17 +264,10 @@ class _Say:
                 thread_id=thread_id,
                 csrf=self.console.session(request).csrf,
             )
-            await _event(
-                send,
-                "done",
-                {"html": html, "thread": thread_id, "url": f"{PREFIX}/threads/{thread_id}"},
-            )
+            done = {"html": html, "thread": thread_id, "url": f"{PREFIX}/threads/{thread_id}"}
+            event = _event("done", done)
+        await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-async def _event(send: Send, name: str, data: dict[str, Any]) -> None:
-    body = f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
-    await send({"type": "http.response.body", "body": body, "more_body": True})
 
 
 def _listing(**params: str) -> str:
