@@ -96,3 +96,35 @@ def test_a_number_json_cannot_carry_is_a_frame_error_naming_the_call(number):
         '{"op": "call_tool", "request_id": "r8", "name": "echo", "arguments": {"t": "NaN 1e999"}}'
     )
     assert p.parse_client_frame(text).arguments == {"t": "NaN 1e999"}
+
+
+# --- what a result tells beside its text ---------------------------------------------
+
+CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+
+
+def test_a_declared_answer_goes_over_the_wire_as_plain_metadata_keys_and_comes_back():
+    note = {"param": "thinking", "message": "off"}
+    answer = p.ModelAnswer(finish_reason="tool_calls", tool_calls=[CALL], notes=[note],
+                           reasoning="hm")  # fmt: skip
+    fields = answer.fields()
+    # Only what is set, in the order declared, each as the JSON a client reads by name.
+    assert fields == {"finish_reason": "tool_calls", "tool_calls": [CALL], "notes": [note],
+                      "reasoning": "hm"}  # fmt: skip
+    raw = encode_result("r1", ["x"], {"tool": "completion", **fields})
+    assert json.loads(raw)["metadata"]["tool_calls"] == [CALL]
+    result = p.parse_server_frame(raw)
+    assert raw == dump_frame_bytes(result)  # the declared keys stay the metadata's own
+    assert p.ModelAnswer.of(result.metadata) == answer
+    # Another tool's keys and the daemon's are not the answer's.
+    other = p.ResultMetadata(tool="chat", files_included=["a"], trace_id="0" * 32)
+    assert p.ModelAnswer.of(other) == p.ModelAnswer(trace_id="0" * 32)
+    assert p.ModelAnswer().fields() == {}
+
+
+def test_a_key_the_contract_does_not_declare_is_refused_where_the_answer_is_built():
+    with pytest.raises(ValueError, match="finsh_reason"):
+        p.ModelAnswer(finsh_reason="stop")  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="tool_calls"):
+        p.ModelAnswer(tool_calls=[{"id": "call_1"}])  # type: ignore[list-item]
+    assert p.MemoryAnswer(memories=[]).fields() == {"memories": []}  # empty, but said
