@@ -44,7 +44,7 @@ from typing import Any, Final, NamedTuple
 from exai.errors import ValidationError_
 from exai.port import REQUEST_LOG_FILTERS
 from exai.store.executor import Dialect, Executor
-from exai.store.usage import UPSERT as USAGE_UPSERT
+from exai.store.usage import UPSERTS as USAGE_UPSERTS
 from exai.store.usage import usage_deltas
 
 __all__ = [
@@ -288,12 +288,13 @@ class CallLog:
         all or none, in one transaction."""
         if not rows:
             return
-        insert, upsert = self.dialect.sql(_INSERT), self.dialect.sql(USAGE_UPSERT)
-        values, sums = [row.values() for row in rows], usage_deltas(rows)
+        insert, values = self.dialect.sql(_INSERT), [row.values() for row in rows]
+        sums = [(self.dialect.sql(USAGE_UPSERTS[t]), d) for t, d in usage_deltas(rows).items()]
 
         async def body(tx: Executor) -> None:
             await tx.executemany(insert, values)
-            await tx.executemany(upsert, sums)
+            for upsert, deltas in sums:
+                await tx.executemany(upsert, deltas)
 
         await self._write(body)
 

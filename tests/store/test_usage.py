@@ -12,7 +12,7 @@ from exai.errors import ValidationError_
 from exai.store import postgres as _postgres
 from exai.store import sqlite as _sqlite
 from exai.store.call_log import CallLogRow
-from exai.store.usage import UsageSum, usage_deltas
+from exai.store.usage import TABLES, UsageSum, table_for, usage_deltas
 
 DAY = 86400
 D0 = 20_800  # a UTC day, as days since the epoch
@@ -57,12 +57,29 @@ def as_dict(sums: list[UsageSum]) -> dict[Any, list[int]]:
 
 
 def test_a_batch_adds_one_delta_per_row_it_touches_in_key_order() -> None:
-    rows = [call(1), call(1, request_id="again"), call(2)]
+    rows = [call(1), call(1, request_id="again"), call(2), call(4)]
     deltas = usage_deltas(rows)
-    assert len(deltas) == 2 and deltas == sorted(deltas)
-    (first,) = [d for d in deltas if d[1] == "p1"]
+    whole = deltas["usage_days"]
+    assert len(whole) == 3 and whole == sorted(whole)
+    (first,) = [d for d in whole if d[1] == "p1"]
     assert first[:6] == (D0 + 1, "p1", "k1", "openai", "m1", "USD")
     assert first[6:] == (2, 0, 2, 200, 20, 2000)
+    # The narrow tables hold the same sums with fewer columns apart.
+    for table, columns in TABLES.items():
+        assert deltas[table] == sorted(deltas[table])
+        assert sum(d[len(columns)] for d in deltas[table]) == 4, table
+        assert sum(d[-1] for d in deltas[table]) == 1000 + 1000 + 2000 + 4000, table
+    assert [d[:4] for d in deltas["usage_days_models"]] == [
+        (D0 + 1, "openai", "m0", "USD"), (D0 + 1, "openai", "m1", "USD"),
+        (D0 + 2, "mcp", "m0", "USD"),
+    ]  # fmt: skip
+
+
+def test_the_narrowest_table_that_keeps_the_columns_apart_is_read() -> None:
+    assert table_for({"day", "model"}) == table_for({"day", "face"}) == "usage_days_models"
+    assert table_for({"day", "key_id"}) == table_for({"day", "principal"}) == "usage_days_keys"
+    assert table_for({"day", "key_id", "model"}) == "usage_days"
+    assert table_for({"day", "principal", "face"}) == "usage_days"
 
 
 @pytest.mark.parametrize(("by", "split"), [
