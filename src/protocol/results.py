@@ -68,8 +68,8 @@ class ResultNote(TypedDict):
 
 class ResultFields(BaseModel):
     """The declared keys of a result's metadata: these, which any result may carry,
-    and each kind of result's own (the subclasses). A key left unset (``None``, an
-    empty list) is absent from the metadata."""
+    and each kind of result's own (the subclasses). A key at its default is absent
+    from the metadata."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -80,8 +80,8 @@ class ResultFields(BaseModel):
 
     @classmethod
     def of(cls, metadata: ResultMetadata) -> Self:
-        """These fields of a result (the ones it does not carry unset); other keys are
-        another tool's."""
+        """The declared keys ``metadata`` carries (the others at their defaults); keys
+        that are not declared here are left to whoever knows them."""
         extra = metadata.model_extra
         if not extra:
             return cls()
