@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from exai.accounting.report import day_span, sums_report
 from exai.errors import ValidationError_
+from exai.store.usage import UsageSum
 
 if TYPE_CHECKING:
     from exai.auth import Principal
     from exai.daemon.core import Core
 
-__all__ = ["UsageReads"]
+__all__ = ["UsageReads", "fold"]
 
 MAX_DAYS: Final = 366
 SPLITS: Final = ("model", "face")
@@ -54,13 +55,44 @@ class UsageReads:
         if has_sums and hasattr(store, "keys_and_jtis"):
             _, keys, _ = await store.keys_and_jtis()
             names = {k.id: k.name for k in keys if k.name and (everyone or k.principal == who)}
-        groups = [("days", "day", split), ("keys", "key", None), ("models", "model", None),
-                  ("faces", "face", None)]  # fmt: skip
-        if everyone:
-            groups.append(("principals", "principal", None))
         out: dict[str, Any] = {"first_day": first_day, "end_day": end_day, "split": split}
-        for name, by, split_by in groups:
-            sums = (await store.usage_sums(first_day, end_day, by, split_by, principal=who)
-                    if has_sums else [])  # fmt: skip
-            out[name] = sums_report(sums, by, split_by, first_day, end_day, names)
+
+        async def sums(by: str, split_by: str | None = None) -> list[UsageSum]:
+            if not has_sums:
+                return []
+            found: list[UsageSum] = await store.usage_sums(first_day, end_day, by, split_by,
+                                                           principal=who)  # fmt: skip
+            return found
+
+        # Three queries, not five: a dimension is folded out of a two-level answer where
+        # one holds it (the days split by model hold the models; each key is one
+        # principal's, so keys by principal hold both).
+        other = "face" if split == "model" else "model"
+        per_day = await sums("day", split)
+        reports: dict[str, tuple[list[UsageSum], str, str | None]] = {
+            "days": (per_day, "day", split), split + "s": (fold(per_day, "split"), split, None),
+            other + "s": (await sums(other), other, None),
+        }  # fmt: skip
+        if everyone:
+            by_key = await sums("principal", "key")
+            reports["keys"] = (fold(by_key, "split"), "key", None)
+            reports["principals"] = (fold(by_key, "key"), "principal", None)
+        else:
+            reports["keys"] = (await sums("key"), "key", None)
+        for name, (found, by, split_by) in reports.items():
+            out[name] = sums_report(found, by, split_by, first_day, end_day, names)
         return out
+
+
+def fold(sums: list[UsageSum], keep: str) -> list[UsageSum]:
+    """Two-level sums summed over one level: ``keep`` ``"key"`` (the group) or
+    ``"split"``, per currency, in the order the store gives."""
+    held: dict[tuple[str | None, str | None], list[int]] = {}
+    for s in sums:
+        name = s.key if keep == "key" else s.split
+        values = held.setdefault((name, s.currency), [0] * 6)
+        for i, v in enumerate((s.calls, s.errors, s.model_calls, s.prompt_tokens,
+                               s.completion_tokens, s.cost)):  # fmt: skip
+            values[i] += v
+    ordered = sorted(held.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or ""))
+    return [UsageSum(name, None, currency, *values) for (name, currency), values in ordered]
