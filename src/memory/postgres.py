@@ -80,7 +80,7 @@ class PostgresMemoryStore(MemoryStore):
         self._clock = clock
         self._vec = PgVectors(schema, iterative) if vector_reason is None else None
         self.extraction = PostgresExtractionQueue(pool, schema, clock)
-        self._common: tuple[float, dict[str, float]] | None = None
+        self._common: tuple[float, dict[str, float], float] | None = None
 
     @classmethod
     async def open(
@@ -276,29 +276,32 @@ class PostgresMemoryStore(MemoryStore):
             sql = f"SELECT count(*) FROM {self.schema}.memories WHERE owner = $1"
             return int(await conn.fetchval(sql, owner))
 
-    async def _common_lexemes(self, conn: Any) -> dict[str, float]:
-        """The lexemes ANALYZE found common in ``tsv``, with the share of rows holding each."""
+    async def _common_lexemes(self, conn: Any) -> tuple[dict[str, float], float]:
+        """The lexemes ANALYZE found common in ``tsv``, with the share of rows holding
+        each, and the rows it counted."""
         now = self._clock()
         if self._common is None or now - self._common[0] > _COMMON_LEXEMES_TTL_S:
             row = await conn.fetchrow(
-                "SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats"
-                " WHERE schemaname = $1 AND tablename = 'memory_terms' AND attname = 'tsv'",
+                "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs,"
+                " c.reltuples FROM pg_stats s JOIN pg_class c"
+                " ON c.oid = format('%I.%I', s.schemaname, s.tablename)::regclass"
+                " WHERE s.schemaname = $1 AND s.tablename = 'memory_terms' AND s.attname = 'tsv'",
                 self.schema,
             )  # fmt: skip
             shares = dict(zip(row[0], row[1], strict=False)) if row and row[0] else {}
-            self._common = (now, shares)
-        return self._common[1]
+            self._common = (now, shares, float(row[2]) if row else 0.0)
+        return self._common[1], self._common[2]
 
     async def _choosing_terms(self, conn: Any, terms: Sequence[str]) -> list[str]:
         """The terms that select rows (:func:`~exai.memory.ranking.selective_terms`)."""
-        shares = await self._common_lexemes(conn)
+        shares, rows = await self._common_lexemes(conn)
         if not shares:
             return list(terms)
-        rows = await conn.fetch(
+        found = await conn.fetch(
             "SELECT t, tsvector_to_array(to_tsvector('english', t)) FROM unnest($1::text[]) t",
             list(terms),
         )
-        return selective_terms({r[0]: list(r[1]) for r in rows}, shares)
+        return selective_terms({r[0]: list(r[1]) for r in found}, shares, rows)
 
     async def keyword_search(
         self, owner: str, terms: Sequence[str], limit: int, *,

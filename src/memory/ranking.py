@@ -24,6 +24,8 @@ from typing import Final, Literal
 from exai.memory.base import Memory, ScoredId
 
 __all__ = [
+    "COMMON_TERM_ROWS",
+    "COMMON_TERM_SHARE",
     "DEFAULT_TYPE_WEIGHTS",
     "Ranked",
     "RankingWeights",
@@ -76,33 +78,39 @@ def query_terms(text: str) -> list[str]:
     return list(seen)
 
 
-# A query word whose lexeme is in more than this share of the memories (by the
-# database's own statistics) narrows nothing: BM25 gives such a word almost no
-# weight, and ranking the tens of thousands of rows it matches is what a keyword
-# search spends its time on.
+# A query word whose lexeme is in more than this share of the memories, and in
+# more than this many of them (by the database's own statistics), narrows
+# nothing: BM25 gives such a word almost no weight, and ranking the tens of
+# thousands of rows it matches is what a keyword search spends its time on. The
+# count keeps small stores as they were: ranking a thousand rows is cheap.
 COMMON_TERM_SHARE: Final = 0.05
+COMMON_TERM_ROWS: Final = 1_000
 
 
 def selective_terms(
-    lexemes: Mapping[str, Sequence[str]], shares: Mapping[str, float],
-    common_share: float = COMMON_TERM_SHARE,
+    lexemes: Mapping[str, Sequence[str]], shares: Mapping[str, float], rows: float,
+    common_share: float = COMMON_TERM_SHARE, common_rows: float = COMMON_TERM_ROWS,
 ) -> list[str]:  # fmt: skip
     """The query words that choose which memories a keyword search ranks.
 
     ``lexemes``: each query word (in query order) and the lexemes the search
-    engine makes of it; ``shares``: the share of rows holding a lexeme, for the
-    lexemes the database counts as common (any other is rare). A word is
-    common when one of its lexemes is in more than ``common_share`` of the rows;
-    common words still count in the rank of the memories chosen, they just
-    cannot choose one alone. When every word is common, the rarest one chooses.
-    A word with no lexeme (a stopword of the engine) chooses nothing.
+    engine makes of it; ``shares``: the share of the ``rows`` rows holding a
+    lexeme, for the lexemes the database counts as common (any other is rare). A
+    word is common when one of its lexemes is in more than ``common_share`` of
+    the rows and more than ``common_rows`` of them; common words still count in
+    the rank of the memories chosen, they just cannot choose one alone. When
+    every word is common, the rarest one chooses. A word with no lexeme (a
+    stopword of the engine) chooses nothing.
     """
 
     def share(word: str) -> float:
         return max((shares.get(lex, 0.0) for lex in lexemes[word]), default=0.0)
 
+    def common(word: str) -> bool:
+        return share(word) > common_share and share(word) * rows > common_rows
+
     words = [w for w in lexemes if lexemes[w]]
-    chosen = [w for w in words if share(w) <= common_share]
+    chosen = [w for w in words if not common(w)]
     if chosen or not words:
         return chosen
     return [min(words, key=share)]

@@ -12,7 +12,7 @@ from exai.memory.postgres import PostgresMemoryStore
 from exai.memory.ranking import content_hash
 from exai.memory.schema import POSTGRES_MIGRATIONS
 from exai.store.migrations import apply_migrations
-from tests.memory.test_contract import MODEL, add, new, vec
+from tests.memory.test_contract import MODEL, add, new
 
 PG_BACKENDS = ["pg-vector", "pg-scan"]
 
@@ -71,8 +71,9 @@ async def test_a_word_in_most_memories_ranks_but_does_not_choose(
     schema = f"m_{uuid.uuid4().hex[:16]}"
     store = await PostgresMemoryStore.open(server.url, schema=schema, max_size=2)
     try:
-        crowd = [(new("alice", f"deployment note number {i} of the week"), vec(f"n{i}"))
-                 for i in range(200)]  # fmt: skip
+        # More than COMMON_TERM_ROWS memories hold the common word.
+        crowd = [(new("alice", f"deployment note number {i} of the week"), None)
+                 for i in range(1_100)]  # fmt: skip
         await store.insert_many(crowd, MODEL)
         rare = await add(store, "alice", "the deployment uses a canary stage")
         other = await add(store, "bob", "a canary deployment for bob")
@@ -82,7 +83,7 @@ async def test_a_word_in_most_memories_ranks_but_does_not_choose(
         finally:
             await conn.close()
         hits = await store.keyword_search("alice", ["deployment", "canary"], 10)
-        assert [h.id for h in hits] == [rare]  # the 200 notes hold only the common word
+        assert [h.id for h in hits] == [rare]  # the notes hold only the common word
         only_common = await store.keyword_search("alice", ["deployment", "week"], 10)
         assert len(only_common) == 10 and other not in {h.id for h in only_common}
         assert [h.id for h in await store.keyword_search("bob", ["deployment"], 10)] == [other]

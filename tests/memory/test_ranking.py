@@ -69,10 +69,12 @@ def test_query_terms_are_plain_words() -> None:
 def test_common_words_rank_but_do_not_choose() -> None:
     lexemes = {"deploys": ["deploy"], "canary": ["canari"], "the": [], "week": ["week"]}
     shares = {"deploy": 0.9, "week": 0.3, "canari": 0.01}
-    assert selective_terms(lexemes, shares) == ["canary"]
-    assert selective_terms({"deploys": ["deploy"], "week": ["week"]}, shares) == ["week"]
-    assert selective_terms(lexemes, {}) == ["deploys", "canary", "week"]  # no statistics yet
-    assert selective_terms({"the": []}, shares) == []
+    assert selective_terms(lexemes, shares, 100_000) == ["canary"]
+    assert selective_terms({"deploys": ["deploy"], "week": ["week"]}, shares, 100_000) == ["week"]
+    assert selective_terms(lexemes, {}, 100_000) == ["deploys", "canary", "week"]  # no statistics
+    assert selective_terms({"the": []}, shares, 100_000) == []
+    # A small store ranks every match, however common the word: it is cheap there.
+    assert selective_terms(lexemes, shares, 1_000) == ["deploys", "canary", "week"]
 
 
 def test_type_weights_setting() -> None:
