@@ -11,6 +11,7 @@ from decimal import Decimal
 import httpx
 
 from exai.cli.main import main
+from tests.keys.test_faces import _console_sign_in
 from tests.web.faces import TOKENS, base_url, faces_daemon
 
 ADMIN = {"Authorization": f"Bearer {TOKENS['alice']}"}
@@ -33,11 +34,20 @@ async def test_each_key_shows_its_own_spend_and_its_principals(tmp_path, emulato
             assert daemon.services.ledger is not None
             await daemon.services.ledger.flush()
             listed = (await http.get("/admin/keys", headers=ADMIN)).json()["keys"]
-    keys = {k["id"]: k for k in listed}
-    mine, other = keys[used["key"]["id"]], keys[idle["key"]["id"]]
-    assert Decimal(mine["key_spent"]) > 0 and other["key_spent"] == "0"
-    # Both keys name carol, so both show carol's whole spend: the used key's calls.
-    assert mine["spent"] == other["spent"] == mine["key_spent"]
+        keys = {k["id"]: k for k in listed}
+        mine, other = keys[used["key"]["id"]], keys[idle["key"]["id"]]
+        assert Decimal(mine["key_spent"]) > 0 and other["key_spent"] == "0"
+        # Both keys name carol, so both show carol's whole spend: the used key's calls.
+        assert mine["spent"] == other["spent"] == mine["key_spent"]
+        # The console's Keys page shows the same, each key's own first.
+        async with httpx.AsyncClient(base_url=base_url(daemon, "")) as browser:
+            assert (await _console_sign_in(browser, TOKENS["alice"])).status_code == 303
+            page = (await browser.get("/console/admin/keys")).text
+        for key, spent in ((mine, mine["key_spent"]), (other, "0")):
+            row = page[page.index(f"<code>{key['id']}</code>") :]
+            row = row[: row.index("</tr>")]
+            assert f'<span class="key-spent">{spent} USD</span>' in row, row
+            assert f'<span class="principal-spent">{mine["spent"]}</span>' in row, row
 
 
 def test_exai_keys_list_has_a_column_for_each(tmp_path, monkeypatch, capsys) -> None:
