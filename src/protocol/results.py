@@ -24,9 +24,9 @@ events (:meth:`exai.port.Caller.call`'s ``on_event``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 # pydantic validates a TypedDict only from typing_extensions before Python 3.12 (a
 # dependency of pydantic's own).
@@ -78,6 +78,15 @@ class ResultFields(BaseModel):
     artifact_id: str | None = None
     trace_id: str | None = None  # the trace of the call, when the daemon traces
 
+    # The declared keys, looked up on every read (pydantic's ``model_fields`` is a
+    # property that costs more than the lookups).
+    _keys: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls._keys = tuple(cls.model_fields)
+
     @classmethod
     def of(cls, metadata: ResultMetadata) -> Self:
         """The declared keys ``metadata`` carries (the others at their defaults); keys
@@ -85,7 +94,8 @@ class ResultFields(BaseModel):
         extra = metadata.model_extra
         if not extra:
             return cls()
-        return cls.model_validate({k: v for k, v in extra.items() if k in cls.model_fields})
+        keys = cls._keys or tuple(cls.model_fields)
+        return cls.model_validate({k: extra[k] for k in keys if k in extra})
 
     def fields(self) -> dict[str, Any]:
         """The keys to put into a result's metadata, in declaration order."""
@@ -99,10 +109,10 @@ class ModelAnswer(ResultFields):
     # always says it.
     finish_reason: str | None = None
     # The caller's tools the model called; the caller runs them and sends the results.
-    tool_calls: list[ToolCall] = []
+    tool_calls: list[ToolCall] = Field(default_factory=list)
     # What exai adapted or left out to serve the request.
-    notes: list[ResultNote] = []
-    memory_ids: list[str] = []  # the memories injected into the prompt
+    notes: list[ResultNote] = Field(default_factory=list)
+    memory_ids: list[str] = Field(default_factory=list)  # the memories injected into the prompt
     fallback_from: str | None = None  # the model first chosen, when a fallback answered
     reasoning: str | None = None  # what a thinking model reasoned
     turns_dropped: int | None = None  # earlier turns of the thread left out to fit

@@ -64,8 +64,9 @@ def _envelope(
     status: str,
     output: list[dict[str, Any]],
     result: CallToolResult | None,
+    answer: ModelAnswer | None = None,
 ) -> dict[str, Any]:
-    """The response object around ``output``."""
+    """The response object around ``output``; ``answer`` is ``result``'s, when known."""
     echo = call.echo
     body: dict[str, Any] = {
         "id": call.response_id,
@@ -93,7 +94,7 @@ def _envelope(
         "metadata": {},
     }
     if result is not None:
-        answer = ModelAnswer.of(result.metadata)
+        answer = answer or ModelAnswer.of(result.metadata)
         body["exai"] = exai_envelope(result, answer, answer_notes(call, answer))
         reason = answer.finish_reason
         if reason in _INCOMPLETE:
@@ -155,7 +156,7 @@ def response_body(
     if text:
         output.append(_message_item(text, _item_id("msg")))
     output += [_call_item(call, c, _item_id("fc")) for c in answer.tool_calls]
-    return _envelope(call, created, "completed", output, result)
+    return _envelope(call, created, "completed", output, result, answer)
 
 
 class ResponseStream:
@@ -281,7 +282,8 @@ class ResponseStream:
 
     def closing(self, result: CallToolResult) -> bytes:
         out = self._close()
-        final = {c["id"]: c for c in ModelAnswer.of(result.metadata).tool_calls}
+        answer = ModelAnswer.of(result.metadata)
+        final = {c["id"]: c for c in answer.tool_calls}
         for index, item_id, tool_call, pieces in self.calls.values():
             whole = final.get(tool_call["id"], tool_call)
             arguments = whole["function"]["arguments"] or "".join(pieces)
@@ -294,7 +296,7 @@ class ResponseStream:
             )
             out += self._event("response.output_item.done", output_index=index, item=item)
             self.output.insert(index, item)
-        body = _envelope(self.call, self.created, "completed", self.output, result)
+        body = _envelope(self.call, self.created, "completed", self.output, result, answer)
         kind = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
         return out + self._event(kind, response=body)
 
