@@ -141,7 +141,10 @@ async def test_rows_kept_before_the_sums_existed_are_counted_on_migration(
     await old.aclose()
     monkeypatch.undo()
     new = await store_factory()
-    assert as_dict(await new.usage_sums(D0, D0 + 3, "key", "face")) == expected(rows, "key", "face")
+    # Each table: the whole breakdown and the two narrow ones.
+    for by, split in (("key", "face"), ("day", "model"), ("principal", "key")):
+        found = as_dict(await new.usage_sums(D0, D0 + 3, by, split))
+        assert found == expected(rows, by, split), (by, split)
     # And rows written after it add to them.
     await new.record_calls([call(3)])
     sums = as_dict(await new.usage_sums(D0, D0 + 3, "key", "face"))
