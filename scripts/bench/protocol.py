@@ -42,10 +42,9 @@ each exai daemon the CPU time per call of the daemon and of its audit writer
 process is reported too (from ``/proc``, over the 50-connection rounds), which
 a busy machine disturbs less than wall-clock figures.
 
-A fourth server in the same rounds is exai (audit off) with tracing on and every
-call sampled (``OTEL_TRACES_SAMPLER=always_on``), exporting over OTLP/HTTP to a
-stand-in collector that answers 200 to every batch: the tracing table compares
-it with the untraced daemon, so "off" and "on" are measured side by side.
+Tracing off against tracing on (every call sampled and exported to a stand-in
+collector), at 1, 16 and 50 connections, is measured after these rounds, in
+rounds of its own: :mod:`scripts.bench.trace_rounds`.
 
 With ``EXAI_BENCH_BASE_SRC`` naming another tree's ``src/`` (for example one
 taken with ``git archive <commit> src``), a fifth server in the same rounds is
@@ -66,7 +65,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -335,28 +333,20 @@ async def _echo_server(cpus: tuple[int, int] | None) -> AsyncIterator[str]:
 
 
 async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 400,
-              idle_conns: int = 1000, rounds: int = 5, traced: bool = True,
+              idle_conns: int = 1000, rounds: int = 5,
               base_src: str | None = None, pin: bool = True,
               slices: int = 4) -> dict[str, Any]:  # fmt: skip
-    """The bare echo, exai with the audit trail off and on, and with ``traced`` exai
-    with tracing on, every call sampled, exporting to a stand-in collector: all in
-    the same rounds, each round with servers started for it. ``pin``: client and
-    servers on cores of their own (see above)."""
+    """The bare echo, exai with the audit trail off and on: all in the same rounds,
+    each round with servers started for it. ``pin``: client and servers on cores
+    of their own (see above)."""
     cpus = _cpus() if pin else None
     client_cpus = os.sched_getaffinity(0) if cpus is not None else None
     if cpus is not None:
         os.sched_setaffinity(0, {cpus[0]})
-    sink_port = free_port()
-    sink = subprocess.Popen([sys.executable, "-c", COLLECTOR, str(sink_port)]) if traced else None
     daemons: list[tuple[str, dict[str, str]]] = [
         ("exai", {}),
         ("exai_audit", {"EXAI_AUDIT_ENABLED": "true"}),
     ]
-    if traced:
-        daemons.append(("exai_traced", {
-            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}",
-            "OTEL_TRACES_SAMPLER": "always_on",
-        }))  # fmt: skip
     if base_src is not None:
         daemons.append(("exai_base", {"PYTHONPATH": _importable_as_exai(base_src)}))
     runs: dict[str, dict[str, list[dict[str, float]]]] = {
@@ -375,31 +365,12 @@ async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 400,
                     _pin(daemon_pid, cpus)
                     servers.append((name, daemon_url, daemon_pid))
                 await _settle([pid for _, _, pid in servers if pid is not None])
-                # The traced daemon exports while it serves, which would slow the
-                # others' turns: it is measured on its own.
-                taking_turns = [(name, url, pid is not None) for name, url, pid in servers
-                                if name != "exai_traced"]  # fmt: skip
+                taking_turns = [(name, url, pid is not None) for name, url, pid in servers]
                 for name, figures in (await _interleaved(taking_turns, sequential_n)).items():
                     runs[name]["sequential"].append(figures)
-                turns = await _concurrent_turns(
-                    [(name, url, pid) for name, url, pid in servers if name != "exai_traced"],
-                    conns, per_conn, slices, cpu,
-                )  # fmt: skip
+                turns = await _concurrent_turns(servers, conns, per_conn, slices, cpu)
                 for name, figures in turns.items():
                     runs[name]["concurrent"].append(figures)
-                traced_url = next((url for name, url, _ in servers if name == "exai_traced"), None)
-                if traced_url is not None:
-                    runs["exai_traced"]["sequential"].append(
-                        await _sequential(traced_url, True, sequential_n)
-                    )
-                    # Half the calls: at a tenth of the throughput, as many would
-                    # take longer than all the other servers' turns together.
-                    runs["exai_traced"]["concurrent"].append(
-                        await _concurrent(traced_url, True, conns, per_conn // 2)
-                    )
-                    # Its spans are still being exported: let that end before the
-                    # next round's servers start.
-                    await _quiesce(sink_port)
         results: dict[str, Any] = {
             name: {mode: _median_round(r) for mode, r in modes.items()}
             for name, modes in runs.items()
@@ -411,8 +382,6 @@ async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 400,
             }
         async with daemon_process() as (url, pid):
             results["idle_kib_per_conn"] = await _idle_memory(url, pid, idle_conns)
-        if traced:  # the traced daemons have exited, and exported what they had queued
-            results["collector_posts"] = _collector_posts(sink_port)
         results["pinned"] = cpus is not None
         results["rounds"] = rounds
         results["slice_calls"] = conns * (per_conn // slices)
@@ -420,9 +389,6 @@ async def run(sequential_n: int = 5000, conns: int = 50, per_conn: int = 400,
     finally:
         if client_cpus is not None:
             os.sched_setaffinity(0, client_cpus)
-        if sink is not None:
-            sink.terminate()
-            sink.wait(timeout=10)
 
 
 def _importable_as_exai(src: str) -> str:
@@ -462,23 +428,6 @@ async def _settle(pids: list[int], timeout_s: float = 30.0) -> None:
         await asyncio.sleep(0.5)
         if sum(sum(_cpu_snapshot(pid)) for pid in pids) - before <= 0.01 * len(pids):
             return
-
-
-async def _quiesce(port: int, timeout_s: float = 60.0) -> None:
-    """Wait until the collector has taken no batch for half a second."""
-    deadline = time.monotonic() + timeout_s
-    posts = _collector_posts(port)
-    while time.monotonic() < deadline:
-        await asyncio.sleep(0.5)
-        now = _collector_posts(port)
-        if now == posts:
-            return
-        posts = now
-
-
-def _collector_posts(port: int) -> int:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as answer:
-        return int(answer.read())
 
 
 def report(r: dict[str, Any]) -> str:
@@ -525,14 +474,6 @@ def report(r: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def tracing_report(r: dict[str, Any]) -> str:
-    """Tracing off against tracing on (every call sampled and exported), same rounds."""
-    header = "| measure | tracing off | tracing on, 100% sampled | on / off |"
-    rows = _side_by_side(r["exai"], r["exai_traced"], header)
-    rows.append(f"| span batches the collector took | | {r['collector_posts']} | |")
-    return "\n".join(rows)
-
-
 def audit_figures(r: dict[str, Any]) -> dict[str, float]:
     """The audit trail's targets, from one run's medians."""
     bare = r["bare"]["sequential"]["p50_us"]
@@ -551,9 +492,12 @@ def main() -> dict[str, Any]:
     results["audit"] = audit_figures(results)
     print("## Protocol overhead\n")
     print(report(results))
-    if "exai_traced" in results:
+    if os.environ.get("EXAI_BENCH_TRACING", "1") != "0":
+        from scripts.bench import trace_rounds
+
+        results["tracing"] = asyncio.run(trace_rounds.run_rounds())
         print("\n### Tracing (exai echo tool)\n")
-        print(tracing_report(results))
+        print(trace_rounds.report(results["tracing"]))
     if "exai_base" in results:
         print("\n### This tree against the base tree (audit off)\n")
         print(base_report(results))

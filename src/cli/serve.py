@@ -79,7 +79,10 @@ def _serve(args: argparse.Namespace) -> int:
         return _detach(settings)
     configure_logging(settings.log_format, settings.log_level,
                       scrubber=log_scrubber(settings))  # fmt: skip
-    tracing_setup.configure(settings, scrub=text_scrubber(settings))
+    from exai.subprocesses import worker_environment
+
+    tracing_setup.configure(settings, scrub=text_scrubber(settings),
+                            environment=worker_environment())  # fmt: skip
     try:
         return asyncio.run(_run(settings, undecided))
     except KeyboardInterrupt:  # Ctrl-C during start-up: what started was stopped

@@ -46,7 +46,10 @@ def _shim(args: argparse.Namespace) -> int:
 
     # With an endpoint set the shim's own span joins the trace; without one the
     # client's trace context is still passed on to the daemon.
-    tracing_setup.configure(settings, scrub=text_scrubber(settings))
+    from exai.subprocesses import worker_environment
+
+    tracing_setup.configure(settings, scrub=text_scrubber(settings),
+                            environment=worker_environment())  # fmt: skip
     options = ShimOptions.from_settings(settings, args.url, args.token, args.autostart)
     try:
         return run_shim(settings, options)

@@ -52,6 +52,20 @@ class TracingSettings(BaseModel):
         "Put prompt and completion text on spans (gen_ai.input.messages, "
         "gen_ai.output.messages). Off: spans carry sizes, models and tokens only.",
     )
+    trace_keep: Literal["all", "tail"] = _tracing(
+        "all",
+        "Which sampled traces are exported: all, or tail (every trace with a failed span or "
+        "a call slower than EXAI_TRACE_SLOW_MS, and EXAI_TRACE_KEEP_SHARE of the rest, "
+        "decided when the call's span ends).",
+    )
+    trace_slow_ms: float = _tracing(
+        1000.0, "With EXAI_TRACE_KEEP=tail: a call at least this slow keeps its whole trace.",
+        ge=0,
+    )  # fmt: skip
+    trace_keep_share: float = _tracing(
+        0.1, "With EXAI_TRACE_KEEP=tail: the share of the other traces kept (by trace id).",
+        ge=0, le=1,
+    )  # fmt: skip
 
     trace_url: str = _tracing(
         "",

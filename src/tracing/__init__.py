@@ -4,9 +4,11 @@ One module owns tracing. The edge (``exai serve``, ``exai shim``) calls
 :func:`exai.tracing.setup.configure` once; until it does, or when no OTLP
 endpoint is configured, :data:`state.tracer` is ``None`` and every place that
 could start a span checks only that (one attribute read on the hot path, no
-OpenTelemetry call at all). When it is on, spans go to the SDK's batch
-processor, which exports them from its own thread: a call never waits for the
-collector, and a dead collector loses spans, never calls.
+OpenTelemetry call at all). When it is on, spans go to the span
+writer process (:mod:`exai.tracing.writer`), which keeps, masks, encodes and
+exports them: a call builds its spans as plain records
+(:mod:`exai.tracing.spans`) and never waits for the collector, and a dead
+collector loses spans, never calls.
 
 What the rest of exai uses:
 
@@ -34,9 +36,9 @@ removes it after, and nothing leaks between tests.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -45,6 +47,9 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from exai.errors import ExaiError
 from exai.tracing.errors import ERROR_TEXT_MAX, describe_error, error_code, stack_without_message
+from exai.tracing.spans import OK_STATUS as _OK
+from exai.tracing.spans import UNSET_STATUS as _UNSET
+from exai.tracing.spans import RecordedSpan
 
 __all__ = [
     "CLIENT",
@@ -87,14 +92,15 @@ _SCOPE = "exai"
 class _State:
     tracer: Tracer | None = None  # None: tracing is off
     content: bool = False  # prompt and completion text may go on spans
-    provider: Any = None  # the SDK's TracerProvider, for flush and shutdown
+    provider: Any = None  # a SpanProvider (exai.tracing.provider), for flush and shutdown
 
 
 state = _State()
 
 
 def install(provider: Any, *, content: bool = False) -> None:
-    """Make ``provider`` (an SDK ``TracerProvider``) the one exai's spans go to."""
+    """Make ``provider`` (a :class:`~exai.tracing.provider.SpanProvider`) the one exai's
+    spans go to."""
     from exai import __version__
 
     state.tracer = provider.get_tracer(_SCOPE, __version__)
@@ -181,21 +187,32 @@ def start(
     tracer = state.tracer
     if tracer is None:
         return None
-    return tracer.start_span(name, context=parent, kind=kind, attributes=_clean(attributes),
+    return tracer.start_span(name, context=parent, kind=kind, attributes=attributes,
                              links=links)  # fmt: skip
 
 
-@contextlib.contextmanager
-def activate(sp: Span | None) -> Iterator[None]:
+class _Active:
+    __slots__ = ("sp", "token")
+
+    def __init__(self, sp: Span | None) -> None:
+        self.sp = sp
+        self.token: Any = None
+
+    def __enter__(self) -> None:
+        if self.sp is not None:
+            self.token = otel_context.attach(trace.set_span_in_context(self.sp))
+
+    def __exit__(self, *_exc: Any) -> None:
+        if self.token is not None:
+            otel_context.detach(self.token)
+
+
+_INACTIVE = _Active(None)
+
+
+def activate(sp: Span | None) -> contextlib.AbstractContextManager[None]:
     """Make ``sp`` the current span inside the block (tasks created there inherit it)."""
-    if sp is None:
-        yield
-        return
-    token = otel_context.attach(trace.set_span_in_context(sp))
-    try:
-        yield
-    finally:
-        otel_context.detach(token)
+    return _Active(sp) if sp is not None else _INACTIVE
 
 
 def finish(sp: Span | None, error: BaseException | None = None) -> None:
@@ -213,11 +230,16 @@ def finish(sp: Span | None, error: BaseException | None = None) -> None:
 def succeed(sp: Span | None) -> None:
     """Status ``OK`` on a span that ends well; a span already failed stays failed
     (the SDK would let ``OK`` overwrite ``ERROR``, so it is checked here)."""
+    if type(sp) is RecordedSpan:  # not isinstance: Span is an ABC, a slow check
+        rs = cast(RecordedSpan, sp)
+        if rs.end_time is None and rs.status is _UNSET:
+            rs.status = _OK
+        return
     if sp is None or not sp.is_recording():
         return
     status = getattr(sp, "status", None)
     if status is None or status.status_code is StatusCode.UNSET:
-        sp.set_status(Status(StatusCode.OK))
+        sp.set_status(_OK)
 
 
 def fail(sp: Span | None, error: BaseException | Any) -> None:
@@ -253,7 +275,7 @@ def event(name: str, attributes: Mapping[str, Any] | None = None) -> None:
     if state.tracer is not None:
         sp = trace.get_current_span()
         if sp.is_recording():
-            sp.add_event(name, _clean(attributes) or {})
+            sp.add_event(name, attributes)
 
 
 def fail_current(error: BaseException | Any) -> None:
@@ -262,7 +284,39 @@ def fail_current(error: BaseException | Any) -> None:
         fail(trace.get_current_span(), error)
 
 
-@contextlib.contextmanager
+class _Block:
+    """What :func:`span` returns: the span current inside the block, ended after it.
+    (A class rather than a generator: it runs for every span, twice per call.)"""
+
+    __slots__ = ("sp", "token")
+
+    def __init__(self, sp: Span | None) -> None:
+        self.sp = sp
+        self.token: Any = None
+
+    def __enter__(self) -> Span | None:
+        sp = self.sp
+        if sp is not None:
+            self.token = otel_context.attach(trace.set_span_in_context(sp))
+        return sp
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        sp = self.sp
+        if sp is None:
+            return
+        try:
+            if exc is None:
+                succeed(sp)
+            elif not isinstance(exc, (GeneratorExit, KeyboardInterrupt, SystemExit)):
+                fail(sp, _Cancelled() if _is_cancel(exc) else exc)
+        finally:
+            otel_context.detach(self.token)
+            sp.end()
+
+
+_OFF = _Block(None)
+
+
 def span(
     name: str,
     *,
@@ -270,34 +324,24 @@ def span(
     attributes: Mapping[str, Any] | None = None,
     parent: otel_context.Context | None = None,
     links: list[Link] | None = None,
-) -> Iterator[Span | None]:
-    """A span around a block, current inside it; yields None when tracing is off.
+) -> contextlib.AbstractContextManager[Span | None]:
+    """A span around a block, current inside it; None inside when tracing is off.
 
     An exception leaving the block marks the span failed (:func:`fail`); a
-    cancellation is recorded as ``CANCELLED``.
+    cancellation is recorded as ``CANCELLED``. Use it in a ``with`` at once: the
+    span starts when this is called.
     """
     tracer = state.tracer
     if tracer is None:
-        yield None
-        return
-    with tracer.start_as_current_span(
-        name, context=parent, kind=kind, attributes=_clean(attributes), links=links,
-        record_exception=False, set_status_on_exception=False,
-    ) as sp:  # fmt: skip
-        try:
-            yield sp
-        except BaseException as exc:
-            if isinstance(exc, (GeneratorExit, KeyboardInterrupt, SystemExit)):
-                raise
-            fail(sp, _Cancelled() if _is_cancel(exc) else exc)
-            raise
-        succeed(sp)
+        return _OFF
+    return _Block(tracer.start_span(name, context=parent, kind=kind, attributes=attributes,
+                                    links=links))  # fmt: skip
 
 
 def set_attributes(sp: Span | None, attributes: Mapping[str, Any]) -> None:
-    """Set attributes, leaving out None values (OpenTelemetry refuses them)."""
+    """Set attributes; None values are left out (OpenTelemetry refuses them)."""
     if sp is not None:
-        sp.set_attributes(_clean(attributes) or {})
+        sp.set_attributes(attributes)
 
 
 class _Cancelled:
@@ -309,9 +353,3 @@ def _is_cancel(exc: BaseException) -> bool:
     import asyncio
 
     return isinstance(exc, asyncio.CancelledError)
-
-
-def _clean(attributes: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if not attributes:
-        return None
-    return {k: v for k, v in attributes.items() if v is not None}

@@ -34,7 +34,7 @@ from opentelemetry.trace import Status
 
 from exai.logs import get_logger
 
-__all__ = ["CountingProcessor", "ExportStats", "GuardedExporter"]
+__all__ = ["CountingProcessor", "ExportStats", "GuardedExporter", "worth_logging"]
 
 log = get_logger("exai.tracing")
 
@@ -49,11 +49,14 @@ class ExportStats:
         self.spans_exported = 0
         self.spans_failed = 0
         self.batches_failed = 0
+        self.spans_dropped = 0  # of the failed: dropped unsent, a queue being full
+        self.spans_discarded = 0  # not kept by tail-based keeping: not a loss
 
     def as_dict(self) -> dict[str, int]:
         return {"spans_ended": self.spans_ended, "spans_exported": self.spans_exported,
-                "spans_failed": self.spans_failed,
-                "batches_failed": self.batches_failed}  # fmt: skip
+                "spans_failed": self.spans_failed, "batches_failed": self.batches_failed,
+                "spans_dropped": self.spans_dropped,
+                "spans_discarded": self.spans_discarded}  # fmt: skip
 
 
 class GuardedExporter(SpanExporter):
@@ -90,7 +93,7 @@ class GuardedExporter(SpanExporter):
                 self.stats.spans_failed += len(batch)
                 self.stats.batches_failed += 1
                 failed = self.stats.batches_failed
-        if result is not SpanExportResult.SUCCESS and _worth_logging(failed):
+        if result is not SpanExportResult.SUCCESS and worth_logging(failed):
             log.warning("traces could not be exported; calls are not affected",
                         spans=len(batch), batches_failed=failed)  # fmt: skip
         return result
@@ -184,6 +187,6 @@ class CountingProcessor(SpanProcessor):
         return bool(self.inner.force_flush(timeout_millis))
 
 
-def _worth_logging(failures: int) -> bool:
+def worth_logging(failures: int) -> bool:
     """The first failure, then every hundredth: a dead collector must not flood the log."""
     return failures == 1 or failures % 100 == 0

@@ -17,7 +17,7 @@ from exai import tracing
 from exai.audit.scrub import Scrubber
 from exai.tracing.setup import build_provider
 
-__all__ = ["SECRET", "install_tracing"]
+__all__ = ["SECRET", "Collector", "install_tracing"]
 
 SECRET = "sk-trace-test-secret-0123456789"
 
@@ -30,3 +30,45 @@ def install_tracing(content: bool) -> tuple[Any, InMemorySpanExporter]:
                               processor=SimpleSpanProcessor)  # fmt: skip
     tracing.install(provider, content=content)
     return provider, exporter
+
+
+class Collector:
+    """An OTLP/HTTP collector stand-in on loopback: keeps every span each export carried."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        self.spans: list[Any] = []
+        self.posts = 0
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                request = ExportTraceServiceRequest.FromString(body)
+                collector.posts += 1
+                for resource in request.resource_spans:
+                    for scope in resource.scope_spans:
+                        collector.spans.extend(scope.spans)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def trace_ids(self) -> set[int]:
+        return {int.from_bytes(s.trace_id, "big") for s in self.spans}
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

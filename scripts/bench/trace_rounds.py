@@ -1,0 +1,199 @@
+"""Tracing off against tracing on, every call sampled and exported, same rounds.
+
+Part of the protocol benchmark (``python -m scripts.bench.protocol``, ``make
+bench``): in each round two daemons are started afresh, exai with tracing off
+and exai with tracing on (``OTEL_TRACES_SAMPLER=always_on``, exporting over
+OTLP/HTTP to a stand-in collector on loopback that answers 200 at once), and
+they take turns in slices (:func:`scripts.bench.protocol._concurrent_turns`)
+at 1, 16 and 50 connections: one connection calling sequentially (slices of
+250 calls), then 16 and 50 connections calling at once. After each slice of
+the traced daemon, its span writer process is let finish exporting what the
+slice sent (until it has used no CPU for 0.3 s) before the next slice starts,
+so its work does not land in the other daemon's time; how long it stayed busy
+is reported, and its CPU per call beside the daemon's.
+
+The collector keeps every request's bytes and, after the round, counts the
+spans they carried (decoding them then, not while the daemons are measured):
+every span of every call must have arrived (four per ``echo`` call: the
+face's, admission, execute_tool and audit).
+
+Targets (issue 39): p50 with tracing on at most 1.3x of off, and calls/s at
+16 and 50 connections at least 0.7x of off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from typing import Any
+
+from scripts.bench.common import daemon_process, free_port
+
+__all__ = ["COUNTING_COLLECTOR", "report", "run_rounds"]
+
+COUNTING_COLLECTOR = """
+import sys, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+bodies = []
+class Sink(BaseHTTPRequestHandler):
+    def do_POST(self):
+        bodies.append(self.rfile.read(int(self.headers.get("content-length", 0))))
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+    def do_GET(self):
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest)
+        taken, bodies[:] = list(bodies), []
+        spans = 0
+        for body in taken:
+            for rs in ExportTraceServiceRequest.FromString(body).resource_spans:
+                for ss in rs.scope_spans:
+                    spans += len(ss.spans)
+        out = f"{spans} {len(taken)}".encode()
+        self.send_response(200)
+        self.send_header("content-length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    def log_message(self, *args):
+        pass
+
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Sink).serve_forever()
+"""
+
+SPANS_PER_CALL = 4  # call_tool echo, admission, execute_tool echo, audit
+CONNS = (1, 16, 50)
+
+
+async def _listening(port: int, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        return
+
+
+def _collector_count(port: int) -> tuple[int, int]:
+    """Spans and posts the collector took since it was last asked."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=60) as answer:
+        spans, posts = answer.read().split()
+    return int(spans), int(posts)
+
+
+async def run_rounds(rounds: int = 3, sequential_n: int = 4000, per_conn: int = 400,
+                     slices: int = 4, pin: bool = True) -> dict[str, Any]:  # fmt: skip
+    from scripts.bench.protocol import _concurrent_turns, _cpus, _pin, _settle
+
+    cpus = _cpus() if pin else None
+    client_cpus = os.sched_getaffinity(0) if cpus is not None else None
+    if cpus is not None:
+        os.sched_setaffinity(0, {cpus[0]})
+    sink_port = free_port()
+    sink = subprocess.Popen([sys.executable, "-c", COUNTING_COLLECTOR, str(sink_port)])
+    traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}",
+              "OTEL_TRACES_SAMPLER": "always_on"}  # fmt: skip
+    figures: dict[int, dict[str, list[dict[str, float]]]] = {
+        n: {"off": [], "on": []} for n in CONNS
+    }
+    cpu = {name: {"daemon_s": 0.0, "writer_s": 0.0, "calls": 0} for name in ("off", "on")}
+    delivered: list[tuple[int, int, int]] = []  # (spans expected, spans taken, posts)
+    try:
+        await _listening(sink_port)
+        for _ in range(rounds):
+            calls = 0
+            async with contextlib.AsyncExitStack() as stack:
+                servers = []
+                for name, env in (("off", {}), ("on", traced)):
+                    url, pid = await stack.enter_async_context(daemon_process(**env))
+                    _pin(pid, cpus)
+                    servers.append((name, url, pid))
+                await _settle([pid for _, _, pid in servers])
+                for conns in CONNS:
+                    n, k = (sequential_n, sequential_n // 250) if conns == 1 else (per_conn, slices)
+                    turns = await _concurrent_turns(servers, conns, n, k, cpu)
+                    calls += conns * (1 + (n // k) * k)  # the warm-up call, then the slices
+                    for name, result in turns.items():
+                        figures[conns][name].append(result)
+            # The traced daemon has stopped, exporting what it had queued.
+            spans, posts = _collector_count(sink_port)
+            delivered.append((calls * SPANS_PER_CALL, spans, posts))
+    finally:
+        if client_cpus is not None:
+            os.sched_setaffinity(0, client_cpus)
+        sink.terminate()
+        sink.wait(timeout=10)
+    medians = {
+        n: {name: _median(runs) for name, runs in by_name.items()} for n, by_name in figures.items()
+    }
+    return {
+        "medians": medians,
+        "cpu_us_per_call": {
+            name: {
+                "daemon": c["daemon_s"] / c["calls"] * 1e6,
+                "writer": c["writer_s"] / c["calls"] * 1e6,
+            }
+            for name, c in cpu.items()
+        },
+        "delivered": delivered,
+        "rounds": rounds,
+        "pinned": cpus is not None,
+        "load": os.getloadavg(),
+    }
+
+
+def _median(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+
+
+def report(r: dict[str, Any]) -> str:
+    rows = ["| measure | tracing off | tracing on, every call | on / off | target |",
+            "|---|---|---|---|---|"]  # fmt: skip
+    for conns in CONNS:
+        off, on = r["medians"][conns]["off"], r["medians"][conns]["on"]
+        label = "1 conn" if conns == 1 else f"{conns} conns"
+        for key, name, unit, target in (
+            ("p50_us", "p50 round trip", " µs", "≤ 1.3x"),
+            ("p99_us", "p99 round trip", " µs", ""),
+            ("calls_per_s", "calls/s", "", "≥ 0.7x" if conns > 1 else ""),
+        ):
+            rows.append(f"| {name}, {label} | {off[key]:.0f}{unit} | {on[key]:.0f}{unit} | "
+                        f"{on[key] / off[key]:.2f}x | {target} |")  # fmt: skip
+        rows.append(f"| span writer still busy after a slice, {label} | | "
+                    f"{on['writer_tail_ms']:.0f} ms | | |")  # fmt: skip
+    spent = r["cpu_us_per_call"]
+    rows.append(f"| CPU per call (all slices): daemon | {spent['off']['daemon']:.1f} µs | "
+                f"{spent['on']['daemon']:.1f} µs | | |")  # fmt: skip
+    rows.append(f"| CPU per call: span writer | | {spent['on']['writer']:.1f} µs | | |")
+    expected = sum(e for e, _, _ in r["delivered"])
+    taken = sum(t for _, t, _ in r["delivered"])
+    posts = sum(p for _, _, p in r["delivered"])
+    rows.append(f"| spans the collector took, of the spans the calls made | | "
+                f"{taken:,} of {expected:,} ({posts:,} posts) | | all |")  # fmt: skip
+    load = r["load"]
+    rows.append(f"| load average at the end (1, 5, 15 min) | {load[0]:.2f}, {load[1]:.2f}, "
+                f"{load[2]:.2f} | | | |")  # fmt: skip
+    return "\n".join(rows)
+
+
+def main() -> dict[str, Any]:
+    results = asyncio.run(run_rounds())
+    print("### Tracing (exai echo tool)\n")
+    print(report(results))
+    return results
+
+
+if __name__ == "__main__":
+    main()

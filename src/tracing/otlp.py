@@ -1,0 +1,140 @@
+"""Records as OTLP protobuf bytes: the body of an OTLP/HTTP ``/v1/traces`` request.
+
+The SDK's encoder builds a protobuf object per span, attribute and value and
+serializes the tree: about 15 µs a span here. This writes the wire format
+straight from :mod:`exai.tracing.records` tuples, with the encodings that
+repeat (an attribute's key with a short string value, a span name) kept in a
+bounded cache, in a few microseconds a span. It writes what the SDK's encoder
+writes for the same span (``opentelemetry-proto``'s ``trace.proto`` and
+``common.proto``; ``tests/tracing/test_encoding.py`` parses both and compares
+them): the span kind shifted by one, the span ``flags`` saying whether the
+parent is remote, a status on every span, links without their trace state.
+
+Every string is passed through ``text`` (the credential scrubber) on its way.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+from exai.tracing.records import Record
+
+__all__ = ["Encoder"]
+
+_Q: Final = struct.Struct("<Q").pack
+_D: Final = struct.Struct("<d").pack
+_I: Final = struct.Struct("<I").pack
+_CACHE_MAX: Final = 16384
+_SHORT: Final = 256  # string values up to this length are cached with their key
+_HAS_IS_REMOTE: Final = 0x100
+_IS_REMOTE: Final = 0x200
+
+
+def _varint(n: int) -> bytes:
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _field(tag: int, payload: bytes) -> bytes:
+    """A length-delimited field (``tag`` is the whole key byte)."""
+    n = len(payload)
+    return bytes((tag, n)) + payload if n < 0x80 else bytes((tag,)) + _varint(n) + payload
+
+
+class Encoder:
+    """Encodes records of one resource and instrumentation scope."""
+
+    def __init__(self, resource: Mapping[str, Any], scope: tuple[str, str],
+                 text: Callable[[str], str] | None = None) -> None:  # fmt: skip
+        self._text = text or str
+        # One cache per field tag: the same pair is a span's, an event's or a link's.
+        self._kv: dict[int, dict[tuple[str, str], bytes]] = {0x0A: {}, 0x1A: {}, 0x22: {}, 0x4A: {}}
+        self._names: dict[str, bytes] = {}
+        self._resource = _field(0x0A, self.attributes(resource))
+        name, version = scope
+        self._scope = _field(0x0A, _field(0x0A, name.encode()) + _field(0x12, version.encode()))
+
+    def request(self, spans: Iterable[bytes]) -> bytes:
+        """An ``ExportTraceServiceRequest`` of spans :meth:`span` encoded."""
+        scope_spans = self._scope + b"".join(spans)
+        return _field(0x0A, self._resource + _field(0x12, scope_spans))
+
+    def span(self, r: Record) -> bytes:
+        """One ``Span``, as a ``ScopeSpans.spans`` field."""
+        (name, trace_id, span_id, parent_id, parent_remote, _flags, trace_state, kind, start, end,
+         attributes, events, links, status_code, status_message) = r  # fmt: skip
+        parts = [b"\x0a\x10", trace_id.to_bytes(16, "big"), b"\x12\x08", span_id.to_bytes(8, "big")]
+        if trace_state:
+            parts.append(_field(0x1A, trace_state.encode()))
+        if parent_id:
+            parts += (b"\x22\x08", parent_id.to_bytes(8, "big"))
+        encoded = self._names.get(name)
+        if encoded is None:
+            encoded = self._names[name] = _field(0x2A, self._text(name).encode())
+            if len(self._names) > _CACHE_MAX:
+                self._names.clear()
+        parts += (encoded, b"\x30", bytes((kind + 1,)), b"\x39", _Q(start), b"\x41", _Q(end))
+        if attributes:
+            parts.append(self.attributes(attributes, 0x4A))
+        for event_name, ts, event_attributes in events or ():
+            body = b"\x09" + _Q(ts) + _field(0x12, self._text(event_name).encode())
+            if event_attributes:
+                body += self.attributes(event_attributes, 0x1A)
+            parts.append(_field(0x5A, body))
+        for l_trace, l_span, _l_flags, _l_state, l_remote, l_attributes in links or ():
+            body = (
+                b"\x0a\x10" + l_trace.to_bytes(16, "big") + b"\x12\x08" + l_span.to_bytes(8, "big")
+            )
+            if l_attributes:
+                body += self.attributes(l_attributes, 0x22)
+            body += b"\x35" + _I(_HAS_IS_REMOTE | (_IS_REMOTE if l_remote else 0))
+            parts.append(_field(0x6A, body))
+        status = b""
+        if status_message:
+            status = _field(0x12, self._text(status_message).encode())
+        if status_code:
+            status += bytes((0x18, status_code))
+        parts += (_field(0x7A, status), b"\x85\x01",
+                  _I(_HAS_IS_REMOTE | (_IS_REMOTE if parent_remote else 0)))  # fmt: skip
+        return _field(0x12, b"".join(parts))
+
+    def attributes(self, attributes: Mapping[str, Any], tag: int = 0x0A) -> bytes:
+        """Repeated ``KeyValue`` fields, each under ``tag``."""
+        cache = self._kv[tag]
+        out = []
+        for key, value in attributes.items():
+            if type(value) is str and len(value) <= _SHORT:
+                encoded = cache.get((key, value))
+                if encoded is None:
+                    if len(cache) > _CACHE_MAX:
+                        cache.clear()
+                    encoded = cache[(key, value)] = self._kv_field(key, value, tag)
+                out.append(encoded)
+            else:
+                out.append(self._kv_field(key, value, tag))
+        return b"".join(out)
+
+    def _kv_field(self, key: str, value: Any, tag: int) -> bytes:
+        return _field(tag, _field(0x0A, key.encode()) + _field(0x12, self._any(value)))
+
+    def _any(self, value: Any) -> bytes:
+        """An ``AnyValue``'s body."""
+        if isinstance(value, str):
+            return _field(0x0A, self._text(value).encode())
+        if isinstance(value, bool):
+            return b"\x10\x01" if value else b"\x10\x00"
+        if isinstance(value, int):
+            return b"\x18" + _varint(value & 0xFFFFFFFFFFFFFFFF)
+        if isinstance(value, float):
+            return b"\x21" + _D(value)
+        if isinstance(value, tuple | list):
+            return _field(0x2A, b"".join(_field(0x0A, self._any(v)) for v in value))
+        return b""

@@ -1,0 +1,125 @@
+"""One ended span as a plain tuple, and the same span as the SDK's ``ReadableSpan``.
+
+A :class:`~exai.tracing.spans.RecordedSpan` ends as a :data:`Record`: a tuple
+of plain values (str, int, float, bool, None, tuples, lists and dicts of them),
+which :mod:`marshal` writes to the writer process's pipe at a fraction of a
+microsecond a span. Its fields, in order:
+
+=====================  ==========================================================
+``name``               the span's name
+``trace_id``           int, 128 bits
+``span_id``            int, 64 bits
+``parent_id``          the parent span's id; 0 for none
+``parent_remote``      True when the parent came from another process
+``flags``              the W3C trace flags, an int
+``trace_state``        the W3C ``tracestate`` as OTLP carries it (``k=v,...``)
+``kind``               :class:`opentelemetry.trace.SpanKind`'s value
+``start``, ``end``     nanoseconds since the epoch
+``attributes``         a dict of cleaned values (:func:`clean_value`)
+``events``             None, or ``(name, time_ns, attributes)`` tuples
+``links``              None, or ``(trace_id, span_id, flags, trace_state,
+                       is_remote, attributes)`` tuples
+``status_code``        :class:`opentelemetry.trace.StatusCode`'s value
+``status_message``     the status's description, or None
+=====================  ==========================================================
+
+:func:`to_readable` turns a record into the SDK's ``ReadableSpan``, for an SDK
+span processor in this process (the tests' in-memory exporter, or anyone who
+embeds exai with a processor of their own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace.span import TraceState
+
+__all__ = [
+    "END",
+    "PARENT_ID",
+    "PARENT_REMOTE",
+    "START",
+    "STATUS_CODE",
+    "TRACE_ID",
+    "Record",
+    "clean_value",
+    "to_readable",
+]
+
+Record = tuple[Any, ...]
+(NAME, TRACE_ID, SPAN_ID, PARENT_ID, PARENT_REMOTE, FLAGS, TRACE_STATE, KIND, START, END,
+ ATTRIBUTES, EVENTS, LINKS, STATUS_CODE, STATUS_MESSAGE) = range(15)  # fmt: skip
+
+_PLAIN: Final = frozenset({str, bool, int, float})
+_KINDS: Final = {kind.value: kind for kind in SpanKind}
+_CODES: Final = {code.value: code for code in StatusCode}
+
+
+def clean_value(value: Any) -> Any:
+    """``value`` as an attribute value of plain types, or None to leave it out.
+
+    As the SDK: str, bool, int and float, and sequences of one of them (a
+    tuple); anything else is left out. Subclasses (a ``str`` enum) become their
+    base type, which is what an OTLP encoder would send of them anyway.
+    """
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            return None
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        items = [v if v is None else clean_value(v) for v in value]
+        kinds = {type(v) for v in items if v is not None}
+        if len(kinds) > 1 or any(v is None for v, raw in zip(items, value, strict=True)
+                                 if raw is not None):  # fmt: skip
+            return None
+        return tuple(items)
+    return None
+
+
+def to_readable(record: Record, resource: Resource, scope: InstrumentationScope) -> ReadableSpan:
+    """The SDK's ``ReadableSpan`` of ``record``."""
+    (name, trace_id, span_id, parent_id, parent_remote, flags, trace_state, kind, start, end,
+     attributes, events, links, status_code, status_message) = record  # fmt: skip
+    state = _trace_state(trace_state)
+    trace_flags = TraceFlags(flags)
+    parent = (SpanContext(trace_id, parent_id, bool(parent_remote), trace_flags, state)
+              if parent_id else None)  # fmt: skip
+    code = _CODES[status_code]
+    return ReadableSpan(
+        name=name,
+        context=SpanContext(trace_id, span_id, False, trace_flags, state),
+        parent=parent,
+        resource=resource,
+        attributes=attributes,
+        events=[Event(n, a, t) for n, t, a in events or ()],
+        links=[
+            Link(SpanContext(t, s, bool(remote), TraceFlags(f), _trace_state(ts)), a)
+            for t, s, f, ts, remote, a in links or ()
+        ],
+        kind=_KINDS[kind],
+        status=Status(code, status_message) if code is not StatusCode.UNSET else Status(code),
+        start_time=start,
+        end_time=end,
+        instrumentation_scope=scope,
+    )
+
+
+def _trace_state(text: str) -> TraceState | None:
+    return TraceState.from_header([text]) if text else None

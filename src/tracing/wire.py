@@ -1,0 +1,93 @@
+"""The pipe between a traced process and its span writer: frames and messages.
+
+A frame is a 4-byte big-endian length, then a :mod:`marshal` dump of a tuple
+whose first item names the message (the audit writer's format: marshal is the
+cheapest encoding the interpreter has for plain values, and both ends are the
+same exai on the same interpreter). The first frame, the writer's
+configuration, is a pickle instead, because it carries the credential
+scrubber the edge handed in (a callable); credentials travel only through
+this pipe, never in argv or the environment.
+
+To the writer: ``("config", dict)`` (pickled, once), ``("spans", records)``,
+``("flush", seq)``, ``("stop", timeout_s)``.
+
+From the writer: ``("stats", dict)`` when its counts change,
+``("flushed", seq, dict)`` once every span sent before ``flush`` is exported
+or failed, ``("stopped", dict)``.
+"""
+
+from __future__ import annotations
+
+import marshal
+import pickle
+import struct
+from typing import Any, BinaryIO, Final
+
+__all__ = ["FrameError", "config_frame", "encode_frame", "read_config", "read_frame"]
+
+_LENGTH: Final = struct.Struct(">I")
+_MAX_FRAME: Final = 1 << 30
+
+
+class FrameError(ValueError):
+    """Bytes on the pipe that are not a frame of this protocol."""
+
+
+def encode_frame(message: tuple[Any, ...]) -> bytes:
+    payload = marshal.dumps(message, 4)
+    return _LENGTH.pack(len(payload)) + payload
+
+
+def config_frame(config: dict[str, Any]) -> bytes:
+    payload = pickle.dumps(("config", config))
+    return _LENGTH.pack(len(payload)) + payload
+
+
+def _payload(stream: BinaryIO) -> bytes | None:
+    header = _read(stream, 4)
+    if header is None:
+        return None
+    (length,) = _LENGTH.unpack(header)
+    if length > _MAX_FRAME:
+        raise FrameError(f"frame of {length} bytes announced")
+    payload = _read(stream, length)
+    if payload is None:
+        raise FrameError("the pipe ended inside a frame")
+    return payload
+
+
+def read_frame(stream: BinaryIO) -> tuple[Any, ...] | None:
+    """The next message on ``stream``; None at its end."""
+    payload = _payload(stream)
+    if payload is None:
+        return None
+    try:
+        message = marshal.loads(payload)
+    except (EOFError, ValueError, TypeError) as exc:
+        raise FrameError(f"unreadable frame: {exc}") from exc
+    if not isinstance(message, tuple) or not message or not isinstance(message[0], str):
+        raise FrameError("a frame must hold a tuple that starts with its name")
+    return message
+
+
+def read_config(stream: BinaryIO) -> dict[str, Any] | None:
+    """The first frame: the writer's configuration (None: the pipe ended first).
+    Only the process that started the writer writes to this pipe."""
+    payload = _payload(stream)
+    if payload is None:
+        return None
+    message = pickle.loads(payload)
+    if not (isinstance(message, tuple) and len(message) == 2 and message[0] == "config"):
+        raise FrameError("the first frame must be the writer's config")
+    return dict(message[1])
+
+
+def _read(stream: BinaryIO, n: int) -> bytes | None:
+    chunks, got = [], 0
+    while got < n:
+        chunk = stream.read(n - got)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,106 @@
+"""exai's spans: what the OpenTelemetry API sees of them, and the OTLP bytes exai's
+encoder writes for them, against what the SDK's own encoder writes for the same spans."""
+
+from __future__ import annotations
+
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, DEFAULT_ON, TraceIdRatioBased
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+from exai import tracing
+from exai.tracing.otlp import Encoder
+from exai.tracing.records import to_readable
+from exai.tracing.spans import RecordingTracer, SpanSource
+
+CALLER = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def _spans(sampler=DEFAULT_ON):
+    """Spans of every shape a call makes: under a caller's span with a tracestate,
+    a child with an event, a link and an error, a root of its own."""
+    records: list = []
+    tracer = RecordingTracer(SpanSource(sampler, records.append))
+    parent = tracing.extract(CALLER, "vendor=1,other=two")
+    face = tracer.start_span("call_tool echo", context=parent, kind=SpanKind.SERVER, attributes={
+        "s": "text", "yes": True, "no": False, "n": 3, "neg": -7, "zero": 0, "f": 1.5,
+        "empty": "", "list": ("a", "b"), "nums": [1, 2], "none": None,
+    })  # fmt: skip
+    inside = trace.set_span_in_context(face)
+    step = tracer.start_span("turn", context=inside,
+                             links=[Link(face.get_span_context(), {"why": "job"})])  # fmt: skip
+    step.add_event("retry", {"exai.attempt": 2, "error.type": "RATE_LIMITED"})
+    step.set_status(Status(StatusCode.ERROR, "RATE_LIMITED (kimi, HTTP 429)"))
+    step.end()
+    face.set_status(Status(StatusCode.OK))
+    face.end()
+    alone = tracer.start_span("job chat", kind=SpanKind.CLIENT)
+    alone.end()
+    return records, face, step
+
+
+def test_the_encoder_writes_what_the_sdks_encoder_writes():
+    records, _, _ = _spans()
+    resource = Resource.create({"service.name": "exai", "service.version": "1.2.3"})
+    scope = InstrumentationScope("exai", "1.2.3")
+    sdk = encode_spans([to_readable(r, resource, scope) for r in records])
+    encoder = Encoder(dict(resource.attributes), ("exai", "1.2.3"))
+    ours = ExportTraceServiceRequest.FromString(encoder.request(encoder.span(r) for r in records))
+    assert len(ours.resource_spans[0].scope_spans[0].spans) == 3
+    assert ours == sdk
+
+
+def test_every_string_passes_the_scrubber_on_its_way():
+    records, _, _ = _spans()
+    encoder = Encoder({"service.name": "exai"}, ("exai", "1"), text=str.upper)
+    ours = ExportTraceServiceRequest.FromString(encoder.request(encoder.span(r) for r in records))
+    step, face, _ = ours.resource_spans[0].scope_spans[0].spans  # in the order they ended
+    assert {a.key: a.value.string_value for a in face.attributes}["s"] == "TEXT"
+    assert step.status.message == "RATE_LIMITED (KIMI, HTTP 429)"
+    assert step.events[0].attributes[1].value.string_value == "RATE_LIMITED"
+
+
+def test_spans_keep_the_callers_trace_and_the_apis_semantics():
+    records, face, step = _spans()
+    ctx = face.get_span_context()
+    assert f"{ctx.trace_id:032x}" == CALLER[3:35] and ctx.trace_flags.sampled
+    step_record, face_record = records[0], records[1]
+    assert face_record[3] == int(CALLER[36:52], 16) and face_record[4] is True  # remote parent
+    assert step_record[3] == ctx.span_id and step_record[4] is False
+    # The caller's tracestate goes on with the trace, and out in the traceparent.
+    carried = tracing.carrier(trace.set_span_in_context(step))
+    assert carried["traceparent"].split("-")[1] == CALLER[3:35]
+    assert carried["tracestate"] == "vendor=1,other=two"
+    # OK is final, as in the SDK; an ended span takes no more changes.
+    face.set_status(Status(StatusCode.ERROR, "late"))
+    face.set_attribute("late", "x")
+    assert records[1][-2] == StatusCode.OK.value and "late" not in records[1][10]
+    # None, and values OpenTelemetry refuses, are left out.
+    assert "none" not in records[1][10] and records[1][10]["list"] == ("a", "b")
+    # A trace exai starts has a random id, flagged as the W3C level 2 says.
+    root = records[2]
+    assert root[3] == 0 and root[5] == 0x03
+
+
+def test_the_sampler_decides_as_the_sdks_would():
+    records: list = []
+    never = RecordingTracer(SpanSource(ALWAYS_OFF, records.append))
+    sp = never.start_span("x")
+    assert not sp.is_recording() and not sp.get_span_context().trace_flags.sampled
+    sp.end()
+    half = RecordingTracer(SpanSource(TraceIdRatioBased(0.5), records.append))
+    kept = 0
+    for _ in range(400):
+        sp = half.start_span("y")
+        kept += sp.is_recording()
+        sp.end()
+    assert len(records) == kept and 100 < kept < 300
+    # A child of a sampled caller is sampled under the default sampler, whatever its id.
+    default = RecordingTracer(SpanSource(DEFAULT_ON, records.append))
+    child = default.start_span("z", context=tracing.extract(CALLER))
+    assert child.is_recording()
+    unsampled = default.start_span("z", context=tracing.extract(CALLER[:-2] + "00"))
+    assert not unsampled.is_recording()

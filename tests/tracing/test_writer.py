@@ -1,0 +1,67 @@
+"""The span writer process: a collector that is up gets every span of every call,
+from a real daemon; one that hangs costs a bounded, counted number of spans."""
+
+from __future__ import annotations
+
+import pytest
+
+from exai.tracing import setup
+from tests.conftest import make_settings, running_daemon
+from tests.tracing.helpers import Collector
+from tests.tracing.test_stop import silent_collector
+
+
+@pytest.fixture
+def collector():
+    c = Collector()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+async def test_a_collector_that_is_up_gets_every_span_of_every_call(
+    tmp_path, client_factory, collector, monkeypatch
+):
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    settings = make_settings(tmp_path, otel_exporter_otlp_endpoint=collector.url,
+                             otel_traces_sampler="always_on")  # fmt: skip
+    assert setup.configure(settings)
+    try:
+        async with running_daemon(settings) as daemon:
+            clients = [await client_factory(daemon) for _ in range(4)]
+            results = [await c.call("echo", {"text": f"n{i}"}) for i in range(25) for c in clients]
+            assert all(r.error is None for r in results)
+            assert setup.flush(timeout_s=30)
+    finally:
+        report = setup.shutdown()
+    traces = {int(r.metadata.model_extra["trace_id"], 16) for r in results}
+    assert collector.trace_ids() == traces and len(traces) == 100
+    names = sorted(s.name for s in collector.spans)
+    assert names.count("call_tool echo") == 100 and names.count("audit") == 100
+    assert len(collector.spans) == 400
+    assert report is not None and report.spans_exported == 400 and report.spans_unexported == 0
+
+
+def test_a_hanging_collector_costs_a_bounded_counted_number_of_spans(tmp_path, monkeypatch):
+    from exai import tracing
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
+    with silent_collector() as hanging:
+        settings = make_settings(tmp_path, otel_exporter_otlp_endpoint=hanging.url,
+                                 otel_traces_sampler="always_on")  # fmt: skip
+        assert setup.configure(settings)
+        try:
+            for i in range(60):
+                with tracing.span(f"step {i}"):
+                    pass
+            assert setup.flush(timeout_s=60)
+            stats = setup.export_stats()
+            assert stats is not None
+            assert stats.spans_ended == 60 and stats.spans_exported == 0
+            assert stats.spans_failed == 60  # every one counted: failed, or dropped unsent
+            assert 0 < stats.spans_dropped <= 60 - 1 and stats.batches_failed >= 1
+        finally:
+            setup.shutdown(timeout_s=1)
