@@ -1,13 +1,21 @@
 """One ``call_tool`` in flight, and its life as a state.
 
 A call is admitted (its task exists), then queued for capacity, then running,
-then finished (its one result sent). The life moves only forwards, through
-the small transitions below; what else is known about a call is a fact beside
-its state, not a second state: why it is being stopped (``cancel_reason``,
-set by a client's cancel, its deadline or a shutdown, whatever state it is
-in) and whether the client has been told its deadline (``acked``, a fact of
-the conversation with the client: a call may be acknowledged while queued or
-while running, or never, when it is answered in its first step).
+then finished (its one result sent, and kept for a retry); a call that ends
+before it ran (stopped or refused while it waited for capacity) is dropped
+instead, and its result is not kept, so a retry may run it. The life moves only
+forwards, through the small transitions below, each of which checks the state
+it leaves and refuses any other move with :class:`IllegalTransition`: a bug
+that would answer a call twice, or run one that already answered, fails loudly
+where it happens.
+
+The state is the only record of where a call is in its life. Two facts about
+a call are not its life and sit beside it: why it is being stopped
+(``stop_reason``: a client's cancel, its deadline or a shutdown, asked for in
+whatever state the call is), and whether the client has been told its deadline
+(``acked``, a fact of the conversation with the client: a call may be
+acknowledged while queued or while running, or never, when it is answered in
+its first step).
 
 A call answered from the replay cache never becomes a :class:`Call`: it is a
 frame sent again, not a life.
@@ -22,14 +30,31 @@ from typing import Any
 
 from exai.daemon.replay import call_fingerprint
 
-__all__ = ["Call", "CallState", "ModelEvent"]
+__all__ = ["Call", "CallState", "IllegalTransition", "ModelEvent", "StopReason"]
 
 
 class CallState(enum.Enum):
     ADMITTED = "admitted"  # its task exists; its first step has not run
     QUEUED = "queued"  # waiting for capacity (per session, then for the daemon)
     RUNNING = "running"  # the tool is running
-    FINISHED = "finished"  # its result is being or has been sent
+    FINISHED = "finished"  # it ran; its result is being or has been sent, and is kept
+    DROPPED = "dropped"  # it ended before it ran; its result is sent, not kept
+
+
+_ENDED = frozenset({CallState.FINISHED, CallState.DROPPED})
+
+
+class StopReason(enum.Enum):
+    CANCEL = "cancel"  # the client cancelled it
+    TIMEOUT = "timeout"  # its deadline passed
+    SHUTDOWN = "shutdown"  # the daemon is shutting down and its grace period ended
+
+
+class IllegalTransition(RuntimeError):
+    """A transition asked of a call in a state it cannot leave that way (a bug)."""
+
+    def __init__(self, call: Call, move: str) -> None:
+        super().__init__(f"call {call.request_id!r}: cannot {move} from {call.state.value}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,41 +83,57 @@ class Call:
     timer: asyncio.TimerHandle | None = None  # the deadline, armed after the first step
     last_progress: float = 0.0
     state: CallState = CallState.ADMITTED
-    ran: bool = False  # it reached RUNNING: its result is kept for a retry
-    cancel_reason: str | None = None  # "cancel", "timeout" or "shutdown"
+    stop_reason: StopReason | None = None
     acked: bool = False
-    events: bool = False  # the caller takes structured model events (in-process faces)
 
     # --- transitions ----------------------------------------------------------
 
     def begin(self) -> None:
         """Its task takes its first step: from now on it waits for capacity."""
+        if self.state is not CallState.ADMITTED:
+            raise IllegalTransition(self, "begin")
         self.state = CallState.QUEUED
 
     def run(self) -> None:
         """It holds capacity: the tool runs."""
+        if self.state is not CallState.QUEUED:
+            raise IllegalTransition(self, "run")
         self.state = CallState.RUNNING
-        self.ran = True
 
     def finish(self) -> None:
-        self.state = CallState.FINISHED
+        """Its one result is on its way: kept for a retry if it ran, else dropped."""
+        state = self.state
+        if state is CallState.RUNNING:
+            self.state = CallState.FINISHED
+        elif state is CallState.QUEUED:
+            self.state = CallState.DROPPED
+        else:
+            raise IllegalTransition(self, "finish")
 
-    def stop(self, reason: str) -> bool:
+    def stop(self, reason: StopReason) -> bool:
         """Ask the call to stop; True if its task should be cancelled now.
 
         The first reason given is the one reported. A call whose task has not
         taken its first step is not cancelled (that would end the task before it
-        could answer); it sees ``cancel_reason`` as it starts and answers then.
+        could answer); it sees ``stop_reason`` as it starts and answers then.
         """
-        if self.state is CallState.FINISHED or self.task is None or self.task.done():
+        if self.state in _ENDED or self.task is None or self.task.done():
             return False
-        if self.cancel_reason is None:
-            self.cancel_reason = reason
+        if self.stop_reason is None:
+            self.stop_reason = reason
         return self.state is not CallState.ADMITTED
+
+    # --- what the state tells -------------------------------------------------
 
     @property
     def finished(self) -> bool:
-        return self.state is CallState.FINISHED
+        """Its result is on its way (or sent): no other frame of it may follow."""
+        return self.state in _ENDED
+
+    @property
+    def ran(self) -> bool:
+        """It reached the tool: its result is kept for a retry."""
+        return self.state is CallState.RUNNING or self.state is CallState.FINISHED
 
     def fingerprint(self) -> str:
         """Of its tool and arguments: tells a retry from another call under its id.

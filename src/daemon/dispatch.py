@@ -20,9 +20,11 @@ import pydantic
 from exai import tracing
 from exai.accounting.limits import burst_for
 from exai.daemon import traced
-from exai.daemon.call import Call
+from exai.daemon.answers import error_result, replayed
+from exai.daemon.call import Call, StopReason
+from exai.daemon.records import args_digest_fields, log_call
 from exai.daemon.replay import KEEP_REQUEST_MAX_CHARS, call_fingerprint
-from exai.daemon.run import args_digest_fields, error_result, log_call, replayed, run_call
+from exai.daemon.run import run_call
 from exai.errors import (
     ExaiError,
     ForbiddenError,
@@ -52,19 +54,24 @@ class Dispatcher:
         registry: ToolRegistry,
         metrics: DaemonMetrics,
         global_limiter: CapacityLimiter,
+        *,
+        shared_rates: Any = None,
+        keys: KeyRing | None = None,
     ) -> None:
+        """``shared_rates``: the rate counts shared with other daemons on a Postgres
+        store (exai.cluster.ClusterState), else None; ``keys``: the operator's keys
+        (exai.daemon.keys), so a call made with a key revoked since its session
+        opened is refused."""
         self.services = services
         self.settings = services.settings
         self.registry = registry
         self.metrics = metrics
         self.global_limiter = global_limiter
         self._buckets: dict[str, TokenBucket] = {}
-        self.shared_rates: Any = None  # exai.cluster.ClusterState
+        self.shared_rates = shared_rates
         self.running: set[Call] = set()
         self.draining = False
-        # The operator's keys (exai.daemon.keys): a call made with a key that was
-        # revoked since its session opened is refused.
-        self.keys: KeyRing | None = None
+        self.keys = keys
         self._background: set[asyncio.Future[None]] = set()
         self._beating: set[Call] = set()  # calls whose heartbeat is still being sent
         # asyncio.get_running_loop() costs a getpid() system call on Python 3.11.
@@ -115,14 +122,15 @@ class Dispatcher:
         call = Call(rid, tool.name, timeout_s, deadline=now + timeout_s, started=now,
                     asked=frame.name, arguments=frame.arguments,
                     request=raw if raw is not None and len(raw) <= KEEP_REQUEST_MAX_CHARS
-                    else None, last_progress=now, events=events)  # fmt: skip
+                    else None, last_progress=now)  # fmt: skip
         session.calls[rid] = call
         self.running.add(call)
         loop = self._loop
         if loop is None or loop.is_closed():
             loop = self._loop = asyncio.get_running_loop()
         call.task = loop.create_task(
-            run_call(self, session, call, tool, arguments, frame), name=f"call:{session.id}:{rid}"
+            run_call(self, session, call, tool, arguments, frame, events),
+            name=f"call:{session.id}:{rid}",
         )
         return call.task
 
@@ -241,10 +249,12 @@ class Dispatcher:
         await session.deliver(CallToolAck(request_id=call.request_id, timeout_s=call.timeout_s))
 
     def _expire(self, call: Call) -> None:
-        if call.task is not None and call.stop("timeout"):
+        if call.task is not None and call.stop(StopReason.TIMEOUT):
             call.task.cancel()
 
-    def cancel(self, session: Session, request_id: str, reason: str = "cancel") -> bool:
+    def cancel(
+        self, session: Session, request_id: str, reason: StopReason = StopReason.CANCEL
+    ) -> bool:
         call = session.calls.get(request_id)
         if call is None or call.task is None or call.task.done():
             return False

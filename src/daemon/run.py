@@ -23,44 +23,59 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from exai.accounting.ledger import Charge, charge_fields
-from exai.audit import args_digest
 from exai.daemon import traced
-from exai.daemon.call import Call, ModelEvent
+from exai.daemon.answers import error_result, ok_result
+from exai.daemon.call import Call, ModelEvent, StopReason
+from exai.daemon.records import args_digest_fields, log_call
 from exai.errors import CancelledError, ExaiError, InternalError, TimeoutError_
 from exai.logs import bind_call, get_logger
-from exai.protocol import (
-    CallToolFrame,
-    CallToolResult,
-    ErrorInfo,
-    ProgressFrame,
-    ResultMetadata,
-    StreamChunk,
-    dump_frame_bytes,
-    encode_result,
-    parse_server_frame,
-)
-from exai.providers.pricing import to_nanos
-from exai.store.call_log import CallLogRow
+from exai.protocol import CallToolFrame, ProgressFrame, StreamChunk, dump_frame_bytes
 from exai.tools.artifacts import may_spill, spill_if_large
 from exai.tools.base import NullAudit, ToolContext, ToolResult
 from exai.tracing import state as tracing_state
 from exai.tracing.errors import describe_error
 
 if TYPE_CHECKING:
-    from exai.daemon.dispatch import Dispatcher
     from exai.daemon.session import Session
+    from exai.limits import CapacityLimiter
+    from exai.metrics import DaemonMetrics
+    from exai.tools.base import Services
 
-__all__ = ["args_digest_fields", "error_result", "log_call", "replayed", "run_call"]
+__all__ = ["Dispatch", "run_call"]
 
 log = get_logger("exai.daemon")
 
 
+class Dispatch(Protocol):
+    """What a run needs of the dispatcher that admitted its call
+    (:class:`exai.daemon.dispatch.Dispatcher`)."""
+
+    services: Services
+    metrics: DaemonMetrics
+    global_limiter: CapacityLimiter
+    running: set[Call]
+
+    def suspending(self, session: Session, call: Call) -> None:
+        """The call is about to wait for the first time (arm its deadline, ack it)."""
+
+    async def ack(self, session: Session, call: Call) -> None:
+        """Tell the client the call's deadline, once, and never after its result."""
+
+
 async def run_call(
-    d: Dispatcher, session: Session, call: Call, tool: Any, arguments: Any, frame: CallToolFrame
+    d: Dispatch,
+    session: Session,
+    call: Call,
+    tool: Any,
+    arguments: Any,
+    frame: CallToolFrame,
+    events: bool = False,
 ) -> None:
+    """``events``: the caller (an in-process face) takes structured model events
+    rather than text chunks."""
     call.begin()
     # The task runs in its own copy of the context, so this reaches every log
     # line written while it runs (providers and store included), and no other call.
@@ -71,13 +86,14 @@ async def run_call(
     # Tracing off: one attribute read, nothing else (see exai.daemon.traced).
     span = traced.call_span(session, call, tool.name) if tracing_state.tracer else None
     try:
-        if call.cancel_reason is not None:  # stopped before this task first ran
+        if call.stop_reason is not None:  # stopped before this task first ran
             raise asyncio.CancelledError
-        context, result = await _acquire_and_execute(d, session, call, tool, arguments, frame)
+        context, result = await _acquire_and_execute(d, session, call, tool, arguments, frame,
+                                                      events)  # fmt: skip
     except ExaiError as exc:
         error = exc
     except asyncio.CancelledError:
-        error = _cancelled(call.cancel_reason, tool.name, call.timeout_s)
+        error = _cancelled(call.stop_reason, tool.name, call.timeout_s)
         # Uncancel so the result below can still be delivered from this task.
         task = asyncio.current_task()
         if task is not None:
@@ -113,7 +129,13 @@ async def run_call(
 
 
 async def _acquire_and_execute(
-    d: Dispatcher, session: Session, call: Call, tool: Any, arguments: Any, frame: CallToolFrame
+    d: Dispatch,
+    session: Session,
+    call: Call,
+    tool: Any,
+    arguments: Any,
+    frame: CallToolFrame,
+    events: bool,
 ) -> tuple[ToolContext, ToolResult]:
     # Plain acquire/release, and a queue only when a slot is not free at once.
     session_limiter, global_limiter = session.limiter, d.global_limiter
@@ -126,7 +148,7 @@ async def _acquire_and_execute(
             await _queue_for(d, global_limiter)
         try:
             call.run()
-            context = _context(d, session, call, tool.name, frame)
+            context = _context(d, session, call, tool.name, frame, events)
             coro = tool.run(arguments, context)
             try:
                 pending = coro.send(None)  # the tool's first step, here and now
@@ -156,7 +178,7 @@ def _outcome(
     """The encoded result frame, and the error it reports (None: success)."""
     if error is None and result is not None:
         try:
-            return _ok_result(call.request_id, tool, result, latency_ms, trace_id), None
+            return ok_result(call.request_id, tool, result, latency_ms, trace_id), None
         except (TypeError, ValueError) as exc:  # not a result the protocol can carry
             log.exception("tool returned an unsendable result")
             error = InternalError(f"{tool} returned an invalid result: {exc}")
@@ -169,7 +191,7 @@ def _outcome(
 
 
 def _account(
-    d: Dispatcher,
+    d: Dispatch,
     session: Session,
     call: Call,
     tool: str,
@@ -196,39 +218,8 @@ def _account(
     return charges
 
 
-def log_call(
-    ledger: Any, session: Session, request_id: str, tool: str, arguments: Any,
-    error: ExaiError | None, charges: list[Charge], latency_ms: float,
-    trace_id: str | None = None, thread_id: str | None = None,
-) -> None:  # fmt: skip
-    """Queue the call's one row of the request log (see :mod:`exai.store.call_log`).
-
-    On every call's way out, so a call without a model call (most calls on the
-    hottest path) only fills a tuple."""
-    asked = arguments.get("model") if type(arguments) is dict else None
-    model = provider = currency = None
-    prompt = completion = cost = 0
-    if charges:
-        model = ", ".join(dict.fromkeys(charge.model for charge in charges))[:200]
-        provider = ", ".join(dict.fromkeys(charge.provider for charge in charges))[:200]
-        for charge in charges:  # a call's models share a currency; another one is left out
-            prompt += charge.usage.prompt_tokens
-            completion += charge.usage.completion_tokens
-            if charge.cost is not None and currency in (None, charge.cost.currency):
-                currency = charge.cost.currency
-                cost += to_nanos(charge.cost.total)
-    principal = session.principal
-    ledger.log_call(CallLogRow(
-        time.time(), ledger.instance_id, principal.name, principal.key_id, session.face,
-        session.client, tool, asked[:200] if type(asked) is str else None, model, provider,
-        len(charges), session.id, request_id, thread_id, prompt, completion, currency, cost,
-        round(latency_ms, 3), "ok" if error is None else "error",
-        None if error is None else error.code.value, trace_id,
-    ))  # fmt: skip
-
-
 def _audit_finished(
-    d: Dispatcher,
+    d: Dispatch,
     session: Session,
     call: Call,
     tool: str,
@@ -248,7 +239,7 @@ def _audit_finished(
 
 
 def _deliver_now(
-    d: Dispatcher, session: Session, call: Call, data: bytes, error: ExaiError | None, now: float
+    d: Dispatch, session: Session, call: Call, data: bytes, error: ExaiError | None, now: float
 ) -> bool:
     """The call leaves the session; its result is sent now if the connection has room
     (False: it has to wait for room), then kept for a retry.
@@ -267,7 +258,7 @@ def _deliver_now(
     return sent
 
 
-async def _queue_for(d: Dispatcher, limiter: Any) -> None:
+async def _queue_for(d: Dispatch, limiter: Any) -> None:
     """Wait in ``limiter``'s bounded queue, recording how long it took."""
     waited = time.monotonic()
     if tracing_state.tracer is None:
@@ -279,7 +270,7 @@ async def _queue_for(d: Dispatcher, limiter: Any) -> None:
 
 
 def _context(
-    d: Dispatcher, session: Session, call: Call, tool: str, frame: CallToolFrame
+    d: Dispatch, session: Session, call: Call, tool: str, frame: CallToolFrame, events: bool
 ) -> ToolContext:
     rid = call.request_id
     seq = 0
@@ -299,7 +290,7 @@ def _context(
         seq += 1
 
     event = None
-    if call.events:
+    if events:
 
         async def event(delta: Any) -> None:
             call.last_progress = time.monotonic()
@@ -358,47 +349,9 @@ class _Rest:
                     return done.value
 
 
-def _cancelled(reason: str | None, tool: str, timeout_s: float) -> ExaiError:
-    if reason == "timeout":
+def _cancelled(reason: StopReason | None, tool: str, timeout_s: float) -> ExaiError:
+    if reason is StopReason.TIMEOUT:
         return TimeoutError_(f"{tool} did not finish within {timeout_s:g}s")
-    if reason == "shutdown":
+    if reason is StopReason.SHUTDOWN:
         return CancelledError("cancelled: the daemon is shutting down", retryable=True)
     return CancelledError("cancelled by the client")
-
-
-def args_digest_fields(arguments: dict[str, Any]) -> dict[str, Any]:
-    # The audit trail records a digest and the size of the arguments, never their text.
-    digest, size = args_digest(arguments)
-    return {"args_digest": digest, "args_bytes": size}
-
-
-def _ok_result(
-    rid: str, tool: str, result: ToolResult, latency_ms: float, trace_id: str | None = None
-) -> bytes:
-    # The daemon's own values win over a tool's.
-    if trace_id is not None:
-        return encode_result(rid, result.texts, result.metadata, tool=tool,
-                             latency_ms=round(latency_ms, 3), trace_id=trace_id)  # fmt: skip
-    return encode_result(
-        rid, result.texts, result.metadata, tool=tool, latency_ms=round(latency_ms, 3)
-    )
-
-
-def replayed(result: bytes) -> CallToolResult:
-    """A kept result, marked as a replay."""
-    frame: CallToolResult = parse_server_frame(result)
-    meta = frame.metadata.model_copy(update={"replayed": True})
-    return frame.model_copy(update={"metadata": meta})
-
-
-def error_result(
-    rid: str, tool: str, exc: ExaiError, latency_ms: float, trace_id: str | None = None
-) -> CallToolResult:
-    info: ErrorInfo = exc.info()
-    extra = {"trace_id": trace_id} if trace_id is not None else {}
-    return CallToolResult(
-        request_id=rid,
-        outputs=[],
-        error=info,
-        metadata=ResultMetadata(tool=tool, latency_ms=round(latency_ms, 3), **extra),
-    )
