@@ -162,6 +162,8 @@ class Authenticator:
         tokens: dict[str, str] | None = None,
         jwt_secret: str | None = None,
         leeway_s: float = 30.0,
+        *,
+        keys: KeyRing | None = None,
     ) -> None:
         self._tokens = [(t.encode(), name, credential_id(t)) for t, name in (tokens or {}).items()]
         self._names_by_id = {token_id: name for _, name, token_id in self._tokens}
@@ -170,7 +172,7 @@ class Authenticator:
         self._leeway = leeway_s
         # The operator's keys and revoked JWT ids, kept current by the daemon
         # (exai.daemon.keys); None where no store is at hand (the CLI).
-        self.keys: KeyRing | None = None
+        self.keys = keys
 
     @property
     def open(self) -> bool:

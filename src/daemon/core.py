@@ -24,6 +24,7 @@ from exai.audit.readiness import audit_check
 from exai.auth import Authenticator, Credential, Principal, parse_token_list
 from exai.bridge import Bridge
 from exai.cluster import ClusterState, SharedReasoning, open_cluster, open_shared_reasoning
+from exai.daemon.call import StopReason
 from exai.daemon.dispatch import Dispatcher
 from exai.daemon.keys import KeyWatcher, StoreKeyAdmin
 from exai.daemon.limits_admin import StoreLimitsAdmin
@@ -59,18 +60,15 @@ class Core:
     ) -> None:
         self.settings = s = settings
         self.registry = registry or ToolRegistry.from_entry_points(settings)
-        self._own_services = services is None
-        self._services = services
-        self.auth = authenticator(settings)
+        self._given_services = services
+        self._services: Services | None = None
+        # The operator's keys, filled from the store by a watcher once the core starts
+        # (exai.daemon.keys); every face's authentication and the dispatcher read them.
+        self.key_ring = KeyRing()
+        self.auth = authenticator(settings, keys=self.key_ring)
         self.metrics = DaemonMetrics()
         self.global_limiter = CapacityLimiter("the daemon", s.max_inflight, s.queue_max,
                                               s.queue_timeout_s)  # fmt: skip
-        self.sessions = SessionRegistry(
-            lambda sid: CapacityLimiter(f"session {sid}", s.max_inflight_per_session,
-                                        s.max_inflight_per_session * 4, s.queue_timeout_s),
-            idle_ttl_s=max(s.replay_window_s, 60.0),
-            results=ReplayCache(s.replay_window_s, s.replay_max_entries, s.replay_max_bytes),
-        )  # fmt: skip
         self.admission = Admission(s.max_unauthenticated_per_ip, s.auth_failures_per_min,
                                    s.auth_failures_burst)  # fmt: skip
         self.started_at = time.time()
@@ -87,6 +85,7 @@ class Core:
         self._own_jobs = False
         self._ticker: asyncio.Task[None] | None = None
         self._background: set[asyncio.Future[Any]] = set()
+        self._sessions: SessionRegistry | None = None
         self._dispatcher: Dispatcher | None = None
         self.reads = CoreReads(self)
         # Faces may add their own figures to the snapshot (the WebSocket face adds its
@@ -104,31 +103,33 @@ class Core:
         return self._services
 
     @property
+    def sessions(self) -> SessionRegistry:
+        assert self._sessions is not None, "the core has not started"
+        return self._sessions
+
+    @property
     def dispatcher(self) -> Dispatcher:
         assert self._dispatcher is not None, "the core has not started"
         return self._dispatcher
 
     async def start(self) -> None:
-        """Build the services and the dispatcher; after this, calls can be made."""
+        """Build the services, then what uses them, each given what it needs as it is
+        made; after this, calls can be made."""
         s = self.settings
-        if self._services is None:
-            self._services = await build_services(s)
-        services = self._services
-        services.registry = self.registry
-        services.stats = self.stats
-        # Before any face listens: a tool that schedules jobs must find the job
-        # service from the first call on.
-        if services.jobs is None and s.jobs_enabled:
-            services.jobs = await open_jobs(s, self.registry, services.store)
-            self._own_jobs = True
+        services = await self._open_services()
         if s.mcp_servers_file is not None:
             self.bridge = Bridge(s, self.registry)
             await self.bridge.start()
-        self._dispatcher = Dispatcher(services, self.registry, self.metrics, self.global_limiter)
         # With a Postgres store, sessions, finished results and rate counts are
         # shared with the other daemons on it; with SQLite this is None.
         self.cluster = open_cluster(services.store, s)
-        self.sessions.shared = self._dispatcher.shared_rates = self.cluster
+        self._sessions = SessionRegistry(
+            lambda sid: CapacityLimiter(f"session {sid}", s.max_inflight_per_session,
+                                        s.max_inflight_per_session * 4, s.queue_timeout_s),
+            idle_ttl_s=max(s.replay_window_s, 60.0),
+            results=ReplayCache(s.replay_window_s, s.replay_max_entries, s.replay_max_bytes),
+            shared=self.cluster,
+        )  # fmt: skip
         # The reasoning of callers' tool rounds, in the store too: any daemon on
         # Postgres finds a round another made, and SQLite keeps it over a restart.
         self.shared_reasoning = open_shared_reasoning(services.store, services.providers)
@@ -137,20 +138,38 @@ class Core:
         # memory that a watcher keeps current (exai.daemon.keys).
         if isinstance(services.store, SqlStore):
             self.sign_ins = services.store
-            self.keys = KeyWatcher(services.store, KeyRing())
+            self.keys = KeyWatcher(services.store, self.key_ring)
             self.key_admin = StoreKeyAdmin(services.store, emit=services.audit.emit,
                                            changed=self.keys.refresh)  # fmt: skip
             await self.keys.load()
-            self.auth.keys = self.keys.ring
-            self._dispatcher.keys = self.keys.ring
             self.keys.start()
             book = getattr(services.ledger, "limits", None)
             if book is not None and services.providers is not None:
                 self.limits_admin = StoreLimitsAdmin(services.store, book,
                                                      services.providers.catalogue, self.settings,
                                                      services.audit.emit)  # fmt: skip
+        self._dispatcher = Dispatcher(
+            services, self.registry, self.metrics, self.global_limiter,
+            shared_rates=self.cluster, keys=self.key_ring if self.keys is not None else None,
+        )  # fmt: skip
         self._register_gauges()
         self._ticker = asyncio.create_task(self._tick(), name="exai-heartbeat")
+
+    async def _open_services(self) -> Services:
+        """The services, given the registry and the core's snapshot, with the job
+        service open before any face listens: a tool that schedules jobs must find it
+        from the first call on."""
+        s, given = self.settings, self._given_services
+        if given is None:
+            self._services = await build_services(s, registry=self.registry, stats=self.stats)
+            return self._services
+        jobs = given.jobs
+        if jobs is None and s.jobs_enabled:
+            jobs = await open_jobs(s, self.registry, given.store)
+            self._own_jobs = True
+        self._services = dataclasses.replace(given, registry=self.registry, stats=self.stats,
+                                             jobs=jobs)  # fmt: skip
+        return self._services
 
     async def drain(self, grace_s: float) -> None:
         """Refuse new calls, let running ones finish within ``grace_s``, cancel the rest."""
@@ -165,7 +184,7 @@ class Core:
         if pending:
             for session in self.sessions:
                 for rid in list(session.calls):
-                    dispatcher.cancel(session, rid, reason="shutdown")
+                    dispatcher.cancel(session, rid, reason=StopReason.SHUTDOWN)
             await asyncio.wait(pending, timeout=5.0)
 
     async def close(self) -> None:
@@ -183,7 +202,7 @@ class Core:
         services = self._services
         if services is not None and self._own_jobs and services.jobs is not None:
             await services.jobs.store.aclose()
-        if self._own_services and services is not None:
+        if self._given_services is None and services is not None:
             await close_services(services)
 
     # --- the port -------------------------------------------------------------
@@ -209,7 +228,8 @@ class Core:
         self, principal: Principal, session_id: str | None = None, *, face: str = "local",
         client: str | None = None,
     ) -> LocalCaller:  # fmt: skip
-        return LocalCaller(self, principal, session_id, face=face, client=client)
+        return LocalCaller(self.sessions, self.dispatcher, self.tools, self.spawn, principal,
+                           session_id, face=face, client=client)  # fmt: skip
 
     async def open_session(
         self, principal: Principal, session_id: str | None
@@ -363,11 +383,13 @@ class Core:
                     lambda: audit_stats().get("dropped", 0))  # fmt: skip
 
 
-def authenticator(settings: Settings) -> Authenticator:
+def authenticator(settings: Settings, *, keys: KeyRing | None = None) -> Authenticator:
+    """The daemon's tokens and JWT secret as configured; ``keys``: the operator's keys,
+    where a store keeps them (the CLI has none)."""
     tokens: dict[str, str] = {}
     if settings.ws_token is not None and settings.ws_token.get_secret_value():
         tokens[settings.ws_token.get_secret_value()] = "default"
     if settings.ws_tokens is not None:
         tokens.update(parse_token_list(settings.ws_tokens.get_secret_value()))
     secret = settings.jwt_secret.get_secret_value() if settings.jwt_secret else None
-    return Authenticator(tokens, secret or None, settings.jwt_leeway_s)
+    return Authenticator(tokens, secret or None, settings.jwt_leeway_s, keys=keys)

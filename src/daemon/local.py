@@ -21,10 +21,12 @@ import itertools
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from exai.auth import Principal
 from exai.daemon.call import ModelEvent
+from exai.daemon.dispatch import Dispatcher
+from exai.daemon.session import SessionRegistry
 from exai.protocol import (
     CallToolFrame,
     CallToolResult,
@@ -33,9 +35,6 @@ from exai.protocol import (
     ToolInfo,
     parse_server_frame,
 )
-
-if TYPE_CHECKING:
-    from exai.daemon.core import Core
 
 __all__ = ["LocalCaller"]
 
@@ -55,15 +54,21 @@ class LocalCaller:
     connected = True
 
     def __init__(
-        self, core: Core, principal: Principal, session_id: str | None = None, *,
-        face: str = "local", client: str | None = None,
+        self, sessions: SessionRegistry, dispatcher: Dispatcher,
+        tools: Callable[[Principal], list[ToolInfo]], spawn: Callable[[Any], None],
+        principal: Principal, session_id: str | None = None, *, face: str = "local",
+        client: str | None = None,
     ) -> None:  # fmt: skip
-        self._core = core
+        """A session of ``principal`` in ``sessions``, its calls submitted to
+        ``dispatcher``; ``tools`` lists what a principal may call, ``spawn`` runs a
+        callback's coroutine on the core's behalf."""
+        self._sessions = sessions
+        self._dispatcher = dispatcher
+        self._tools = tools
+        self._spawn = spawn
         self.principal = principal
         sid = session_id or f"local-{secrets.token_urlsafe(12)}"
-        self.session, _ = core.sessions.open(principal, sid)
-        self.session.send = self
-        self.session.face, self.session.client = face, client
+        self.session, _ = sessions.open(principal, sid, send=self, face=face, client=client)
         self.session_id = self.session.id
         self._waiting: dict[str, _Waiter] = {}
         self._ids = itertools.count(1)
@@ -75,7 +80,7 @@ class LocalCaller:
         return None
 
     async def list_tools(self, timeout_s: float = 30.0) -> list[ToolInfo]:
-        return self._core.tools(self.principal)
+        return self._tools(self.principal)
 
     def new_request_id(self) -> str:
         return f"{self.session_id}-{next(self._ids)}"
@@ -100,7 +105,7 @@ class LocalCaller:
                               roots=roots)  # fmt: skip
         future: asyncio.Future[CallToolResult] = asyncio.get_running_loop().create_future()
         self._waiting[rid] = _Waiter(future, on_progress, on_chunk, on_event)
-        dispatcher = self._core.dispatcher
+        dispatcher = self._dispatcher
         try:
             dispatcher.submit(self.session, frame, events=on_event is not None)
             return await future
@@ -111,14 +116,14 @@ class LocalCaller:
             self._waiting.pop(rid, None)
 
     async def cancel(self, request_id: str) -> None:
-        self._core.dispatcher.cancel(self.session, request_id)
+        self._dispatcher.cancel(self.session, request_id)
 
     def close(self) -> None:
         """Detach from the session; calls still running are cancelled."""
         for rid in list(self.session.calls):
-            self._core.dispatcher.cancel(self.session, rid)
+            self._dispatcher.cancel(self.session, rid)
         self.session.send = None
-        self._core.sessions.discard(self.session.id)
+        self._sessions.discard(self.session.id)
 
     # --- what the dispatcher calls (the session's Sender) -----------------------
 
@@ -149,4 +154,4 @@ class LocalCaller:
     def _notify(self, callback: Callable[[Any], Any], frame: Any) -> None:
         outcome = callback(frame)
         if asyncio.iscoroutine(outcome):
-            self._core.spawn(outcome)
+            self._spawn(outcome)

@@ -36,7 +36,7 @@ from exai.store.call_log import CallFilter, CallLogRow, Cursor
 
 if TYPE_CHECKING:
     from exai.auth import Principal
-    from exai.daemon.core import Core
+    from exai.daemon.core_view import CoreView
     from exai.store.costs import UsageLine
 
 __all__ = ["OperatorReads", "call_row", "usage_lines"]
@@ -47,7 +47,7 @@ _CALL_EVENTS = 200
 
 
 class OperatorReads:
-    _core: Core
+    _core: CoreView
 
     def is_admin(self, principal: Principal) -> bool:
         return is_admin(principal, self._core.settings.admin_principals)

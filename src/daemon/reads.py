@@ -32,7 +32,7 @@ from exai.store.transcript import export_lines
 
 if TYPE_CHECKING:
     from exai.auth import Principal
-    from exai.daemon.core import Core
+    from exai.daemon.core_view import CoreView
 
 __all__ = ["CoreReads"]
 
@@ -41,7 +41,7 @@ _MAX_PAGE = 500
 
 
 class CoreReads(OperatorReads, UsageReads):
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: CoreView) -> None:
         self._core = core
 
     def models(self, principal: Principal | None = None) -> dict[str, Any]:

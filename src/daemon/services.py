@@ -4,13 +4,14 @@ Kept apart from the server so tests can build a daemon around services of their
 choosing, and so the order of start-up and shutdown is written down once: the
 audit trail first (everything else reports to it), then the conversation store,
 then the ledger that keeps cost rows in it and the keeper of agent sessions, then
-the providers; closing runs in reverse, so the ledger and the keeper write their
-last rows while the store is open, and the
-audit trail hears about everything that happened before it flushes to its outbox.
+the providers, memory and the job store; closing runs in reverse, so the ledger
+and the keeper write their last rows while the store is open, and the audit
+trail hears about everything that happened before it flushes to its outbox.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from exai.accounting.budgets import parse_budgets
@@ -31,14 +32,19 @@ __all__ = ["build_services", "close_services", "open_jobs"]
 log = get_logger("exai.daemon")
 
 
-async def build_services(settings: Settings) -> Services:
+async def build_services(
+    settings: Settings, *, registry: Any = None, stats: Callable[[], dict[str, Any]] | None = None
+) -> Services:
     """Open every service; if one fails, close those already open and re-raise, so a
     failed start leaves no thread or connection behind to keep the process alive.
+
+    ``registry`` is the tool registry, for tools that describe the others and for
+    the job service; ``stats`` the daemon's snapshot, for ``status``.
 
     The exception carries a note (``add_note``) naming what was being opened and
     the setting behind it, which ``exai serve`` prints with the error.
     """
-    partial = Services(settings=settings, audit=NullAudit())
+    partial = Services(settings=settings, audit=NullAudit(), registry=registry, stats=stats)
     opening = "the data directory (EXAI_DATA_DIR)"
     try:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -84,6 +90,9 @@ async def build_services(settings: Settings) -> Services:
                 )
                 memory.worker.start()
                 partial.sessions.memory = memory  # agent sessions teach memory too
+        if settings.jobs_enabled:
+            opening = "the job store (EXAI_JOBS_URL)"
+            partial.jobs = await open_jobs(settings, registry, store)
     except BaseException as exc:
         exc.add_note(f"while opening {opening}")
         await close_services(partial)
@@ -92,6 +101,11 @@ async def build_services(settings: Settings) -> Services:
 
 
 async def close_services(services: Services) -> None:
+    if services.jobs is not None:
+        try:
+            await services.jobs.store.aclose()
+        except Exception:
+            log.exception("closing a service failed", service="jobs")
     ledger = services.ledger
     for part in (getattr(ledger, "limits", None), getattr(ledger, "alerts", None)):
         if part is not None:
@@ -113,9 +127,5 @@ async def open_jobs(settings: Settings, registry: Any, conversations: Any) -> An
     from exai.jobs.backends import open_job_store
     from exai.jobs.service import JobService
 
-    try:
-        store = await open_job_store(settings)
-    except BaseException as exc:
-        exc.add_note("while opening the job store (EXAI_JOBS_URL)")
-        raise
+    store = await open_job_store(settings)
     return JobService(store, settings, registry=registry, conversations=conversations)

@@ -106,12 +106,16 @@ class SessionRegistry:
         make_limiter: Callable[[str], CapacityLimiter],
         idle_ttl_s: float,
         results: ReplayCache,
+        *,
+        shared: Any = None,
     ) -> None:
+        """``shared``: the state shared with other daemons (exai.cluster.ClusterState)
+        with a Postgres store, else None."""
         self._sessions: dict[str, Session] = {}
         self._make_limiter = make_limiter
         self.idle_ttl_s = idle_ttl_s
         self.results = results
-        self.shared: Any = None  # exai.cluster.ClusterState with a Postgres store
+        self.shared = shared
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -119,8 +123,14 @@ class SessionRegistry:
     def __iter__(self) -> Iterator[Session]:
         return iter(list(self._sessions.values()))
 
-    def open(self, principal: Principal, session_id: str | None) -> tuple[Session, bool]:
-        """Return ``(session, resumed)``; resuming another principal's session is refused."""
+    def open(
+        self, principal: Principal, session_id: str | None, *, send: Sender | None = None,
+        face: str | None = None, client: str | None = None,
+    ) -> tuple[Session, bool]:  # fmt: skip
+        """Return ``(session, resumed)``; resuming another principal's session is refused.
+
+        ``send``, ``face`` and ``client``, when given, are the attaching caller's (an
+        in-process one: the WebSocket face attaches its connection after the hello)."""
         if session_id is not None:
             existing = self._sessions.get(session_id)
             if existing is not None:
@@ -128,10 +138,15 @@ class SessionRegistry:
                     raise UnauthorizedError("session belongs to another principal")
                 existing.principal = principal  # a refreshed JWT may carry new scopes
                 existing.last_seen = time.monotonic()
+                if send is not None:
+                    existing.send = send
+                if face is not None:
+                    existing.face, existing.client = face, client
                 return existing, True
         sid = session_id or secrets.token_urlsafe(16)
         session = Session(id=sid, principal=principal, limiter=self._make_limiter(sid),
-                          results=self.results)  # fmt: skip
+                          results=self.results, send=send, face=face or "ws",
+                          client=client)  # fmt: skip
         self._sessions[sid] = session
         return session, False
 

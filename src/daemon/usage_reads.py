@@ -19,7 +19,7 @@ from exai.store.usage import UsageSum
 
 if TYPE_CHECKING:
     from exai.auth import Principal
-    from exai.daemon.core import Core
+    from exai.daemon.core_view import CoreView
 
 __all__ = ["UsageReads", "fold"]
 
@@ -28,7 +28,7 @@ SPLITS: Final = ("model", "face")
 
 
 class UsageReads:
-    _core: Core
+    _core: CoreView
 
     def _require_admin(self, principal: Principal) -> None:
         raise NotImplementedError  # OperatorReads's, before this in CoreReads's order

@@ -183,7 +183,7 @@ async def _a_draining_daemon_gets_no_more_requests(pair: Pair) -> None:
     """Its HTTP /health answers 503 while running calls finish; HAProxy's checks then
     send every request to the other daemon."""
     draining = pair.daemons[0]
-    draining.core.dispatcher.draining = True
+    await draining.core.drain(grace_s=0.0)  # nothing runs: it only starts refusing
     async with httpx.AsyncClient(base_url=pair.lb.http_url) as http:
         assert (await http.get(pair.direct(0) + "/health")).status_code == 503
         answered: list[int] = []
@@ -193,7 +193,6 @@ async def _a_draining_daemon_gets_no_more_requests(pair: Pair) -> None:
                 break
             await asyncio.sleep(0.05)
         assert answered == [200] * 4
-    draining.core.dispatcher.draining = False  # let it stop as usual
 
 
 async def test_a_restarted_daemon_on_sqlite_keeps_the_reasoning(

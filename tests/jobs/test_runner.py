@@ -208,7 +208,13 @@ async def _async(value):
 
 async def test_notifications_reach_only_the_allowed_hosts(tmp_path, receiver):
     """A job may not name a host outside EXAI_JOBS_NOTIFY_HOSTS; one whose host was
-    allowed when it was made but is not now is kept undelivered, never sent."""
+    allowed when it was made but is not now (the daemon restarted with another
+    list) is kept undelivered, never sent."""
+    allowed = make_settings(tmp_path, jobs_notify_hosts=["127.0.0.1"], **FAST)
+    async with running_daemon(allowed) as daemon:
+        job, _ = await daemon.services.jobs.create(Principal("erin"), JobSpec(
+            "echo", {"text": "x"}, "interval", "3600",
+            notify={"kind": "ntfy", "url": receiver.url("/internal")}))  # fmt: skip
     settings = make_settings(tmp_path, jobs_notify_hosts=["ntfy.example"], **FAST)
     async with running_daemon(settings) as daemon:
         service = daemon.services.jobs
@@ -217,11 +223,6 @@ async def test_notifications_reach_only_the_allowed_hosts(tmp_path, receiver):
                 "echo", {"text": "x"}, "interval", "3600",
                 notify={"kind": "ntfy", "url": receiver.url("/internal")}))  # fmt: skip
         assert refused.value.details == {"reason": "notify_host_not_allowed"}
-        daemon.settings.jobs_notify_hosts = ["127.0.0.1"]
-        job, _ = await service.create(Principal("erin"), JobSpec(
-            "echo", {"text": "x"}, "interval", "3600",
-            notify={"kind": "ntfy", "url": receiver.url("/internal")}))  # fmt: skip
-        daemon.settings.jobs_notify_hosts = ["ntfy.example"]
         await service.run_now(job.id, "erin")
         await finished_runs(service.store, job.id)
 
