@@ -42,11 +42,13 @@ from exai.protocol import (
     parse_client_frame,
 )
 from exai.tracing import state as tracing_state
-from exai.ws.transport import ExaiConnection, FrameSender, Message
+from exai.ws.sender import FrameSender
+from exai.ws.transport import ExaiConnection, Message
 
 if TYPE_CHECKING:
+    from exai.port import Port
     from exai.port import SessionHandle as Session
-    from exai.ws.server import WebSocketFace
+    from exai.ws.open_connections import OpenConnections
 
 __all__ = ["ConnectionHandler"]
 
@@ -58,15 +60,15 @@ _LOGGED_REJECTS = 10
 
 
 class ConnectionHandler:
-    def __init__(self, face: WebSocketFace) -> None:
-        self.face = face
-        self.core = face.core
-        self.settings = face.settings
+    def __init__(self, core: Port, connections: OpenConnections) -> None:
+        self.core = core
+        self.connections = connections
+        self.settings = core.settings
 
     async def __call__(self, ws: ExaiConnection) -> None:
-        face = self.face
+        connections = self.connections
         peer = _peer(ws)
-        face.connection_opened(ws, peer)
+        connections.opened(ws, peer)
         session: Session | None = None
         try:
             session = await self._handshake(ws, peer)
@@ -78,7 +80,7 @@ class ConnectionHandler:
         except ConnectionClosed:
             pass
         finally:
-            face.connection_closed(ws, peer)
+            connections.closed(ws, peer)
             if session is not None and session.connection is ws:
                 session.connection = None
                 session.send = None

@@ -18,16 +18,15 @@ from __future__ import annotations
 import json
 import time
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
 from exai.errors import UnauthorizedError
+from exai.port import Port
 from exai.redact import mask_url_credentials
-
-if TYPE_CHECKING:
-    from exai.ws.server import WebSocketFace
+from exai.ws.open_connections import OpenConnections
 
 __all__ = ["HttpEndpoints"]
 
@@ -35,9 +34,9 @@ _PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class HttpEndpoints:
-    def __init__(self, face: WebSocketFace) -> None:
-        self.face = face
-        self.core = face.core
+    def __init__(self, core: Port, connections: OpenConnections) -> None:
+        self.core = core
+        self.connections = connections
 
     async def process_request(self, ws: ServerConnection, request: Request) -> Response | None:
         path = request.path.split("?", 1)[0]
@@ -63,7 +62,7 @@ class HttpEndpoints:
             return _json(ws, HTTPStatus.NOT_FOUND, {"error": "not found", "endpoints": endpoints})
         peer = str(ws.remote_address[0] if ws.remote_address else "?")
         core = self.core
-        refusal = self.face.at_connection_limit(peer)
+        refusal = self.connections.at_limit(peer)
         if refusal is not None:
             core.metrics.connections_refused.labels("capacity").inc()
             return _json(ws, HTTPStatus.SERVICE_UNAVAILABLE, {"error": refusal})

@@ -13,7 +13,6 @@ the :class:`~exai.port.Port`.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -25,7 +24,9 @@ from exai.protocol import CloseCode
 from exai.ws.connection import ConnectionHandler
 from exai.ws.heap import HeapKeeper
 from exai.ws.http import HttpEndpoints
-from exai.ws.transport import ExaiConnection, WebsocketsLog
+from exai.ws.open_connections import OpenConnections
+from exai.ws.transport import ExaiConnection
+from exai.ws.websockets_log import WebsocketsLog
 
 __all__ = ["WebSocketFace"]
 
@@ -38,12 +39,11 @@ class WebSocketFace:
     def __init__(self, core: Port) -> None:
         self.core = core
         self.settings = core.settings
-        self.connections: set[ServerConnection] = set()
-        self.per_ip: Counter[str] = Counter()
+        self.open = OpenConnections(core)
+        self.connections: set[ServerConnection] = self.open.connections
         self.heap = HeapKeeper()
         self._server: Server | None = None
-        self._closing = False
-        self.http = HttpEndpoints(self)
+        self.http = HttpEndpoints(core, self.open)
 
     async def start(self) -> None:
         s, core = self.settings, self.core
@@ -58,7 +58,7 @@ class WebSocketFace:
         m = core.metrics
         m.gauge("exai_connections", "Open WebSocket connections", lambda: len(self.connections))
         self._server = await serve(
-            ConnectionHandler(self),
+            ConnectionHandler(core, self.open),
             s.ws_host,
             s.ws_port,
             process_request=self.http.process_request,
@@ -93,7 +93,7 @@ class WebSocketFace:
 
     def stop_accepting(self) -> None:
         """Take no new connection; those open keep being served until :meth:`close`."""
-        self._closing = True
+        self.open.closing = True
         if self._server is not None:
             self._server.close(close_connections=False)
 
@@ -114,27 +114,6 @@ class WebSocketFace:
 
     def stats(self) -> dict[str, Any]:
         return {"connections": len(self.connections)}
-
-    def connection_opened(self, ws: ServerConnection, peer: str) -> None:
-        self.connections.add(ws)
-        self.per_ip[peer] += 1
-        self.core.metrics.connections_total.inc()
-
-    def connection_closed(self, ws: ServerConnection, peer: str) -> None:
-        self.connections.discard(ws)
-        self.per_ip[peer] -= 1
-        if self.per_ip[peer] <= 0:
-            del self.per_ip[peer]
-
-    def at_connection_limit(self, peer: str) -> str | None:
-        s = self.settings
-        if self._closing or self.core.draining:
-            return "the daemon is shutting down"
-        if len(self.connections) >= s.max_connections:
-            return f"too many connections ({s.max_connections})"
-        if self.per_ip[peer] >= s.max_connections_per_ip:
-            return f"too many connections from {peer} ({s.max_connections_per_ip})"
-        return None
 
     def keep_heap(self) -> None:
         """Hand memory freed after a burst back to the system (the core calls this on

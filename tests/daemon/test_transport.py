@@ -123,7 +123,7 @@ async def test_a_message_cut_off_by_a_lost_connection_is_let_go_at_once(daemon_f
 
 def test_a_frame_written_directly_is_the_frame_websockets_would_write():
     """Results go out framed by exai when no extension is on: the bytes must be the same."""
-    from exai.ws.transport import _text_header
+    from exai.ws.sender import text_header as _text_header
 
     for length in (0, 1, 125, 126, 127, 65535, 65536, 70000):
         data = b"x" * length
@@ -270,7 +270,7 @@ def test_the_direct_read_waits_while_websockets_holds_part_of_a_frame():
     from websockets.protocol import State
     from websockets.server import ServerProtocol
 
-    from exai.ws.transport import _waits_for_a_frame
+    from exai.ws.direct_read import waits_for_a_frame as _waits_for_a_frame
 
     protocol = ServerProtocol(max_size=2**20)
     protocol.state = State.OPEN  # as after the opening handshake
