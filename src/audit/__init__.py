@@ -9,8 +9,9 @@ flow, ``outbox.py`` for what is kept on disk and ``sinks.py`` for delivery.
 """
 
 from exai.audit.events import COLUMNS, KINDS, EventKind, args_digest
+from exai.audit.named_sink import make_sink
 from exai.audit.outbox import AuditOutbox, OutboxStatus
-from exai.audit.sinks import Sink, SinkError, SinkRejected, SinkUnavailable, make_sink
+from exai.audit.sinks import Sink, SinkError, SinkRejected, SinkUnavailable
 from exai.audit.trail import AuditTrail, default_instance_id
 
 __all__ = [

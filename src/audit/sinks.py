@@ -1,4 +1,4 @@
-"""Where shipped events go: the sink contract, its two failures, and the factory.
+"""Where shipped events go: the sink contract and its two failures.
 
 A sink takes a batch of events and either accepts all of it or raises:
 
@@ -11,19 +11,16 @@ Sinks insert idempotently on ``event_id``, so a batch sent twice (a crash after
 the sink accepted it and before the outbox forgot it) is stored once.
 ``EXAI_AUDIT_SINK=none`` uses :class:`LocalOnlySink`: events are "delivered" to
 the outbox's own archive, which is a bounded ring, so the trail stays local and
-the file never grows past its limits.
+the file never grows past its limits. Which sink ``EXAI_AUDIT_SINK`` names is
+decided in :mod:`exai.audit.named_sink`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from exai.redact import mask_url_credentials
-
-if TYPE_CHECKING:
-    from exai.settings import Settings
 
 __all__ = [
     "LocalOnlySink",
@@ -32,9 +29,6 @@ __all__ = [
     "SinkRejected",
     "SinkUnavailable",
     "is_permanent_http_status",
-    "make_sink",
-    "sink_from_spec",
-    "sink_spec",
 ]
 
 
@@ -98,50 +92,3 @@ def is_permanent_http_status(status: int) -> bool:
     (408, 425, 429) are transient by definition.
     """
     return 400 <= status < 500 and status not in _RETRYABLE_4XX
-
-
-def sink_spec(settings: Settings) -> dict[str, Any]:
-    """What the sink ``EXAI_AUDIT_SINK`` names needs, as plain values (credentials included).
-
-    The writer process builds its sink from this (:func:`sink_from_spec`); it
-    is checked here, in the daemon, so a missing value stops start-up.
-    """
-    kind = settings.audit_sink
-    if kind == "supabase":
-        if not settings.supabase_url or settings.supabase_service_role_key is None:
-            raise ValueError(
-                "EXAI_AUDIT_SINK=supabase needs SUPABASE_URL and SUPABASE_SERVICE_ROLE_KEY"
-            )
-        key = settings.supabase_service_role_key.get_secret_value()
-        return {"kind": kind, "url": settings.supabase_url, "key": key}
-    if kind == "postgres":
-        if settings.audit_postgres_url is None:
-            raise ValueError("EXAI_AUDIT_SINK=postgres needs EXAI_AUDIT_POSTGRES_URL")
-        return {"kind": kind, "url": settings.audit_postgres_url.get_secret_value()}
-    if kind == "jsonl":
-        path = settings.audit_jsonl_path or settings.data_dir / "audit.jsonl"
-        return {"kind": kind, "path": str(path)}
-    return {"kind": "none"}
-
-
-def sink_from_spec(spec: dict[str, Any], *, timeout_s: float = 30.0) -> Sink:
-    """The sink a :func:`sink_spec` describes, configured but not yet opened."""
-    kind = spec["kind"]
-    if kind == "supabase":
-        from exai.audit.supabase_sink import SupabaseSink
-
-        return SupabaseSink(spec["url"], spec["key"], timeout_s=timeout_s)
-    if kind == "postgres":
-        from exai.audit.postgres_sink import PostgresSink
-
-        return PostgresSink(spec["url"], timeout_s=timeout_s)
-    if kind == "jsonl":
-        from exai.audit.jsonl_sink import JsonlSink
-
-        return JsonlSink(Path(spec["path"]))
-    return LocalOnlySink()
-
-
-def make_sink(settings: Settings, *, timeout_s: float = 30.0) -> Sink:
-    """The sink named by ``EXAI_AUDIT_SINK``, configured but not yet opened."""
-    return sink_from_spec(sink_spec(settings), timeout_s=timeout_s)

@@ -38,8 +38,8 @@ import structlog
 
 from exai.audit.events import Record, parse_ts
 from exai.audit.link import WriterFailed, WriterLink
+from exai.audit.named_sink import sink_spec
 from exai.audit.scrub import Scrubber, secrets_from_settings
-from exai.audit.sinks import sink_spec
 from exai.audit.wire import WriterConfig, encode_frame
 
 if TYPE_CHECKING:

@@ -76,7 +76,7 @@ def parse_frame(payload: bytes) -> tuple[Any, ...]:
 class WriterConfig:
     """Everything the writer process needs; sent over the pipe, never in argv or env.
 
-    ``sink`` is what :func:`exai.audit.sinks.sink_spec` returns; ``secrets``
+    ``sink`` is what :func:`exai.audit.named_sink.sink_spec` returns; ``secrets``
     are the values the scrubber masks, so credentials travel only through the
     pipe between the two processes.
     """

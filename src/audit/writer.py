@@ -44,11 +44,12 @@ from typing import Any, BinaryIO, Final
 import structlog
 
 from exai.audit.events import stamp_records
+from exai.audit.named_sink import sink_from_spec
 from exai.audit.outbox import AuditOutbox
 from exai.audit.outbox_thread import OutboxThread
 from exai.audit.scrub import Scrubber
 from exai.audit.shipper import Shipper
-from exai.audit.sinks import LocalOnlySink, Sink, sink_from_spec
+from exai.audit.sinks import LocalOnlySink, Sink
 from exai.audit.wire import FrameError, WriterConfig, encode_frame, frame_length, parse_frame
 
 __all__ = ["AuditWriter", "main", "read_message"]

@@ -40,7 +40,7 @@ from mcp.shared.exceptions import MCPError
 
 from exai import __version__
 from exai.bridge.config import ServerConfig
-from exai.bridge.tool import to_tool_result
+from exai.bridge.results import to_tool_result
 from exai.errors import ProviderError, TimeoutError_
 from exai.logs import get_logger
 from exai.subprocesses import child_environment

@@ -5,25 +5,23 @@ model whose JSON schema is listed. A bridged tool's schema belongs to the remote
 server, so each one is a small subclass made when the server lists it: its
 ``_schema`` is the remote ``inputSchema`` (what ``list_tools`` shows) and its
 ``Input`` accepts any object, leaving validation to the server that defined
-the schema. Results and errors are translated here; the connection lives in
-:class:`~exai.bridge.link.ServerLink`.
+the schema. The connection lives in :class:`~exai.bridge.link.ServerLink`, and
+results and errors are translated in :mod:`exai.bridge.results`.
 """
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from mcp import types
 from pydantic import BaseModel, ConfigDict
 
-from exai.errors import ProviderError
 from exai.tools.base import Tool, ToolContext, ToolResult
 
 if TYPE_CHECKING:
     from exai.bridge.link import ServerLink
 
-__all__ = ["BridgedTool", "RemoteArguments", "make_bridged_tool", "to_tool_result"]
+__all__ = ["BridgedTool", "RemoteArguments", "make_bridged_tool"]
 
 
 class RemoteArguments(BaseModel):
@@ -61,36 +59,3 @@ def make_bridged_tool(link: ServerLink, remote: types.Tool, exposed_name: str) -
     }
     cls = type(f"Bridged_{exposed_name}", (BridgedTool,), attrs)
     return cls(link)
-
-
-def to_tool_result(server: str, tool: str, result: types.CallToolResult) -> ToolResult:
-    """The remote answer, marked as untrusted output from ``server``.
-
-    A remote ``is_error`` becomes ``PROVIDER_ERROR`` naming the server, so the
-    caller can tell an external tool's failure from exai's own.
-    """
-    texts = [_text_of(block) for block in result.content]
-    marks: dict[str, Any] = {"untrusted": True, "source": server, "remote_tool": tool}
-    if result.is_error:
-        detail = " ".join(t for t in texts if t) or "no details"
-        raise ProviderError(f"MCP server {server!r}: tool {tool!r} failed: {detail}",
-                            details=marks)  # fmt: skip
-    metadata = dict(marks)
-    if result.structured_content is not None:
-        metadata["structured_content"] = result.structured_content
-    return ToolResult(texts or [""], metadata=metadata)
-
-
-def _text_of(block: Any) -> str:
-    if isinstance(block, types.TextContent):
-        return block.text
-    if isinstance(block, types.ImageContent | types.AudioContent):
-        # Only text travels in protocol v1; say what was left out rather than drop it.
-        return f"[{block.type} {block.mime_type}, {len(block.data) * 3 // 4} bytes, not shown]"
-    if isinstance(block, types.EmbeddedResource):
-        resource = block.resource
-        text = getattr(resource, "text", None)
-        return text if isinstance(text, str) else f"[resource {resource.uri}, binary, not shown]"
-    if isinstance(block, types.ResourceLink):
-        return f"[resource {block.uri}]"
-    return json.dumps(block.model_dump(mode="json", exclude_none=True))
