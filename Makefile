@@ -81,7 +81,7 @@ trace-demo: $(STAMP)
 vendor-check: $(STAMP)
 	$(BIN)/python -m scripts.vendor_check $(ARGS)
 
-## check style, types and the import layers (ruff, mypy, import-linter)
+## check style, types and the import contracts: layers, faces, no cycles (ruff, mypy, import-linter)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/ruff format --check src tests scripts
