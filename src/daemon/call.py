@@ -41,7 +41,10 @@ class CallState(enum.Enum):
     DROPPED = "dropped"  # it ended before it ran; its result is sent, not kept
 
 
-_ENDED = frozenset({CallState.FINISHED, CallState.DROPPED})
+# The states as plain names: the transitions run on every call, and reading a member
+# off the enum class, or hashing one, costs more than the rest of a transition.
+_ADMITTED, _QUEUED, _RUNNING = CallState.ADMITTED, CallState.QUEUED, CallState.RUNNING
+_FINISHED, _DROPPED = CallState.FINISHED, CallState.DROPPED
 
 
 class StopReason(enum.Enum):
@@ -82,7 +85,7 @@ class Call:
     task: asyncio.Task[None] | None = None
     timer: asyncio.TimerHandle | None = None  # the deadline, armed after the first step
     last_progress: float = 0.0
-    state: CallState = CallState.ADMITTED
+    state: CallState = _ADMITTED
     stop_reason: StopReason | None = None
     acked: bool = False
 
@@ -90,23 +93,23 @@ class Call:
 
     def begin(self) -> None:
         """Its task takes its first step: from now on it waits for capacity."""
-        if self.state is not CallState.ADMITTED:
+        if self.state is not _ADMITTED:
             raise IllegalTransition(self, "begin")
-        self.state = CallState.QUEUED
+        self.state = _QUEUED
 
     def run(self) -> None:
         """It holds capacity: the tool runs."""
-        if self.state is not CallState.QUEUED:
+        if self.state is not _QUEUED:
             raise IllegalTransition(self, "run")
-        self.state = CallState.RUNNING
+        self.state = _RUNNING
 
     def finish(self) -> None:
         """Its one result is on its way: kept for a retry if it ran, else dropped."""
         state = self.state
-        if state is CallState.RUNNING:
-            self.state = CallState.FINISHED
-        elif state is CallState.QUEUED:
-            self.state = CallState.DROPPED
+        if state is _RUNNING:
+            self.state = _FINISHED
+        elif state is _QUEUED:
+            self.state = _DROPPED
         else:
             raise IllegalTransition(self, "finish")
 
@@ -117,23 +120,26 @@ class Call:
         taken its first step is not cancelled (that would end the task before it
         could answer); it sees ``stop_reason`` as it starts and answers then.
         """
-        if self.state in _ENDED or self.task is None or self.task.done():
+        state = self.state
+        if state is _FINISHED or state is _DROPPED or self.task is None or self.task.done():
             return False
         if self.stop_reason is None:
             self.stop_reason = reason
-        return self.state is not CallState.ADMITTED
+        return state is not _ADMITTED
 
     # --- what the state tells -------------------------------------------------
 
     @property
     def finished(self) -> bool:
         """Its result is on its way (or sent): no other frame of it may follow."""
-        return self.state in _ENDED
+        state = self.state
+        return state is _FINISHED or state is _DROPPED
 
     @property
     def ran(self) -> bool:
         """It reached the tool: its result is kept for a retry."""
-        return self.state is CallState.RUNNING or self.state is CallState.FINISHED
+        state = self.state
+        return state is _RUNNING or state is _FINISHED
 
     def fingerprint(self) -> str:
         """Of its tool and arguments: tells a retry from another call under its id.
