@@ -56,17 +56,18 @@ async def build_services(
         opening = "the conversation store (EXAI_STORE_URL)"
         partial.store = store = await open_store(settings)
         instance_id = getattr(partial.audit, "instance_id", None) or default_instance_id()
-        partial.ledger = Ledger(store, parse_budgets(settings.budgets), instance_id=instance_id,
-                                call_log_days=settings.request_log_days)  # fmt: skip
-        partial.ledger.start()
         # Budgets, rates and models set at run time, over the settings' (docs/cost.md).
-        partial.ledger.limits = limits = LimitBook(
+        limits = LimitBook(
             store, default_budgets=parse_budgets(settings.budgets),
             default_rate=settings.rate_limit_per_min, poll_s=settings.limits_poll_s,
         )  # fmt: skip
         await limits.refresh()
+        alerts = budget_alerts(settings, store, partial.audit.emit)
+        partial.ledger = Ledger(store, parse_budgets(settings.budgets), instance_id=instance_id,
+                                call_log_days=settings.request_log_days, limits=limits,
+                                alerts=alerts)  # fmt: skip
+        partial.ledger.start()
         limits.start()
-        partial.ledger.alerts = budget_alerts(settings, store, partial.audit.emit)
         partial.sessions = SessionKeeper(store)
         partial.sessions.start()
         opening = "the providers (EXAI_MODELS_FILE, EXAI_ROUTING_RULES)"
