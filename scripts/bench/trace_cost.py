@@ -4,12 +4,15 @@ Wall-clock figures on a shared two-core machine move with the neighbours' load;
 instruction counts do not. This runs ``exai serve`` under ``valgrind
 --tool=callgrind`` with instrumentation off until the daemon is up and warm,
 counts the instructions of ``--calls`` echo calls made over 50 WebSocket
-connections (plus one second after them, so the batch exporter's work on those
-spans is counted too), and reports instructions per call:
+connections (plus one second after them, so the daemon's hand-over of those
+spans to its span writer is counted too), and reports instructions per call.
+Only the daemon's process is counted: the span writer process's work
+(keeping, masking, encoding, export) is not; the protocol benchmark reports its
+CPU time per call (:mod:`scripts.bench.trace_rounds`).
 
 - ``off``: this tree, no OTLP endpoint (tracing off);
 - ``on``: this tree, every call sampled, exporting to a stand-in collector
-  (the protocol benchmark's, which answers 200 to every batch);
+  (one that answers 200 to every batch);
 - ``base`` (with ``--base-src DIR``): another tree's ``src/``, e.g. main's from
   ``git archive``, to compare "off" with the code before tracing existed.
 

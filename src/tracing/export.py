@@ -1,7 +1,13 @@
-"""What stands between exai's spans and the collector: scrubbing and counting.
+"""Counting what was exported, and scrubbing for an SDK exporter in this process.
 
-:class:`GuardedExporter` wraps the SDK's OTLP exporter. It runs on the batch
-processor's thread, never on a call's path, and for every span it sends
+:class:`ExportStats` holds the counts ``/metrics`` and ``exai status`` show;
+the span writer process's link keeps them for the daemon
+(:mod:`exai.tracing.link`), where masking happens in that process.
+
+:class:`GuardedExporter` wraps an SDK span exporter for spans exported in
+this process (:func:`exai.tracing.setup.build_provider`: the tests'
+in-memory exporter, or an SDK processor of an embedder's). It runs on the
+processor's thread, and for every span it sends
 
 - masks credentials in every string the span carries (attributes, event
   attributes, the status message), with the scrubber the edge hands in: the
