@@ -21,13 +21,11 @@ shows that its call failed and with which code.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-
 from exai import tracing
+from exai.tracing.current import current_span, enter, leave
+from exai.tracing.spans import RecordedSpan
 
 if TYPE_CHECKING:
     from exai.daemon.call import Call
@@ -46,15 +44,14 @@ class CallSpan:
     def __init__(self, span: tracing.Span, parent: tracing.Span) -> None:
         self.span = span
         self.parent = parent
-        ctx = span.get_span_context()
-        # Only a trace that is recorded is worth pointing a person at.
-        self.trace_id = tracing.trace_id_of(span) if ctx.trace_flags.sampled else None
-        self.token = otel_context.attach(trace.set_span_in_context(span))
+        # Only a trace that is recorded is worth pointing a person at (exai's spans
+        # are the sampled ones).
+        sampled = type(span) is RecordedSpan or span.get_span_context().trace_flags.sampled
+        self.trace_id = tracing.trace_id_of(span) if sampled else None
+        self.token = enter(span)
 
-    @contextlib.contextmanager
-    def step(self, name: str) -> Iterator[None]:
-        with tracing.span(name):
-            yield
+    def step(self, name: str) -> contextlib.AbstractContextManager[Any]:
+        return tracing.span(name)
 
     def end(self, result: ToolResult | None, error: ExaiError | None) -> None:
         sp = self.span
@@ -63,12 +60,11 @@ class CallSpan:
         if error is not None:
             tracing.fail(self.parent, error)
         tracing.finish(sp, error)
-        with contextlib.suppress(ValueError):  # detached from another context: harmless
-            otel_context.detach(self.token)
+        leave(self.token)
 
 
 def call_span(session: Session, call: Call, tool: str) -> CallSpan | None:
-    parent = trace.get_current_span()
+    parent = current_span()
     sp = tracing.start(
         f"execute_tool {tool}",
         attributes={
@@ -92,26 +88,30 @@ def queue_span(limiter: Any) -> Any:
                                              "exai.queue.waiting": limiter.waiting})  # fmt: skip
 
 
+_RESULT_KEYS = ("gen_ai.conversation.id", "gen_ai.response.model", "exai.provider",
+                "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens",
+                "gen_ai.usage.cache_read.input_tokens", "exai.cache_hit", "exai.cost.total",
+                "exai.cost.currency", "exai.replayed", "exai.fallback_from")  # fmt: skip
+_PLAIN = frozenset({str, bool, int, float})
+_EMPTY: dict[str, Any] = {}
+
+
 def _result_attributes(metadata: dict[str, Any]) -> dict[str, Any]:
-    """What a result's metadata tells about the call, as span attributes."""
-    usage: dict[str, Any] = metadata.get("usage") or {}
-    cost: dict[str, Any] = metadata.get("cost") or {}
+    """What a result's metadata tells about the call, as span attributes (one pass,
+    in this order, over values most of which are absent)."""
+    get = metadata.get
+    usage: dict[str, Any] = get("usage") or _EMPTY
+    cost: dict[str, Any] = get("cost") or _EMPTY
     if not isinstance(usage, dict) or not isinstance(cost, dict):  # a tool's own shapes
-        usage, cost = {}, {}
-    out: dict[str, Any] = {
-        "gen_ai.conversation.id": metadata.get("continuation_id"),
-        "gen_ai.response.model": metadata.get("model"),
-        "exai.provider": metadata.get("provider"),
-        "gen_ai.usage.input_tokens": usage.get("prompt_tokens"),
-        "gen_ai.usage.output_tokens": usage.get("completion_tokens"),
-        "gen_ai.usage.cache_read.input_tokens": usage.get("cached_prompt_tokens"),
-        "exai.cache_hit": metadata.get("cache_hit"),
-        "exai.cost.total": _number(cost.get("total")),
-        "exai.cost.currency": cost.get("currency"),
-        "exai.replayed": metadata.get("replayed") or None,
-        "exai.fallback_from": metadata.get("fallback_from"),
-    }
-    return {k: v for k, v in out.items() if isinstance(v, str | bool | int | float)}
+        usage = cost = _EMPTY
+    total = cost.get("total")
+    values = (get("continuation_id"), get("model"), get("provider"), usage.get("prompt_tokens"),
+              usage.get("completion_tokens"), usage.get("cached_prompt_tokens"),
+              get("cache_hit"), None if total is None else _number(total), cost.get("currency"),
+              get("replayed") or None, get("fallback_from"))  # fmt: skip
+    return {key: value for key, value in zip(_RESULT_KEYS, values, strict=True)
+            if value is not None and (type(value) in _PLAIN
+                                      or isinstance(value, str | bool | int | float))}  # fmt: skip
 
 
 def _number(value: Any) -> float | None:

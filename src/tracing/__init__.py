@@ -46,6 +46,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from exai.errors import ExaiError
+from exai.tracing.current import current_span, enter, leave, span_in
 from exai.tracing.errors import ERROR_TEXT_MAX, describe_error, error_code, stack_without_message
 from exai.tracing.spans import OK_STATUS as _OK
 from exai.tracing.spans import UNSET_STATUS as _UNSET
@@ -127,7 +128,7 @@ def extract(traceparent: Any, tracestate: Any = None) -> otel_context.Context | 
     if isinstance(tracestate, str) and tracestate:
         carrier_in["tracestate"] = tracestate
     ctx = _PROPAGATOR.extract(carrier_in)
-    if not trace.get_current_span(ctx).get_span_context().is_valid:
+    if not span_in(ctx).get_span_context().is_valid:
         return None
     return ctx
 
@@ -146,7 +147,7 @@ def links_to(headers: Mapping[str, Any] | None) -> list[Link] | None:
     ctx = extract_from(headers)
     if ctx is None:
         return None
-    return [Link(trace.get_current_span(ctx).get_span_context())]
+    return [Link(span_in(ctx).get_span_context())]
 
 
 def carrier(context: otel_context.Context | None = None) -> dict[str, str]:
@@ -162,13 +163,15 @@ def carrier(context: otel_context.Context | None = None) -> dict[str, str]:
 
 
 def trace_id_of(sp: Span) -> str | None:
+    if type(sp) is RecordedSpan:  # its ids are valid, and read without a SpanContext
+        return f"{cast(RecordedSpan, sp)._head[0]:032x}"
     ctx = sp.get_span_context()
     return trace.format_trace_id(ctx.trace_id) if ctx.is_valid else None
 
 
 def trace_id() -> str | None:
     """The current trace's id (32 hex digits), or None when there is none."""
-    return trace_id_of(trace.get_current_span())
+    return trace_id_of(current_span())
 
 
 # --- spans --------------------------------------------------------------------
@@ -200,11 +203,11 @@ class _Active:
 
     def __enter__(self) -> None:
         if self.sp is not None:
-            self.token = otel_context.attach(trace.set_span_in_context(self.sp))
+            self.token = enter(self.sp)
 
     def __exit__(self, *_exc: Any) -> None:
         if self.token is not None:
-            otel_context.detach(self.token)
+            leave(self.token)
 
 
 _INACTIVE = _Active(None)
@@ -273,7 +276,7 @@ def fail(sp: Span | None, error: BaseException | Any) -> None:
 def event(name: str, attributes: Mapping[str, Any] | None = None) -> None:
     """An event on the current span (a retry, a fallback); nothing when tracing is off."""
     if state.tracer is not None:
-        sp = trace.get_current_span()
+        sp = current_span()
         if sp.is_recording():
             sp.add_event(name, attributes)
 
@@ -281,7 +284,7 @@ def event(name: str, attributes: Mapping[str, Any] | None = None) -> None:
 def fail_current(error: BaseException | Any) -> None:
     """:func:`fail` on the current span."""
     if state.tracer is not None:
-        fail(trace.get_current_span(), error)
+        fail(current_span(), error)
 
 
 class _Block:
@@ -297,7 +300,7 @@ class _Block:
     def __enter__(self) -> Span | None:
         sp = self.sp
         if sp is not None:
-            self.token = otel_context.attach(trace.set_span_in_context(sp))
+            self.token = enter(sp)
         return sp
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -310,7 +313,7 @@ class _Block:
             elif not isinstance(exc, (GeneratorExit, KeyboardInterrupt, SystemExit)):
                 fail(sp, _Cancelled() if _is_cancel(exc) else exc)
         finally:
-            otel_context.detach(self.token)
+            leave(self.token)
             sp.end()
 
 

@@ -41,6 +41,7 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.span import TraceState
 
+from exai.tracing.current import SPAN_KEY, current_context
 from exai.tracing.records import Record, clean_value
 
 __all__ = ["OK_STATUS", "UNSET_STATUS", "RecordedSpan", "RecordingTracer", "SpanSource"]
@@ -101,14 +102,17 @@ class RecordingTracer(trace.Tracer):
         set_status_on_exception: bool = True,
     ) -> trace.Span:
         source = self._source
-        current = trace.get_current_span(context)
+        current = (current_context() if context is None else context).get(SPAN_KEY)
         if type(current) is RecordedSpan and source._decide[0] is not None:
             # A child of one of exai's own spans, under a sampler whose decision for it
             # is the parent's (sampled): its ids and flags straight from the parent.
-            up = current._head
+            parent = cast(RecordedSpan, current)
+            up = parent._head
             head = (up[0], _GETRANDBITS(64) or 1, up[1], False, up[4], up[5], kind._value_)
-            sp = RecordedSpan(name, head, current._state, source.sink, start_time or _NS())
+            sp = RecordedSpan(name, head, parent._state, source.sink, start_time or _NS())
         else:
+            if current is None or not isinstance(current, trace.Span):
+                current = trace.INVALID_SPAN
             started = self._start(source, current, name, context, kind, attributes, links,
                                   start_time)  # fmt: skip
             if type(started) is not RecordedSpan:
