@@ -26,7 +26,7 @@ from typing import Any
 
 from exai.errors import ConversationNotFoundError, ValidationError_
 from exai.store.base import StoredMessage, Thread
-from exai.store.tokens import FAMILIES, estimator_for, message_chars
+from exai.store.tokens import FAMILIES, message_costs
 
 __all__ = [
     "MESSAGE_COLUMNS",
@@ -167,7 +167,7 @@ def message_row(message: StoredMessage, turn_chars_before: int) -> tuple[int, tu
     sent = provider
     if message.reasoning and message.tool_calls:
         sent = {**provider, "reasoning_content": message.reasoning}
-    chars = message_chars(sent)
+    chars, tokens = message_costs(sent)
     row = (
         message.thread_id, message.seq, message.turn, message.role, message.content,
         message.request_id, message.created_at, dumps(fields) if fields else None,
@@ -175,7 +175,7 @@ def message_row(message: StoredMessage, turn_chars_before: int) -> tuple[int, tu
         None if message.usage is None else dumps(message.usage),
         None if message.files is None else dumps(message.files),
         chars, turn_chars_before,
-        *(estimator_for(family).message(sent) for family in FAMILIES),
+        *tokens,
     )  # fmt: skip
     return chars, row
 

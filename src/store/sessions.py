@@ -24,8 +24,10 @@ as that thread's next turn, in one write transaction:
 Heads are per principal (the digest chain starts from the principal's name, and
 every lookup is by owner), so two principals with identical histories keep two
 threads. They go with their thread when it is pruned. One principal's turns are
-kept one at a time, on every daemon (a row of ``session_owners`` locked until the
-transaction ends), so each keeping sees what the one before it wrote. Daemons may
+kept one at a time, on every daemon (on Postgres a row of ``session_owners`` locked
+until the transaction ends; SQLite has one writer), so each keeping sees what the
+one before it wrote. Turns are kept in batches, one transaction each
+(:meth:`SessionRows.keep_session_turns`). Daemons may
 still keep a session's turns out of order (the agent's next request reached
 another daemon, whose keeper was first): a turn also leaves heads for the answers
 among its own messages, so the earlier request, kept afterwards, finds its answer
@@ -40,11 +42,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from exai.errors import ConversationNotFoundError
+from exai.errors import ConversationNotFoundError, ExaiError
 from exai.store.base import Thread
 from exai.store.executor import Executor
 from exai.store.rows import THREAD_COLUMNS, decode_thread, thread_row
-from exai.store.session_keys import answer_digest, boundaries, input_digest
+from exai.store.session_keys import BoundaryCache, answer_digest, input_digest
 from exai.store.sql_base import INSERT_THREAD, SqlBase
 from exai.store.turns import _CLAIM_REQUEST, TurnRows, _Turn
 
@@ -118,8 +120,9 @@ _LATEST_OF_REF = (
     " AND deleted_at IS NULL ORDER BY updated_at DESC LIMIT 1"
 )
 # The boundaries looked up first: a continuation starts with everything but the
-# request's last few messages (the tool results or the user message it adds).
-_RECENT = 64
+# request's last few messages (the tool results or the user message it adds). Each
+# digest asked costs an index probe, and most requests add one to three messages.
+_RECENT = 16
 _CHUNK = 400
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
 _WRAPPED = re.compile(r"\s*<([a-z][a-z_-]*)\b[^>]*>.*</\1>\s*", re.S)
@@ -195,37 +198,71 @@ class SessionRows(TurnRows, SqlBase):
     """Agent sessions' heads, on the store's connections (a part of ``SqlStore``)."""
 
     async def keep_session_turn(self, turn: SessionTurn) -> SessionKept:
+        kept = (await self.keep_session_turns([turn]))[0]
+        if isinstance(kept, ExaiError):
+            raise kept
+        return kept
+
+    async def keep_session_turns(
+        self, turns: Sequence[SessionTurn]
+    ) -> list[SessionKept | ExaiError]:
+        """Keep ``turns`` in their order, in one write transaction: each sees what the
+        ones before it wrote. A turn the store refuses as such (an
+        :class:`~exai.errors.ExaiError`: a malformed message, a request key reused)
+        is its error in the list, and the others are kept, one transaction each.
+        Any other failure (the store is unreachable) is raised, nothing kept."""
+        if not turns:
+            return []
+
+        async def body(tx: Executor) -> list[SessionKept | ExaiError]:
+            if self.dialect.lock_row:
+                # One principal's turns are kept one at a time, whichever daemon keeps
+                # them: each then sees the heads the one before it wrote (a row lock
+                # until commit, taken in one order). SQLite's one writer needs none.
+                for owner in sorted({t.owner for t in turns}):
+                    await tx.execute(self._q(_OWNER_LOCK), owner)
+            return [await self._keep_in(tx, turn) for turn in turns]
+
+        try:
+            return await self._claiming(body)
+        except ExaiError as exc:
+            if len(turns) == 1:
+                return [exc]
+        return [kept for turn in turns for kept in await self.keep_session_turns([turn])]
+
+    # The digests of the last requests this store kept (see BoundaryCache): made on
+    # first use, since the store's parts have no constructor of their own.
+    _boundary_cache: BoundaryCache | None = None
+
+    def _digests(self, owner: str, messages: Sequence[Mapping[str, Any]]) -> list[str]:
+        if self._boundary_cache is None:
+            self._boundary_cache = BoundaryCache()
+        return self._boundary_cache.boundaries(owner, messages)
+
+    async def _keep_in(self, tx: Executor, turn: SessionTurn) -> SessionKept:
         owner = turn.owner
-
-        async def body(tx: Executor) -> SessionKept:
-            # Hashing the history is the turn's biggest piece of work: done here, it runs
-            # where the backend runs its transactions (SQLite: its own thread).
-            digests = boundaries(owner, turn.messages)
-            retry_key = input_digest(digests[-1])
-            end = answer_digest(digests[-1], turn.answer)
-            # One principal's turns are kept one at a time, whichever daemon keeps them:
-            # each then sees the heads the one before it wrote (a row lock until commit).
-            await tx.execute(self._q(_OWNER_LOCK), owner)
-            retried = await self._heads(tx, turn, [retry_key])
-            if retried and await self._live_thread(tx, retried[0][1], owner):
-                _, thread_id, seq = retried[0]
-                await tx.execute(self._q(_PUT_HEAD), owner, end, thread_id, seq)
-                await self._claim_retry(tx, turn, thread_id, int(seq))
-                return SessionKept(thread_id, "retried", seq, seq)
-            found = await self._longest_head(tx, turn, digests)
-            done: tuple[SessionKept, dict[int, int]] | None = None
-            if found is not None:
-                done = await self._extend(tx, turn, *found)
-            if done is None:
-                done = await self._start(tx, turn)
-            kept, seq_of = done
-            heads = [(retry_key, kept.last_seq), (end, kept.last_seq),
-                     *_earlier_heads(turn.messages, digests, seq_of)]  # fmt: skip
-            await tx.executemany(self._q(_PUT_HEAD),
-                                 [(owner, d, kept.thread_id, seq) for d, seq in heads])  # fmt: skip
-            return kept
-
-        return await self._claiming(body)
+        # Hashing the history is done here, where the backend runs its transactions
+        # (SQLite: its own thread), and only for what the cache has not seen.
+        digests = self._digests(owner, turn.messages)
+        retry_key = input_digest(digests[-1])
+        end = answer_digest(digests[-1], turn.answer)
+        found = await self._longest_head(tx, turn, digests, retry_key)
+        if found is not None and found[0] == len(digests):  # the same input: a retry
+            _, thread_id, seq = found
+            await tx.execute(self._q(_PUT_HEAD), owner, end, thread_id, seq)
+            await self._claim_retry(tx, turn, thread_id, int(seq))
+            return SessionKept(thread_id, "retried", seq, seq)
+        done: tuple[SessionKept, dict[int, int]] | None = None
+        if found is not None:
+            done = await self._extend(tx, turn, *found)
+        if done is None:
+            done = await self._start(tx, turn)
+        kept, seq_of = done
+        heads = [(retry_key, kept.last_seq), (end, kept.last_seq),
+                 *_earlier_heads(turn.messages, digests, seq_of)]  # fmt: skip
+        await tx.executemany(self._q(_PUT_HEAD),
+                             [(owner, d, kept.thread_id, seq) for d, seq in heads])  # fmt: skip
+        return kept
 
     async def _claim_retry(self, tx: Executor, turn: SessionTurn, thread_id: str, seq: int) -> None:
         """Give a retried request's key the turn that holds its answer, so that what its
@@ -255,20 +292,25 @@ class SessionRows(TurnRows, SqlBase):
         return await tx.fetch(self._q(sql + _BEST_FIRST), *args)
 
     async def _longest_head(
-        self, tx: Executor, turn: SessionTurn, digests: list[str]
+        self, tx: Executor, turn: SessionTurn, digests: list[str], retry_key: str
     ) -> tuple[int, str, int] | None:
-        """The last message boundary whose digest is a stored head: (boundary index,
-        thread id, seq), newest boundaries asked first."""
+        """Where the request goes on: (boundary index, thread id, seq) of the last
+        message boundary whose digest is a stored head, newest boundaries asked first,
+        or ``len(digests)`` for a stored turn's whole input (``retry_key``: a retry)
+        whose thread is still there."""
         at = {d: i for i, d in enumerate(digests[1:-1], start=1)}  # a later boundary wins
+        at[retry_key] = len(digests)
         ordered = sorted(at, key=at.__getitem__, reverse=True)
-        chunks = [ordered[:_RECENT]] + [
-            ordered[i : i + _CHUNK] for i in range(_RECENT, len(ordered), _CHUNK)
+        chunks = [ordered[: _RECENT + 1]] + [
+            ordered[i : i + _CHUNK] for i in range(_RECENT + 1, len(ordered), _CHUNK)
         ]
         for chunk in filter(None, chunks):
             rows = await self._heads(tx, turn, chunk)
-            if rows:
-                digest, thread_id, seq = max(rows, key=lambda r: at[r[0]])
-                return at[digest], thread_id, int(seq)
+            for digest, thread_id, seq in sorted(rows, key=lambda r: -at[r[0]]):
+                if at[digest] < len(digests):
+                    return at[digest], thread_id, int(seq)
+                if await self._live_thread(tx, thread_id, turn.owner):
+                    return at[digest], thread_id, int(seq)
         return None
 
     async def _extend(

@@ -47,7 +47,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "estimator_for",
     "family_of",
     "message_chars",
+    "message_costs",
     "message_text",
 ]
 
@@ -124,9 +125,10 @@ class TokenEstimator:
                 ratio = self.blob_letters_per_token
         return dense + math.ceil(loose / ratio)
 
-    def message(self, message: Mapping[str, Any]) -> int:
-        """Tokens one OpenAI-format message can cost, template overhead included."""
-        tokens = self.per_message + self.text(message_text(message))
+    def message(self, message: Mapping[str, Any], text: str | None = None) -> int:
+        """Tokens one OpenAI-format message can cost, template overhead included
+        (``text``: its :func:`message_text`, when the caller has it)."""
+        tokens = self.per_message + self.text(message_text(message) if text is None else text)
         content = message.get("content")
         if isinstance(content, list):
             tokens += IMAGE_TOKENS * sum(
@@ -188,6 +190,26 @@ _GENERIC = TokenEstimator("generic", letters_per_token=2.5, blob_letters_per_tok
                           two_byte=2.0, cjk=3.0)  # fmt: skip
 _FAMILIES = {"kimi": _KIMI, "glm": _GLM, "generic": _GENERIC}
 FAMILIES: tuple[str, ...] = tuple(_FAMILIES)
+# The family whose estimate each family's is, made once per distinct pricing: Kimi's
+# and GLM's are alike.
+_PRICED_AS = {
+    family: next(f for f, e in _FAMILIES.items()
+                 if replace(e, family="") == replace(estimator, family=""))
+    for family, estimator in _FAMILIES.items()
+}  # fmt: skip
+
+
+def message_costs(message: Mapping[str, Any]) -> tuple[int, list[int]]:
+    """``message``'s size in characters (:func:`message_chars`) and its tokens under
+    each of :data:`FAMILIES`, in their order, its text read once: what a store
+    records of every message it keeps."""
+    text = message_text(message)
+    made: dict[str, int] = {}
+    for family in FAMILIES:
+        same = _PRICED_AS[family]
+        if same not in made:
+            made[same] = _FAMILIES[same].message(message, text)
+    return len(text), [made[_PRICED_AS[family]] for family in FAMILIES]
 
 
 def family_of(model: str) -> str:

@@ -6,10 +6,17 @@ queues it and returns at once: the agent has its answer before exai looks up the
 thread it continues or writes the turn. One worker per daemon writes the queue in
 order, so a request is always kept after the one it continues (an agent sends
 the next request only once it has the answer, and that answer was queued
-first). A store that cannot be written keeps the turns queued and tried again,
-with backoff, like the cost rows (:class:`~exai.accounting.ledger.Ledger`); a
-turn the store refuses as such (an :class:`~exai.errors.ExaiError`) is logged and
-counted as failed.
+first).
+
+The worker waits ``linger_s`` after a turn is queued and then keeps every turn
+queued by then in one transaction. Each hop to the store's thread and each
+transaction costs the daemon more than the turn's own statements, and an agent
+answered at once sends its next request within milliseconds: written one by one,
+its turns would take CPU from the requests they follow. A store that cannot be
+written keeps the turns queued and tried again, one at a time, with backoff,
+like the cost rows (:class:`~exai.accounting.ledger.Ledger`); a turn the store
+refuses as such (an :class:`~exai.errors.ExaiError`) is logged and counted as
+failed.
 
 With memory extraction on (the memory service is set on the keeper), what a
 person asked in each kept turn is queued for extraction with its thread.
@@ -24,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import itertools
 from typing import Any
 
 from exai.errors import ExaiError
@@ -37,12 +45,16 @@ log = get_logger("exai.sessions")
 # backoff) before it is given up, logged and counted, so that no one turn the store
 # keeps refusing holds every later one back.
 _ATTEMPTS = 24
-_LINGER_S = 0.005
+_BATCH = 64
 
 
 class SessionKeeper:
-    def __init__(self, store: Any, *, max_queued: int = 10_000, drain_s: float = 10.0) -> None:
+    def __init__(
+        self, store: Any, *, max_queued: int = 10_000, drain_s: float = 10.0,
+        linger_s: float = 0.1,
+    ) -> None:  # fmt: skip
         self._store = store
+        self._linger_s = linger_s
         self._queue: collections.deque[SessionTurn] = collections.deque()
         self._max = max_queued
         self._drain_s = drain_s
@@ -76,23 +88,22 @@ class SessionKeeper:
         await self._idle.wait()
 
     async def _run(self) -> None:
-        delay, attempts = 0.05, 0
+        delay, attempts, batch = 0.05, 0, _BATCH
         while True:
             await self._wake.wait()
             # The turn was queued as the call returned, before the face wrote its
-            # answer: let the answer go out first.
-            await asyncio.sleep(_LINGER_S)
+            # answer: let the answer go out first, and the turns after it gather.
+            await asyncio.sleep(self._linger_s)
             self._wake.clear()
             while self._queue:
-                turn = self._queue[0]
+                turns = list(itertools.islice(self._queue, batch))
                 try:
-                    kept = await self._store.keep_session_turn(turn)
-                except ExaiError as exc:  # this turn cannot be kept (a malformed message...)
-                    self._fail(turn, exc)
-                except Exception as exc:  # the store is unreachable: keep the turn, try again
-                    attempts += 1
+                    results = await self._store.keep_session_turns(turns)
+                except Exception as exc:  # the store is unreachable: keep them, try again
+                    attempts, batch = attempts + 1, 1
                     if attempts >= _ATTEMPTS:
-                        self._fail(turn, exc)
+                        self._fail(turns[0], exc)
+                        results = []
                     else:
                         log.warning("session_turn_not_written", error=repr(exc),
                                     queued=len(self._queue))  # fmt: skip
@@ -100,11 +111,19 @@ class SessionKeeper:
                         delay = min(delay * 2, 5.0)
                         continue
                 else:
-                    self._counts["kept"] += 1
-                    self._learn(turn, kept)
-                if self._queue and self._queue[0] is turn:
-                    self._queue.popleft()
-                delay, attempts = 0.05, 0
+                    delay, attempts, batch = 0.05, 0, _BATCH
+                for turn, kept in zip(turns, results, strict=False):
+                    if isinstance(kept, ExaiError):  # this turn cannot be kept (malformed...)
+                        self._fail(turn, kept)
+                    else:
+                        self._counts["kept"] += 1
+                        self._learn(turn, kept)
+                # The turns are let go now, unless the bound already let them go.
+                for turn in turns[: max(len(results), 1)]:
+                    if self._queue and self._queue[0] is turn:
+                        self._queue.popleft()
+                if attempts >= _ATTEMPTS:
+                    delay, attempts = 0.05, 0
             self._idle.set()
 
     def _learn(self, turn: SessionTurn, kept: SessionKept) -> None:

@@ -1,33 +1,34 @@
-"""The session keeper's queue over a real SQLite store: a store that cannot be
-written keeps the turns and gets them later, in order; a turn the store refuses is
-counted and does not hold the others back; the bound lets the oldest go, counted."""
+"""The session keeper's queue over a real SQLite store: turns queued together are
+kept in one transaction; a store that cannot be written keeps the turns and gets
+them later, in order; a turn the store refuses is counted and does not hold the
+others back; the bound lets the oldest go, counted."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from exai.errors import ValidationError_
 from exai.store.base import ANY_OWNER, StoreLimits
-from exai.store.sessions import SessionKept, SessionTurn
+from exai.store.sessions import SessionTurn
 from exai.store.sqlite import SqliteStore
 from exai.tools.session_keeper import SessionKeeper
 
 
 class _Outage:
     """A TEST FIXTURE: the real store behind a switch that makes writes fail as an
-    unreachable database does, and a turn the store refuses as malformed."""
+    unreachable database does; it counts the keeper's calls."""
 
     def __init__(self, store: SqliteStore, failures: int) -> None:
         self.store, self.failures, self.calls = store, failures, 0
 
-    async def keep_session_turn(self, turn: SessionTurn) -> SessionKept:
+    async def keep_session_turns(self, turns: list[SessionTurn]) -> list[Any]:
         self.calls += 1
         if self.failures > 0:
             self.failures -= 1
             raise ConnectionRefusedError("the database is down")
-        if turn.request_id == "malformed":
-            raise ValidationError_("message 0 is not an object")
-        return await self.store.keep_session_turn(turn)
+        return await self.store.keep_session_turns(turns)
 
 
 def _turn(n: int, request_id: str | None = None, **kw: Any) -> SessionTurn:
@@ -40,20 +41,47 @@ def _turn(n: int, request_id: str | None = None, **kw: Any) -> SessionTurn:
                        request_id=request_id or f"r{n}", face="openai", **kw)  # fmt: skip
 
 
+def _malformed() -> SessionTurn:
+    """A turn whose message the store refuses (a role no conversation has)."""
+    return SessionTurn(owner="alice", messages=[{"role": "narrator", "content": "x"}],
+                       answer={"role": "assistant", "content": "y"}, session_id="S",
+                       request_id="malformed", face="openai")  # fmt: skip
+
+
+async def test_turns_queued_together_are_kept_in_one_transaction_in_order(tmp_path) -> None:
+    store = await SqliteStore.open(tmp_path / "c.sqlite3", StoreLimits())
+    counted = _Outage(store, failures=0)
+    keeper = SessionKeeper(counted)
+    keeper.start()
+    try:
+        for n in range(10):  # one agent answered ten times faster than the keeper lingers
+            keeper.keep(_turn(n))
+        await keeper.settled()
+        assert counted.calls == 1
+        (thread,) = await store.list_threads(ANY_OWNER)
+        assert thread.turns == 10  # each continued the one before, in the same transaction
+    finally:
+        await keeper.aclose()
+        await store.aclose()
+
+
 async def test_turns_wait_out_an_outage_and_are_kept_in_order(tmp_path) -> None:
     store = await SqliteStore.open(tmp_path / "c.sqlite3", StoreLimits())
     outage = _Outage(store, failures=3)
     keeper = SessionKeeper(outage)
     keeper.start()
     try:
-        for n in range(3):
+        for n in range(2):
             keeper.keep(_turn(n))
-        keeper.keep(_turn(0, "malformed"))
+        keeper.keep(_malformed())
+        keeper.keep(_turn(2))
         await keeper.settled()
         assert keeper.stats() == {"kept": 3, "failed": 1, "dropped": 0, "queued": 0}
+        assert outage.failures == 0  # every write the outage refused was tried again
         (thread,) = await store.list_threads(ANY_OWNER)
         assert thread.turns == 3  # each continued the one before, though the first waited
-        assert outage.calls == 3 + 3 + 1
+        with pytest.raises(ValidationError_):  # what the keeper counted as failed
+            await store.keep_session_turn(_malformed())
     finally:
         await keeper.aclose()
         await store.aclose()
