@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from exai.cli.common import run_reported
+from exai.cli.operator_audit import OperatorAudit
 from exai.settings import load_settings
 from exai.store import open_store
 
@@ -75,15 +76,17 @@ def _command(action: Any) -> Any:
 async def _with_admin(action: Any, args: argparse.Namespace) -> int:
     settings = load_settings()
     store = await open_store(settings)
+    audit = OperatorAudit(settings)
     try:
         if not hasattr(store, "keys_and_jtis"):
             raise ValueError("this store keeps no keys")
         from exai.daemon.keys import StoreKeyAdmin
 
-        code: int = await action(StoreKeyAdmin(store), args, sys.stdout)
+        code: int = await action(StoreKeyAdmin(store, emit=audit.emit), args, sys.stdout)
         return code
     finally:
         await store.aclose()
+        audit.flush()
 
 
 def _operator() -> str:

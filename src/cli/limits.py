@@ -23,6 +23,7 @@ from typing import Any
 
 from exai.accounting.limits import Overrides, budget_text, merged, overrides_of
 from exai.cli.common import run_reported, say
+from exai.cli.operator_audit import OperatorAudit
 from exai.providers.catalogue import load_catalogue
 from exai.settings import load_settings
 from exai.settings.values import parse_budgets
@@ -70,12 +71,20 @@ async def _set(args: argparse.Namespace) -> int:
     finally:
         await store.aclose()
     shown = overrides_of(row).public()
+    _audited(settings, "limits_changed", principal=principal, by=_operator(), limits=shown)
     if args.json:
         print(json.dumps(shown, indent=2))
     else:
         say(f"limits of {principal!r}: {_describe(overrides_of(row))} "
             "(every daemon on this store applies them within a second)")  # fmt: skip
     return 0
+
+
+def _audited(settings: Any, kind: str, **fields: Any) -> None:
+    """The change as the daemons' limits admin records it (see OperatorAudit)."""
+    audit = OperatorAudit(settings)
+    audit.emit(kind, **fields)
+    audit.flush()
 
 
 async def _list(args: argparse.Namespace) -> int:
@@ -106,12 +115,15 @@ async def _list(args: argparse.Namespace) -> int:
 
 
 async def _clear(args: argparse.Namespace) -> int:
-    store = await open_store(load_settings())
+    settings = load_settings()
+    store = await open_store(settings)
     try:
         removed = await store.clear_principal_limits(args.principal.strip())
     finally:
         await store.aclose()
     if removed:
+        _audited(settings, "limits_changed", principal=args.principal.strip(), by=_operator(),
+                 limits=None)  # fmt: skip
         say(f"limits of {args.principal!r} cleared: the defaults apply")
         return 0
     say(f"{args.principal!r} had no limits of its own")
