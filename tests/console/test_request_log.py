@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 import httpx
+import pytest
 
 from exai.client import ExaiClient
 from exai.store.call_log import CallFilter
@@ -206,3 +207,42 @@ async def test_a_row_links_to_its_trace_and_its_call_to_the_turn_it_stored(tmp_p
     finally:
         tracing.reset()
         provider.shutdown()
+
+
+async def test_the_anthropic_and_responses_faces_leave_rows_through_the_real_sdks(
+    tmp_path, emulator
+):
+    """The official SDKs as agents use them: each call one row with its face, the SDK
+    as client, the models, tokens and cost; a refused model is an error row."""
+    import anthropic
+    import openai
+
+    async with console(tmp_path, emulator) as http:
+        base = str(http.base_url).rstrip("/")
+        claude = anthropic.AsyncAnthropic(base_url=base, api_key=BOB, max_retries=0)
+        message = await claude.messages.create(
+            model="kimi-k2.6", max_tokens=64, messages=[{"role": "user", "content": "hello"}]
+        )
+        assert [b.text for b in message.content if b.type == "text"]
+        sdk = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=BOB, max_retries=0)
+        response = await sdk.responses.create(model="glm-5.1", input="hello")
+        assert response.output_text
+        with pytest.raises(openai.NotFoundError):
+            await sdk.responses.create(model="no-such-model", input="hello")
+        await _flush(http)
+
+        store = http.daemon.services.store  # type: ignore[attr-defined]
+        rows = await store.call_log_page(CallFilter(), limit=100)
+        by_face = {r.face: r for r in rows if r.status == "ok"}
+        messages, responses = by_face["anthropic"], by_face["responses"]
+        assert messages.client == f"Anthropic SDK {anthropic.__version__}"
+        assert responses.client == f"OpenAI SDK {openai.__version__}"
+        for row, model in ((messages, "kimi-k2.6"), (responses, "glm-5.1")):
+            assert (row.tool, row.principal, row.model_asked, row.model) == (
+                "completion", "bob", model, model,
+            )  # fmt: skip
+            assert row.prompt_tokens > 0 and row.completion_tokens > 0
+            assert row.currency == "USD" and row.cost > 0 and row.latency_ms >= 0
+        (refused,) = [r for r in rows if r.status == "error"]
+        assert (refused.face, refused.model_asked) == ("responses", "no-such-model")
+        assert refused.error_code and refused.cost in (None, 0)
