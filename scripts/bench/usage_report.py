@@ -54,7 +54,7 @@ from exai.daemon.usage_reads import UsageReads
 from exai.emulators.postgres import TempPostgres
 from exai.store.call_log import CallLogRow
 from exai.store.costs import CostRow
-from exai.store.executor import insert_all
+from exai.sqldb.executor import insert_all
 from exai.store.postgres import PostgresStore
 from exai.store.sql import SqlStore
 from exai.store.sqlite import SqliteStore

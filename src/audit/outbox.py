@@ -1,7 +1,8 @@
 """The durable local outbox: a SQLite file that holds events until a sink takes them.
 
 Tables (one file, WAL, ``synchronous=FULL`` so a committed batch survives a
-crash of the process or the machine):
+crash of the process or the machine; versioned, ``outbox_schema_version``, by
+the migration runner every room uses, :mod:`exai.sqldb.migrations`):
 
 - ``outbox``: events not yet accepted by the sink, in arrival order (``seq``).
 - ``archive``: events the sink accepted, kept as a ring of the most recent
@@ -24,11 +25,14 @@ import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from exai.audit.events import Row, encode_event
-from exai.audit.outbox_sql import SCHEMA, Transaction, insert_rows
+from exai.audit.outbox_sql import MIGRATIONS, Transaction, insert_rows
+from exai.sqldb.migrations import migrate_sqlite_now
+from exai.sqldb.thread import prepare_file
 
 __all__ = ["AppendResult", "AuditOutbox", "OutboxRow", "OutboxStatus"]
 
@@ -84,12 +88,14 @@ class AuditOutbox:
     # --- lifecycle ------------------------------------------------------------
 
     def open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA busy_timeout = 10000")
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = FULL")
-        db.executescript(SCHEMA)
+        connect = partial(sqlite3.connect, isolation_level=None, check_same_thread=False,
+                          timeout=10.0)  # fmt: skip
+        db = prepare_file(self.path, connect, ("journal_mode=WAL", "synchronous=FULL"))
+        try:
+            migrate_sqlite_now(db, "outbox_schema_version", MIGRATIONS)
+        except BaseException:
+            db.close()
+            raise
         self._db = db
         self.refresh_counts()
 

@@ -11,9 +11,11 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
-__all__ = ["SCHEMA", "Transaction", "insert_rows"]
+__all__ = ["MIGRATIONS", "Transaction", "insert_rows"]
 
-SCHEMA: Final = """
+# Version 1 is the layout files had before the outbox recorded versions: its
+# statements create only what is missing, so such a file takes it as it is.
+_V1: Final = """
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     event_id TEXT NOT NULL UNIQUE,
@@ -40,6 +42,7 @@ CREATE TABLE IF NOT EXISTS quarantine (
 );
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value);
 """
+MIGRATIONS: Final = ((1, _V1),)
 
 
 # Rows per INSERT statement: one statement of many rows costs half what as many

@@ -26,8 +26,8 @@ from tenacity import (
 )
 
 from exai.audit.outbox import AuditOutbox, OutboxRow
-from exai.audit.outbox_thread import OutboxThread
 from exai.audit.sinks import Sink, SinkRejected, SinkUnavailable
+from exai.sqldb.thread import SqliteThread
 
 __all__ = ["Shipper"]
 
@@ -51,7 +51,7 @@ class Shipper:
     def __init__(
         self,
         outbox: AuditOutbox,
-        thread: OutboxThread,
+        thread: SqliteThread,
         sink: Sink,
         *,
         batch_size: int,

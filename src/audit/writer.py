@@ -46,11 +46,11 @@ import structlog
 from exai.audit.events import stamp_records
 from exai.audit.named_sink import sink_from_spec
 from exai.audit.outbox import AuditOutbox
-from exai.audit.outbox_thread import OutboxThread
 from exai.audit.scrub import Scrubber
 from exai.audit.shipper import Shipper
 from exai.audit.sinks import LocalOnlySink, Sink
 from exai.audit.wire import FrameError, WriterConfig, encode_frame, frame_length, parse_frame
+from exai.sqldb.thread import SqliteThread
 
 __all__ = ["AuditWriter", "main", "read_message"]
 
@@ -77,7 +77,7 @@ class AuditWriter:
         self._send = send
         self._log = structlog.get_logger("exai.audit").bind(instance_id=config.instance_id)
         self._outbox = AuditOutbox(Path(config.outbox_path), max_events=config.max_events)
-        self._thread = OutboxThread()
+        self._thread = SqliteThread(None, "exai-audit-outbox")
         self._scrub_many = Scrubber(config.secrets).scrub_many
         self._sink: Sink | None = None
         self._shipper: Shipper | None = None

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from exai.jobs.base import Job, Notification, Owner
-from exai.store.executor import Executor
+from exai.sqldb.executor import Executor
 
 __all__ = ["NOTE_COLUMNS", "NotificationRows", "decode_note"]
 

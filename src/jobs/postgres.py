@@ -15,8 +15,8 @@ import asyncpg
 
 from exai.jobs.schema import POSTGRES_MIGRATIONS
 from exai.jobs.sql import Body, SqlJobStore
-from exai.store.executor import Dialect
-from exai.store.migrations import apply_migrations
+from exai.sqldb.executor import Dialect
+from exai.sqldb.migrations import apply_migrations
 from exai.store.postgres import PgConnection, check_schema_name, driver_options
 
 __all__ = ["PostgresJobStore"]

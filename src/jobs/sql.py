@@ -2,7 +2,7 @@
 
 :class:`SqlJobStore` implements :class:`~exai.jobs.base.JobStore`; a backend
 supplies one transaction at a time through :meth:`SqlJobStore._write` and its
-spelling of locks and placeholders through a :class:`~exai.store.executor.Dialect`.
+spelling of locks and placeholders through a :class:`~exai.sqldb.executor.Dialect`.
 
 On Postgres every row a tick takes is selected ``FOR UPDATE SKIP LOCKED``:
 several daemons tick at once, each takes rows no other transaction holds, and
@@ -33,7 +33,7 @@ from exai.jobs.base import (
 )
 from exai.jobs.notes import NotificationRows
 from exai.jobs.schedule import Schedule
-from exai.store.executor import Dialect, Executor
+from exai.sqldb.executor import Dialect, Executor
 
 __all__ = ["INSERT_JOB", "JOB_COLUMNS", "SqlJobStore", "job_row"]
 

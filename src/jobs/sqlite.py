@@ -17,9 +17,9 @@ from typing import TypeVar
 
 from exai.jobs.schema import SQLITE_MIGRATIONS
 from exai.jobs.sql import Body, SqlJobStore
-from exai.store.executor import Dialect, ThreadConnection, drive
-from exai.store.migrations import apply_sqlite_migrations
-from exai.store.sqlite_thread import SqliteThread, prepare_file
+from exai.sqldb.executor import Dialect, ThreadConnection, drive
+from exai.sqldb.migrations import apply_sqlite_migrations
+from exai.sqldb.thread import SqliteThread, prepare_file
 
 __all__ = ["SqliteJobStore"]
 

@@ -35,7 +35,7 @@ from exai.memory.pgvector import PgVectors, literal, vector_extension
 from exai.memory.queue import PostgresExtractionQueue
 from exai.memory.ranking import cosine, selective_terms
 from exai.memory.schema import MEMORY_COLUMNS, POSTGRES_MIGRATIONS, decode_memory
-from exai.store.migrations import apply_migrations
+from exai.sqldb.migrations import apply_migrations
 from exai.store.postgres import check_schema_name, driver_options
 
 __all__ = ["PostgresMemoryStore"]

@@ -2,7 +2,7 @@
 
 Memories live in their own file (``memory.sqlite3`` beside the conversation
 store), on one connection with a thread of its own
-(:class:`~exai.store.sqlite_thread.SqliteThread`): sqlite-vec is a loadable
+(:class:`~exai.sqldb.thread.SqliteThread`): sqlite-vec is a loadable
 extension, which must be loaded into the connection that queries it, and the
 conversation store's connections have no reason to carry it. Loading it, and the
 ``vec0`` tables vectors go into, are :mod:`exai.memory.sqlite_vec`'s. When it
@@ -35,9 +35,9 @@ from exai.memory.base import (
 from exai.memory.queue import SqliteExtractionQueue
 from exai.memory.schema import MEMORY_COLUMNS, SQLITE_MIGRATIONS, decode_memory
 from exai.memory.sqlite_vec import VecTables, connect_sqlite, pack, scan
-from exai.store.executor import ThreadConnection, drive
-from exai.store.migrations import apply_sqlite_migrations
-from exai.store.sqlite_thread import SqliteThread, prepare_file
+from exai.sqldb.executor import ThreadConnection, drive
+from exai.sqldb.migrations import apply_sqlite_migrations
+from exai.sqldb.thread import SqliteThread, prepare_file
 
 __all__ = ["SqliteMemoryStore"]
 

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from exai.errors import ConversationNotFoundError, ValidationError_
+from exai.sqldb.executor import Executor
 from exai.store.base import Artifact, Owner, VendorUpload
-from exai.store.executor import Executor
 from exai.store.rows import check_thread_id, dumps, loads
 from exai.store.sql_base import SqlBase
 

@@ -43,7 +43,7 @@ from typing import Any, Final, NamedTuple
 
 from exai.errors import ValidationError_
 from exai.port import REQUEST_LOG_FILTERS
-from exai.store.executor import Dialect, Executor
+from exai.sqldb.executor import Dialect, Executor
 from exai.store.usage import UPSERTS as USAGE_UPSERTS
 from exai.store.usage import usage_deltas
 

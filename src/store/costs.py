@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from exai.errors import ValidationError_
-from exai.store.executor import Dialect, insert_all
+from exai.sqldb.executor import Dialect, insert_all
 
 __all__ = ["COST_GROUPS", "CostAccounts", "CostRow", "UsageLine"]
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from exai.keys import KeyRecord, RevokedJti, parse_key_budget
-from exai.store.executor import Executor
+from exai.sqldb.executor import Executor
 from exai.store.sql_base import SqlBase
 
 __all__ = ["POSTGRES_TABLES", "SQLITE_TABLES", "KeyRows"]

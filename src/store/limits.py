@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from exai.store.executor import Executor
+from exai.sqldb.executor import Executor
 from exai.store.sql_base import SqlBase
 
 __all__ = ["POSTGRES_TABLES", "SQLITE_TABLES", "LimitRow", "LimitRows"]

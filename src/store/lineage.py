@@ -13,8 +13,8 @@ from itertools import pairwise
 from typing import Any
 
 from exai.errors import ValidationError_
+from exai.sqldb.executor import Dialect, Executor
 from exai.store.base import StoredMessage, StoreLimits
-from exai.store.executor import Dialect, Executor
 from exai.store.rows import loads, message_row
 
 __all__ = ["RestoredRows", "ancestry_depth", "check_depth", "check_fork_point", "restore_rows"]

@@ -25,12 +25,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 
 from exai.errors import ValidationError_
+from exai.sqldb.executor import Dialect
+from exai.sqldb.migrations import apply_migrations
 from exai.store.base import StoreLimits
 from exai.store.call_log import POSTGRES_TABLES as POSTGRES_CALL_LOG
-from exai.store.executor import Dialect
 from exai.store.keys import POSTGRES_TABLES as POSTGRES_KEYS
 from exai.store.limits import POSTGRES_TABLES as POSTGRES_LIMITS
-from exai.store.migrations import apply_migrations
 from exai.store.reasoning import POSTGRES_TABLE as POSTGRES_REASONING
 from exai.store.responses import POSTGRES_MIGRATION as POSTGRES_RESPONSES
 from exai.store.sessions import POSTGRES_TABLES as POSTGRES_SESSIONS

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exai.port import KeptReasoning
-from exai.store.executor import Executor
+from exai.sqldb.executor import Executor
 from exai.store.sql_base import SqlBase
 
 __all__ = ["POSTGRES_TABLE", "SQLITE_TABLE", "ReasoningRows"]

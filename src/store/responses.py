@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from exai.errors import ConversationNotFoundError, ValidationError_
-from exai.store.executor import Executor
+from exai.sqldb.executor import Executor
 from exai.store.rows import dumps, loads
 from exai.store.sql_base import SqlBase
 

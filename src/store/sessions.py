@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from exai.errors import ConversationNotFoundError, ExaiError
+from exai.sqldb.executor import Executor
 from exai.store.base import Thread
-from exai.store.executor import Executor
 from exai.store.rows import THREAD_COLUMNS, decode_thread, thread_row
 from exai.store.session_keys import BoundaryCache, answer_digest, input_digest
 from exai.store.sql_base import INSERT_THREAD, SqlBase

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exai.port import SignInRow
-from exai.store.executor import Executor
+from exai.sqldb.executor import Executor
 from exai.store.sql_base import SqlBase
 
 __all__ = ["POSTGRES_TABLE", "SQLITE_TABLE", "SignInRow", "SignInRows"]

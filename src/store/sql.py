@@ -11,7 +11,7 @@ responses (:mod:`exai.store.responses`), the reasoning of callers' tool rounds
 the operator's keys (:mod:`exai.store.keys`) and agent sessions' heads
 (:mod:`exai.store.sessions`), all on
 :class:`~exai.store.sql_base.SqlBase`. A backend only supplies connections
-through ``_read`` and ``_write`` and a :class:`~exai.store.executor.Dialect`.
+through ``_read`` and ``_write`` and a :class:`~exai.sqldb.executor.Dialect`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class SqlStore(
     LimitRows,
     ConversationStore,
 ):
-    """Everything a conversation store does, over any :class:`~exai.store.executor.Executor`,
+    """Everything a conversation store does, over any :class:`~exai.sqldb.executor.Executor`,
     and the per-call cost rows kept beside the conversations (:class:`CostAccounts`)."""
 
     # Whether other daemons use this store too (Postgres), so that what one of them

@@ -4,13 +4,13 @@ the owner check, and the statements several parts share.
 :class:`SqlBase` is mixed into :class:`~exai.store.sql.SqlStore` under each part
 (threads, turns, artifacts). A backend supplies connections through
 :meth:`SqlBase._read` and :meth:`SqlBase._write` and a
-:class:`~exai.store.executor.Dialect`.
+:class:`~exai.sqldb.executor.Dialect`.
 
 Every operation is a function of a connection handed to ``_read`` or ``_write``,
 rather than a block inside a context manager, so that a backend can run the whole
 function where its connection lives: SQLite runs it on its connection's thread in
 one step instead of one thread hop per statement. A body therefore awaits nothing
-but the :class:`~exai.store.executor.Executor` it is given.
+but the :class:`~exai.sqldb.executor.Executor` it is given.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from exai.logs import get_logger
+from exai.sqldb.executor import Dialect, Executor
 from exai.store.base import ANY_OWNER, Owner, StoreLimits, Thread
-from exai.store.executor import Dialect, Executor
 from exai.store.rows import (
     MESSAGE_COLUMNS,
     MESSAGE_INSERT_COLUMNS,

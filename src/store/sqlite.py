@@ -1,11 +1,11 @@
-"""The embedded conversation store: one SQLite file in WAL mode, through aiosqlite.
+"""The embedded conversation store: one SQLite file in WAL mode.
 
-Two aiosqlite connections, each with its own worker thread: a writer and a
-reader, which in WAL mode sees committed data without waiting for the writer.
-Every operation runs as one function on its connection's thread, transaction
-and all (see :meth:`SqliteStore._run`): one hop between the event loop and the
-thread per operation rather than one per statement, which is what made writes
-queue up when many calls finished at once. The writer's thread runs one
+Two connections, each on a thread of its own (:class:`~exai.sqldb.thread.SqliteThread`):
+a writer and a reader, which in WAL mode sees committed data without waiting for
+the writer. Every operation runs as one function on its connection's thread,
+transaction and all (see :meth:`SqliteStore._run`): one hop between the event loop
+and the thread per operation rather than one per statement, which is what made
+writes queue up when many calls finished at once. The writer's thread runs one
 transaction at a time, so writers within the process are serialized by its
 queue; ``BEGIN IMMEDIATE`` serializes them against other processes such as
 ``exai conversations prune``. Reads run inside a transaction too, so the
@@ -21,20 +21,19 @@ what is missing, under the same write lock.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import sqlite3
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
-import aiosqlite
-
+from exai.sqldb.executor import Dialect, ThreadConnection, drive
+from exai.sqldb.migrations import apply_sqlite_migrations
+from exai.sqldb.thread import PRAGMAS, SqliteThread, prepare_file
 from exai.store.base import StoreLimits
 from exai.store.call_log import SQLITE_TABLES as SQLITE_CALL_LOG
-from exai.store.executor import Dialect, ThreadConnection, drive
 from exai.store.keys import SQLITE_TABLES as SQLITE_KEYS
 from exai.store.limits import SQLITE_TABLES as SQLITE_LIMITS
-from exai.store.migrations import apply_sqlite_migrations
 from exai.store.reasoning import SQLITE_TABLE as SQLITE_REASONING
 from exai.store.responses import SQLITE_MIGRATION as SQLITE_RESPONSES
 from exai.store.sessions import SQLITE_TABLES as SQLITE_SESSIONS
@@ -224,18 +223,13 @@ MIGRATIONS: list[tuple[int, str]] = [
     (14, SQLITE_USAGE),
 ]
 
-_BUSY_TIMEOUT_S = 10.0
-_PRAGMAS = (
-    "PRAGMA journal_mode=WAL",
-    "PRAGMA synchronous=NORMAL",
-    "PRAGMA foreign_keys=ON",
-    "PRAGMA cache_size=-32000",
-    "PRAGMA temp_store=MEMORY",
-)
+_PRAGMAS = (*PRAGMAS, "cache_size=-32000", "temp_store=MEMORY")
+_connect = partial(sqlite3.connect, isolation_level=None, check_same_thread=False, timeout=10.0)
 
 
-class _Abandoned(Exception):
-    """The caller stopped waiting before the operation reached the thread."""
+def _open(path: Path) -> sqlite3.Connection:
+    conn: sqlite3.Connection = prepare_file(path, _connect, _PRAGMAS)
+    return conn
 
 
 class SqliteStore(SqlStore):
@@ -247,8 +241,8 @@ class SqliteStore(SqlStore):
         self,
         path: Path,
         limits: StoreLimits,
-        writer: aiosqlite.Connection,
-        reader: aiosqlite.Connection,
+        writer: SqliteThread,
+        reader: SqliteThread,
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(limits, clock)
@@ -264,10 +258,10 @@ class SqliteStore(SqlStore):
         clock: Callable[[], float] = time.time,
     ) -> SqliteStore:
         """Open (creating if needed) the store at ``path`` and bring its schema up to date."""
-        path = await asyncio.to_thread(_prepare, Path(path))
-        writer = await _connect(path)
+        path = await asyncio.to_thread(Path(path).expanduser)
+        writer = SqliteThread(await asyncio.to_thread(_open, path), "exai-store-writer")
         try:
-            reader = await _connect(path)
+            reader = SqliteThread(await asyncio.to_thread(_open, path), "exai-store-reader")
         except BaseException:
             await writer.close()
             raise
@@ -296,75 +290,11 @@ class SqliteStore(SqlStore):
     async def _write(self, body: Body[T]) -> T:
         return await self._run(self._writer, "BEGIN IMMEDIATE", body)
 
-    async def _run(self, conn: aiosqlite.Connection, begin: str, body: Body[T]) -> T:
-        """Run ``body`` in one transaction, as one function on ``conn``'s thread.
-
-        aiosqlite has no public way to run a function on its thread; its own
-        methods are each a hop through ``Connection._execute``, which this uses
-        once for the whole transaction (aiosqlite's version is bounded in
-        pyproject.toml for that reason, and every store test goes through here).
-        The body runs in a copy of the caller's context, so its log lines carry
-        the call's ids. A caller cancelled while the function is still queued
-        leaves it undone; once it runs, it runs to its commit or rollback.
-        """
-        context = contextvars.copy_context()
-        abandoned = False
-
-        def transaction() -> T:
-            if abandoned:
-                raise _Abandoned
-            raw: sqlite3.Connection = conn._conn
-            raw.execute(begin)
-            try:
-                result = context.run(drive, body(ThreadConnection(raw)))
-                raw.execute("COMMIT")
-            except BaseException:
-                if raw.in_transaction:  # some errors end the transaction themselves
-                    raw.execute("ROLLBACK")
-                raise
-            return result
-
-        try:
-            result: T = await conn._execute(transaction)
-        except asyncio.CancelledError:
-            abandoned = True
-            raise
-        return result
+    async def _run(self, thread: SqliteThread, begin: str, body: Body[T]) -> T:
+        """Run ``body`` in one transaction, as one function on ``thread`` (its
+        statements never suspend, so :func:`~exai.sqldb.executor.drive` runs it whole)."""
+        return await thread.transaction(lambda conn: drive(body(ThreadConnection(conn))), begin)
 
     async def aclose(self) -> None:
         for conn in (self._reader, self._writer):
             await conn.close()
-
-
-def _prepare(path: Path) -> Path:
-    path = path.expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-async def _connect(path: Path) -> aiosqlite.Connection:
-    conn = await aiosqlite.connect(str(path), isolation_level=None, timeout=_BUSY_TIMEOUT_S)
-    try:
-        for pragma in _PRAGMAS:
-            await _retry_busy(conn, pragma)
-    except BaseException:
-        await conn.close()
-        raise
-    return conn
-
-
-async def _retry_busy(conn: aiosqlite.Connection, statement: str) -> None:
-    """Run ``statement``, retrying while another connection holds the file.
-
-    Switching a new file to WAL can fail with "database is locked" without SQLite
-    calling its busy handler, when two processes open the file at the same moment.
-    """
-    deadline = time.monotonic() + _BUSY_TIMEOUT_S
-    while True:
-        try:
-            await conn.execute(statement)
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.02)

@@ -9,8 +9,8 @@ from dataclasses import replace
 from typing import Any
 
 from exai.errors import ValidationError_
+from exai.sqldb.executor import Executor
 from exai.store.base import ANY_OWNER, Owner, StoredMessage, Thread
-from exai.store.executor import Executor
 from exai.store.lineage import ancestry_depth, check_depth, check_fork_point, restore_rows
 from exai.store.rows import (
     MESSAGE_INSERT_COLUMNS,

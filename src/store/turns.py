@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from exai.errors import RequestIdReusedError, ValidationError_
+from exai.sqldb.executor import Executor
 from exai.store.base import Owner, StoredMessage, Thread, ThreadContext
-from exai.store.executor import Executor
 from exai.store.rows import (
     check_thread_id,
     context_columns,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from exai.audit.events import new_event
 from exai.audit.outbox import AuditOutbox
+from exai.audit.outbox_sql import MIGRATIONS
 
 
 def events(n: int, **fields: object) -> list[dict]:
@@ -87,3 +89,29 @@ def test_newer_than_follows_new_rows_in_both_tables(tmp_path: Path) -> None:
     ids = [e["event_id"] for e in found]
     assert set(ids) >= {e["event_id"] for e in later}
     assert outbox.newer_than(marks)[0] == []
+
+
+def test_an_outbox_from_before_versions_keeps_its_events_and_is_versioned(tmp_path: Path) -> None:
+    """A file the outbox wrote before it recorded its schema version (the tables made
+    by one script, no version table) opens at version 1 with every event still due."""
+    path = tmp_path / "audit-outbox.sqlite3"
+    old = sqlite3.connect(path)
+    old.executescript(MIGRATIONS[0][1])
+    event = new_event("call_finished", "old-daemon", {"principal": "alice"})
+    row = (event["event_id"], event["ts"], event["kind"], '{"principal": "alice"}')
+    old.execute("INSERT INTO outbox (event_id, ts, kind, body) VALUES (?, ?, ?, ?)", row)
+    old.commit()
+    old.close()
+
+    outbox = AuditOutbox(path, max_events=100)
+    outbox.open()
+    try:
+        assert [row.event_id for row in outbox.head(10)] == [event["event_id"]]
+        assert outbox.pending == 1
+        versions = outbox.db.execute("SELECT version FROM outbox_schema_version").fetchall()
+        assert versions == [(1,)]
+    finally:
+        outbox.close()
+    reopened = AuditOutbox(path, max_events=100)  # a second open applies nothing again
+    reopened.open()
+    reopened.close()

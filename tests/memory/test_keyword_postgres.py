@@ -11,7 +11,7 @@ from exai.emulators.postgres import TempPostgres
 from exai.memory.postgres import PostgresMemoryStore
 from exai.memory.ranking import content_hash
 from exai.memory.schema import POSTGRES_MIGRATIONS
-from exai.store.migrations import apply_migrations
+from exai.sqldb.migrations import apply_migrations
 from tests.memory.test_contract import MODEL, add, new
 
 PG_BACKENDS = ["pg-vector", "pg-scan"]

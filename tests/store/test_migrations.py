@@ -10,9 +10,9 @@ import pytest
 
 from exai.errors import ValidationError_
 from exai.settings import Settings
+from exai.sqldb.executor import ThreadConnection, drive
+from exai.sqldb.migrations import apply_sqlite_migrations, sqlite_statements
 from exai.store.backends import backend_of, room_url
-from exai.store.executor import ThreadConnection, drive
-from exai.store.migrations import apply_sqlite_migrations, sqlite_statements
 
 # A trigger whose body holds several statements and a CASE ... END, a string and a
 # quoted identifier holding ";", and comments holding ";" and "END;".

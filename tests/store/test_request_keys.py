@@ -12,8 +12,8 @@ import pytest
 import exai.store.postgres
 import exai.store.sqlite
 from exai.errors import ConversationNotFoundError, RequestIdReusedError
+from exai.sqldb.executor import Executor
 from exai.store.base import ConversationStore, StoredMessage, Thread
-from exai.store.executor import Executor
 from exai.store.lineage import restore_rows
 from exai.store.sql_base import INSERT_MESSAGE
 from tests.store.conftest import LATEST_SCHEMA, StoreFactory

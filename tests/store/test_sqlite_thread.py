@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from exai.store.executor import Executor
+from exai.sqldb.executor import Executor
 from exai.store.sqlite import SqliteStore
 
 OWNER = "alice"

@@ -2,14 +2,15 @@
 
 Each room lists its scripts as ``(version, script)`` pairs and records what ran in
 a version table of its own (``schema_version``, ``memory_schema_version``,
-``jobs_schema_version``), so the rooms evolve separately. One runner per kind of
+``jobs_schema_version``, the audit outbox's ``outbox_schema_version``), so the
+rooms evolve separately. One runner per kind of
 database applies what a table has not recorded, inside the caller's transaction:
 
 * :func:`apply_migrations` on Postgres, under an advisory lock, so daemons that
   start together migrate one at a time. A script goes to the server whole: its
   simple-query protocol takes several statements at once.
 * :func:`apply_sqlite_migrations` on SQLite, on any
-  :class:`~exai.store.executor.Executor`. Python's ``sqlite3`` runs one statement
+  :class:`~exai.sqldb.executor.Executor`. Python's ``sqlite3`` runs one statement
   per call, and ``executescript`` would commit the caller's transaction first, so a
   script is cut into statements by :func:`sqlite_statements`.
 """
@@ -23,9 +24,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from exai.store.executor import Executor
+from exai.sqldb.executor import Executor, ThreadConnection, drive
 
-__all__ = ["Migrations", "apply_migrations", "apply_sqlite_migrations", "sqlite_statements"]
+__all__ = [
+    "Migrations",
+    "apply_migrations",
+    "apply_sqlite_migrations",
+    "migrate_sqlite_now",
+    "sqlite_statements",
+]
 
 Migrations = Sequence[tuple[int, str]]
 
@@ -86,6 +93,20 @@ async def apply_sqlite_migrations(db: Executor, table: str, migrations: Migratio
         await db.execute(f"INSERT INTO {table} VALUES (?, ?)", version, time.time())
         current = version
     return current
+
+
+def migrate_sqlite_now(conn: sqlite3.Connection, table: str, migrations: Migrations) -> int:
+    """:func:`apply_sqlite_migrations` for a caller that is not async (the audit
+    outbox, in its own thread), in a write transaction of its own."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = drive(apply_sqlite_migrations(ThreadConnection(conn), table, migrations))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return version
 
 
 async def apply_migrations(
