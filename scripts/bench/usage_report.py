@@ -52,9 +52,9 @@ from exai.auth import Principal
 from exai.daemon.operator_reads import OperatorReads
 from exai.daemon.usage_reads import UsageReads
 from exai.emulators.postgres import TempPostgres
+from exai.sqldb.executor import insert_all
 from exai.store.call_log import CallLogRow
 from exai.store.costs import CostRow
-from exai.sqldb.executor import insert_all
 from exai.store.postgres import PostgresStore
 from exai.store.sql import SqlStore
 from exai.store.sqlite import SqliteStore
