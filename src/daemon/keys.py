@@ -132,6 +132,10 @@ class StoreKeyAdmin:
         now = self._clock()
         return [await self._public(k, now) for k in reversed(keys)]
 
+    async def list_jtis(self) -> list[dict[str, Any]]:
+        _, _, jtis = await self.store.keys_and_jtis()
+        return [{"jti": j.jti, "revoked_at": j.revoked_at, "note": j.note} for j in reversed(jtis)]
+
     async def create_key(self, grant: dict[str, Any], *, by: str) -> tuple[dict[str, Any], str]:
         now = self._clock()
         unknown = set(grant) - _GRANT_FIELDS

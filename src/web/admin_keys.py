@@ -20,6 +20,7 @@ the new key's token once, under ``token``.
 ``DELETE /admin/keys/{id}``, or
 ``POST /admin/keys/{id}/revoke``           ``{"key"}``, revoked
 ``POST /admin/keys/{id}/rotate``           201 ``{"token", "key", "replaces"}``
+``GET /admin/revoked-jtis``                ``{"jtis": [{"jti", "revoked_at", "note"}]}``
 ``POST /admin/revoked-jtis``               ``{"jti", "note"}`` -> ``{"jti", "added"}``
 =========================================  =========================================
 
@@ -52,7 +53,7 @@ def routes(core: Port) -> list[BaseRoute]:
         Route(PREFIX + "/{key_id}", api.handle(api.one), methods=["GET", "PATCH", "DELETE"]),
         Route(PREFIX + "/{key_id}/revoke", api.handle(api.revoke), methods=["POST"]),
         Route(PREFIX + "/{key_id}/rotate", api.handle(api.rotate), methods=["POST"]),
-        Route("/admin/revoked-jtis", api.handle(api.revoke_jti), methods=["POST"]),
+        Route("/admin/revoked-jtis", api.handle(api.revoke_jti), methods=["GET", "POST"]),
     ]
 
 
@@ -91,6 +92,8 @@ class _KeysApi:
         return JSONResponse({"token": token, "key": key, "replaces": old}, status_code=201)
 
     async def revoke_jti(self, request: Request, admin: KeyAdmin, by: str) -> Response:
+        if request.method == "GET":
+            return JSONResponse({"jtis": await admin.list_jtis()})
         body = await json_body(request)
         jti, note = body.get("jti"), body.get("note", "")
         if not isinstance(jti, str) or not isinstance(note, str):

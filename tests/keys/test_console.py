@@ -98,13 +98,39 @@ async def test_no_one_else_reaches_the_keys_page(live):  # noqa: F811
         assert (await http.get("/console/admin/keys")).status_code == 403
         for path in ["/console/admin/keys", "/console/admin/keys/0123456789ab/revoke",
                      "/console/admin/keys/0123456789ab/rotate",
-                     "/console/admin/keys/0123456789ab/update"]:  # fmt: skip
+                     "/console/admin/keys/0123456789ab/update",
+                     "/console/admin/keys/jti"]:  # fmt: skip
             forged = await http.post(path, data={"csrf": csrf, "principal": "bob"})
             assert forged.status_code == 403, path
     async with httpx.AsyncClient(base_url=base) as anonymous:
         answer = await anonymous.get("/console/admin/keys")
         assert answer.status_code == 303 and "/console/login" in answer.headers["location"]
         assert (await anonymous.post("/console/admin/keys", data={})).status_code == 401
+
+
+async def test_an_operator_revokes_a_jwt_by_its_jti_from_the_keys_page(live):  # noqa: F811
+    hostile = "<img src=x onerror=alert(1)>"
+    async with httpx.AsyncClient(base_url=live.base) as http:
+        csrf = await _sign_in(http, ALICE)
+        page = await http.get("/console/admin/keys")
+        assert 'id="revoke-jti-form"' in page.text
+        done = await http.post("/console/admin/keys/jti",
+                               data={"csrf": csrf, "jti": "laptop-7", "note": hostile})  # fmt: skip
+        assert done.status_code == 303
+        listing = await http.get("/console/admin/keys")
+        assert "laptop-7 is refused on every daemon" in listing.text
+        assert "<code>laptop-7</code>" in listing.text
+        assert hostile not in listing.text and "&lt;img src=x" in listing.text
+        again = await http.post("/console/admin/keys/jti", data={"csrf": csrf, "jti": "laptop-7"})
+        assert "was already revoked" in (await http.get(again.headers["location"])).text
+        bad = await http.post("/console/admin/keys/jti", data={"csrf": csrf, "jti": ""})
+        assert bad.status_code == 400 and "jti" in bad.text
+        forged = await http.post("/console/admin/keys/jti", data={"jti": "other"})
+        assert forged.status_code == 403
+        listed = await http.get("/admin/revoked-jtis",
+                                headers={"Authorization": f"Bearer {ALICE}"})  # fmt: skip
+        assert [j["jti"] for j in listed.json()["jtis"]] == ["laptop-7"]
+        assert listed.json()["jtis"][0]["note"] == hostile
 
 
 def test_in_chromium_an_operator_sees_a_new_key_once_and_bob_is_refused(browser, live) -> None:  # noqa: F811

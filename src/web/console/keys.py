@@ -30,6 +30,7 @@ def routes(console: Console) -> list[BaseRoute]:
     page = _KeysPage(console)
     return [
         Route(f"{PREFIX}/admin/keys", page.list_or_create, methods=["GET", "POST"]),
+        Route(f"{PREFIX}/admin/keys/jti", page.revoke_jti, methods=["POST"]),
         Route(f"{PREFIX}/admin/keys/{{key_id}}/{{action}}", page.act, methods=["POST"]),
     ]
 
@@ -49,8 +50,29 @@ class _KeysPage:
     async def _show(self, request: Request, *, status: int = 200, **context: Any) -> Response:
         assert self.core.key_admin is not None
         keys = await self.core.key_admin.list_keys()
-        return self.console.page(request, "admin_keys.html", status=status, keys=keys,
+        jtis = await self.core.key_admin.list_jtis()
+        return self.console.page(request, "admin_keys.html", status=status, keys=keys, jtis=jtis,
                                  form=context.pop("form", {}), **context)  # fmt: skip
+
+    async def revoke_jti(self, request: Request) -> Response:
+        """Refuse a JWT by its ``jti`` claim from now on, on every daemon on the store."""
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        fields = await self.console.form(request)
+        if fields is None:
+            return self.console.refusal(request)
+        assert self.core.key_admin is not None
+        jti = fields.get("jti", "").strip()
+        try:
+            added = await self.core.key_admin.revoke_jti(
+                jti, note=fields.get("note", "").strip(), by=self.console.principal(request).name
+            )
+        except ValueError as exc:
+            return await self._show(request, status=400, problem=f"Not revoked: {exc}")
+        said = "is refused on every daemon" if added else "was already revoked"
+        self.console.session(request).flash("ok", f"The JWT with jti {jti} {said}.")
+        return self.console.redirect(f"{PREFIX}/admin/keys")
 
     async def list_or_create(self, request: Request) -> Response:
         refused = self._refused(request)
