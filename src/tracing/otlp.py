@@ -67,8 +67,9 @@ class Encoder:
         scope_spans = self._scope + b"".join(spans)
         return _field(0x0A, self._resource + _field(0x12, scope_spans))
 
-    def span(self, r: Record) -> bytes:
-        """One ``Span``, as a ``ScopeSpans.spans`` field."""
+    def span(self, r: Record, dropped: tuple[int, int, int] = (0, 0, 0)) -> bytes:
+        """One ``Span``, as a ``ScopeSpans.spans`` field; ``dropped``: the attributes,
+        events and links the span limits took from it (:mod:`exai.tracing.limits`)."""
         (name, trace_id, span_id, parent_id, parent_remote, _flags, trace_state, kind, start, end,
          attributes, events, links, status_code, status_message) = r  # fmt: skip
         parts = [b"\x0a\x10", trace_id.to_bytes(16, "big"), b"\x12\x08", span_id.to_bytes(8, "big")]
@@ -84,11 +85,15 @@ class Encoder:
         parts += (encoded, b"\x30", bytes((kind + 1,)), b"\x39", _Q(start), b"\x41", _Q(end))
         if attributes:
             parts.append(self.attributes(attributes, 0x4A))
+        if dropped[0]:
+            parts += (b"\x50", _varint(dropped[0]))
         for event_name, ts, event_attributes in events or ():
             body = b"\x09" + _Q(ts) + _field(0x12, self._text(event_name).encode())
             if event_attributes:
                 body += self.attributes(event_attributes, 0x1A)
             parts.append(_field(0x5A, body))
+        if dropped[1]:
+            parts += (b"\x60", _varint(dropped[1]))
         for l_trace, l_span, _l_flags, _l_state, l_remote, l_attributes in links or ():
             body = (
                 b"\x0a\x10" + l_trace.to_bytes(16, "big") + b"\x12\x08" + l_span.to_bytes(8, "big")
@@ -97,6 +102,8 @@ class Encoder:
                 body += self.attributes(l_attributes, 0x22)
             body += b"\x35" + _I(_HAS_IS_REMOTE | (_IS_REMOTE if l_remote else 0))
             parts.append(_field(0x6A, body))
+        if dropped[2]:
+            parts += (b"\x70", _varint(dropped[2]))
         status = b""
         if status_message:
             status = _field(0x12, self._text(status_message).encode())

@@ -40,7 +40,10 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.trace.span import TraceState
 
 __all__ = [
+    "ATTRIBUTES",
     "END",
+    "EVENTS",
+    "LINKS",
     "PARENT_ID",
     "PARENT_REMOTE",
     "START",

@@ -47,6 +47,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from exai.logs import get_logger
 from exai.tracing import install, reset, state
 from exai.tracing.export import CountingProcessor, ExportStats, GuardedExporter
+from exai.tracing.limits import span_limits
 from exai.tracing.link import WriterLink
 from exai.tracing.provider import ProcessorSink, SpanProvider
 from exai.tracing.variables import (
@@ -135,6 +136,7 @@ def configure(
         "keep": settings.trace_keep,
         "slow_ms": settings.trace_slow_ms,
         "keep_share": settings.trace_keep_share,
+        "limits": asdict(span_limits()),
         "log_format": settings.log_format,
         "log_level": settings.log_level,
     }

@@ -40,6 +40,7 @@ from typing import Any, BinaryIO
 from exai.logs import get_logger
 from exai.tracing.export import worth_logging
 from exai.tracing.keep import TailKeeper
+from exai.tracing.limits import SpanLimits
 from exai.tracing.otlp import Encoder
 from exai.tracing.post import Poster, PostOptions
 from exai.tracing.records import Record
@@ -64,6 +65,7 @@ class SpanWriter:
         self.max_queue = max(1, int(config["max_queue"]))
         self.keeper = (TailKeeper(config["slow_ms"], config["keep_share"])
                        if config["keep"] == "tail" else None)  # fmt: skip
+        self.limits = SpanLimits(**config.get("limits", {}))
         self._send = send
         self._cond = threading.Condition()
         self._pending: deque[Record] = deque()
@@ -148,7 +150,8 @@ class SpanWriter:
         if now < deadline:
             try:
                 encoder = self.encoder
-                body = encoder.request([encoder.span(r) for r in batch])
+                limits = self.limits
+                body = encoder.request([encoder.span(*limits.apply(r)) for r in batch])
             except Exception as exc:  # a bug in encoding must cost a batch, not the writer
                 log.warning("trace batch could not be encoded", error=repr(exc))
             else:
