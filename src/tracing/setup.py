@@ -55,6 +55,7 @@ from exai.tracing.variables import (
     export_timeout_s,
     headers_from,
     post_options,
+    refuse_unapplied,
     sampler_from,
     traces_url,
 )
@@ -122,6 +123,7 @@ def configure(
         return False
     secret = settings.otel_exporter_otlp_headers
     headers = headers_from(secret.get_secret_value() if secret is not None else None)
+    refuse_unapplied()
     post = post_options(url, headers)
     batch = batching()
     config = {

@@ -44,6 +44,7 @@ __all__ = [
     "export_timeout_s",
     "headers_from",
     "post_options",
+    "refuse_unapplied",
     "sampler_from",
     "traces_url",
 ]
@@ -146,3 +147,31 @@ def sampler_from(name: str, arg: float | None) -> Sampler:
         "parentbased_traceidratio": lambda: ParentBasedTraceIdRatio(rate),
     }
     return samplers[name]()
+
+
+_UNAPPLIED: Final = {
+    "OTEL_PYTHON_EXPORTER_OTLP_CREDENTIAL_PROVIDER": "the span writer loads no credential "
+    "provider; put the collector's credentials in OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_PYTHON_EXPORTER_OTLP_TRACES_CREDENTIAL_PROVIDER": "the span writer loads no "
+    "credential provider; put the collector's credentials in OTEL_EXPORTER_OTLP_HEADERS",
+}
+_ONLY: Final = {
+    "OTEL_EXPORTER_OTLP_PROTOCOL": ("http/protobuf",),
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": ("http/protobuf",),
+    "OTEL_TRACES_EXPORTER": ("otlp",),
+}
+
+
+def refuse_unapplied(environ: Mapping[str, str] | None = None) -> None:
+    """Raise ``ValueError`` naming an OpenTelemetry variable set to something the span
+    writer would not do (a gRPC export, another exporter, a credential provider):
+    with tracing on, a variable exai would leave unapplied stops the start."""
+    environ = os.environ if environ is None else environ
+    for name, why in _UNAPPLIED.items():
+        if (environ.get(name) or "").strip():
+            raise ValueError(f"{name} is not applied: {why}")
+    for name, allowed in _ONLY.items():
+        value = (environ.get(name) or "").strip()
+        if value and value not in allowed:
+            raise ValueError(f"{name}={value!r} is not applied: exai exports spans as "
+                             f"{' or '.join(allowed)} only")  # fmt: skip

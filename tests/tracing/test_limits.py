@@ -17,6 +17,7 @@ from opentelemetry.trace import Link
 from exai.tracing.limits import SpanLimits, span_limits
 from exai.tracing.otlp import Encoder
 from exai.tracing.spans import RecordingTracer, SpanSource
+from exai.tracing.variables import refuse_unapplied
 
 ATTRIBUTES = {"c": 3, "d": "dropped", "e": True, "a": "abcdef", "b": ("long", "x")}
 ENV = {"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "2", "OTEL_SPAN_EVENT_COUNT_LIMIT": "1",
@@ -90,3 +91,17 @@ def test_a_span_within_the_limits_is_encoded_as_it_was():
 def test_a_limit_that_is_no_whole_number_is_refused_by_name(name):
     with pytest.raises(ValueError, match=name):
         span_limits({name: "-1"})
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+    ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json"),
+    ("OTEL_TRACES_EXPORTER", "console"),
+    ("OTEL_PYTHON_EXPORTER_OTLP_CREDENTIAL_PROVIDER", "my_module"),
+])  # fmt: skip
+def test_a_variable_the_writer_would_not_apply_stops_the_start_by_name(name, value):
+    refuse_unapplied(
+        {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_TRACES_EXPORTER": "otlp"}
+    )
+    with pytest.raises(ValueError, match=name):
+        refuse_unapplied({name: value})
