@@ -81,8 +81,11 @@ def _serve(args: argparse.Namespace) -> int:
                       scrubber=log_scrubber(settings))  # fmt: skip
     from exai.subprocesses import worker_environment
 
-    tracing_setup.configure(settings, scrub=text_scrubber(settings),
-                            environment=worker_environment())  # fmt: skip
+    try:
+        tracing_setup.configure(settings, scrub=text_scrubber(settings),
+                                environment=worker_environment())  # fmt: skip
+    except ValueError as exc:  # an OpenTelemetry variable it would not apply
+        fail(f"tracing: {exc}")
     try:
         return asyncio.run(_run(settings, undecided))
     except KeyboardInterrupt:  # Ctrl-C during start-up: what started was stopped

@@ -42,14 +42,17 @@ def _shim(args: argparse.Namespace) -> int:
                       scrubber=log_scrubber(settings))  # fmt: skip
     from exai.audit.scrub import text_scrubber
     from exai.shim import ShimOptions, run_shim
+    from exai.subprocesses import worker_environment
     from exai.tracing import setup as tracing_setup
 
     # With an endpoint set the shim's own span joins the trace; without one the
     # client's trace context is still passed on to the daemon.
-    from exai.subprocesses import worker_environment
-
-    tracing_setup.configure(settings, scrub=text_scrubber(settings),
-                            environment=worker_environment())  # fmt: skip
+    try:
+        tracing_setup.configure(settings, scrub=text_scrubber(settings),
+                                environment=worker_environment())  # fmt: skip
+    except ValueError as exc:  # an OpenTelemetry variable it would not apply
+        print(f"exai: tracing: {exc}", file=sys.stderr)
+        return 2
     options = ShimOptions.from_settings(settings, args.url, args.token, args.autostart)
     try:
         return run_shim(settings, options)

@@ -18,6 +18,7 @@ from exai.tracing.limits import SpanLimits, span_limits
 from exai.tracing.otlp import Encoder
 from exai.tracing.spans import RecordingTracer, SpanSource
 from exai.tracing.variables import refuse_unapplied
+from tests.cli.helpers import clean_env, run_exai
 
 ATTRIBUTES = {"c": 3, "d": "dropped", "e": True, "a": "abcdef", "b": ("long", "x")}
 ENV = {"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "2", "OTEL_SPAN_EVENT_COUNT_LIMIT": "1",
@@ -105,3 +106,12 @@ def test_a_variable_the_writer_would_not_apply_stops_the_start_by_name(name, val
     )
     with pytest.raises(ValueError, match=name):
         refuse_unapplied({name: value})
+
+
+@pytest.mark.parametrize("command", ["serve", "shim"])
+async def test_serve_and_the_shim_refuse_it_in_one_line(tmp_path, command):
+    env = {**clean_env(tmp_path), "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+           "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}  # fmt: skip
+    ran = await run_exai(command, env=env, cwd=tmp_path)
+    assert ran.code == 2 and "Traceback" not in ran.err
+    assert "OTEL_EXPORTER_OTLP_PROTOCOL='grpc' is not applied" in ran.err
