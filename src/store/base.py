@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 from exai.settings import Settings
 
 if TYPE_CHECKING:
-    from exai.store.sessions import SessionKept, SessionTurn
+    from exai.store.session_turns import SessionKept, SessionTurn
 
 __all__ = [
     "ANY_OWNER",

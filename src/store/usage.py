@@ -30,13 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from exai.errors import ValidationError_
 from exai.store.sql_base import SqlBase
-
-if TYPE_CHECKING:
-    from exai.store.call_log import CallLogRow
 
 __all__ = [
     "POSTGRES_TABLES",
@@ -44,6 +41,7 @@ __all__ = [
     "TABLES",
     "UPSERTS",
     "USAGE_GROUPS",
+    "CountedCall",
     "UsageDays",
     "UsageSum",
     "table_for",
@@ -123,7 +121,35 @@ UPSERTS: Final[dict[str, str]] = {table: _upsert(table) for table in TABLES}
 _WHOLE = TABLES["usage_days"]
 
 
-def usage_deltas(rows: Sequence[CallLogRow]) -> dict[str, list[tuple[Any, ...]]]:
+class CountedCall(Protocol):
+    """What the sums read of a request-log row (:class:`~exai.store.call_log.CallLogRow`,
+    which imports this module, so it is named here by what it has)."""
+
+    @property
+    def at(self) -> float: ...
+    @property
+    def principal(self) -> str: ...
+    @property
+    def key_id(self) -> str | None: ...
+    @property
+    def face(self) -> str: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def currency(self) -> str | None: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def model_calls(self) -> int: ...
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def completion_tokens(self) -> int: ...
+    @property
+    def cost(self) -> int: ...
+
+
+def usage_deltas(rows: Sequence[CountedCall]) -> dict[str, list[tuple[Any, ...]]]:
     """What a batch of request-log rows adds to each table of sums: per table, one tuple
     per row it touches (its key's columns, then the six sums), in key order, so that two
     daemons adding overlapping batches lock rows in the same order."""
