@@ -8,7 +8,7 @@ stored; :func:`answer_of` and :func:`input_end` read such a turn.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from exai.errors import ProviderError
 from exai.providers import ChatResponse
@@ -16,10 +16,24 @@ from exai.store.base import StoredMessage
 from exai.tools.attachments import FilesFound
 from exai.tools.base import ToolContext
 
-if TYPE_CHECKING:
-    from exai.tools.turn import TurnRequest
 
-__all__ = ["THREAD_PROMPT_KEY", "answer_of", "input_end", "refuse_unusable", "store_turn"]
+class AskedTurn(Protocol):
+    """What storing a turn reads of the request (:class:`exai.tools.turn.TurnRequest`,
+    whose module imports this one, so it is named here by what it has)."""
+
+    prompt: str
+    title: str | None
+    keep_system_prompt: str | None
+
+
+__all__ = [
+    "THREAD_PROMPT_KEY",
+    "AskedTurn",
+    "answer_of",
+    "input_end",
+    "refuse_unusable",
+    "store_turn",
+]
 
 # Audit events carry the message, but not without bound.
 _AUDIT_CONTENT_CHARS = 4000
@@ -29,7 +43,7 @@ THREAD_PROMPT_KEY = "system_prompt"
 
 async def store_turn(
     context: ToolContext,
-    turn: TurnRequest,
+    turn: AskedTurn,
     thread_id: str | None,
     response: ChatResponse,
     sent: list[dict[str, Any]],

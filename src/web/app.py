@@ -32,6 +32,7 @@ from exai.web.anthropic import routes as anthropic_routes
 from exai.web.anthropic_errors import error_body as anthropic_error_body
 from exai.web.connections import HttpConnections
 from exai.web.console import Console
+from exai.web.console import pages as console_pages
 from exai.web.guard import Guard
 from exai.web.listener import ListenerLimits, protocol_for
 from exai.web.mcp import MAX_BODY_BYTES, session_managers
@@ -93,7 +94,7 @@ class WebFace:
             Route("/mcp", _AsgiEndpoint(McpSessions(
                 McpEndpoint(self.mcp, self.mcp_json, MAX_BODY_BYTES), self.mcp_sessions)),
                   methods=["GET", "POST", "DELETE"]),
-            *self.console.routes(),
+            *console_pages.routes(self.console),
             *admin_keys.routes(self.core),
             *admin_limits.routes(self.core),
             *anthropic_routes(self.core),

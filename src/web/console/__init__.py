@@ -16,7 +16,8 @@ core's port.
 - :mod:`.transcript`: a thread's messages as turns, tool calls tied to their results (pure)
 - :mod:`.views`: times, amounts, agent session labels, forms into tool arguments (pure)
 - :mod:`.signin`, :mod:`.threads`, :mod:`.jobs`, :mod:`.memories`, :mod:`.spend`,
-  :mod:`.operator`: the pages
+  :mod:`.operator`, :mod:`.keys`, :mod:`.request_log`, :mod:`.usage`: the pages
+- :mod:`.pages`: every route, the console's and its pages', put together
 """
 
 from exai.web.console.app import PREFIX, Console

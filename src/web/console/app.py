@@ -125,33 +125,17 @@ class Console:
             open_prefixes=(f"{PREFIX}/static/",),
         )
 
-    def routes(self) -> list[BaseRoute]:
-        from exai.web.console import (
-            jobs,
-            keys,
-            memories,
-            operator,
-            request_log,
-            signin,
-            spend,
-            threads,
-            usage,
-        )
-
-        routes: list[BaseRoute] = [
+    def own_routes(self) -> list[BaseRoute]:
+        """The console's own routes (its home and static files); the pages' are theirs
+        (:func:`exai.web.console.pages.routes` puts them together)."""
+        return [
             Route(PREFIX, self._home, methods=["GET"]),
             Route(f"{PREFIX}/", self._home, methods=["GET"]),
             Route(f"{PREFIX}/static/{{name}}", self._static_file, methods=["GET"]),
-            *signin.routes(self),
-            *threads.routes(self),
-            *jobs.routes(self),
-            *memories.routes(self),
-            *spend.routes(self),
-            *operator.routes(self),
-            *keys.routes(self),
-            *request_log.routes(self),
-            *usage.routes(self),
         ]
+
+    def saving_flashes(self, routes: list[BaseRoute]) -> list[BaseRoute]:
+        """``routes``, each writing the session's changed flashes back to the store."""
         for route in routes:
             if isinstance(route, Route):
                 route.app = self._saving_flashes(route.app)
