@@ -17,7 +17,7 @@ from exai.jobs.schema import POSTGRES_MIGRATIONS
 from exai.jobs.sql import Body, SqlJobStore
 from exai.sqldb.executor import Dialect
 from exai.sqldb.migrations import apply_migrations
-from exai.store.postgres import PgConnection, check_schema_name, driver_options
+from exai.sqldb.postgres import PgConnection, check_schema_name, driver_options
 
 __all__ = ["PostgresJobStore"]
 

@@ -36,7 +36,7 @@ from exai.memory.queue import PostgresExtractionQueue
 from exai.memory.ranking import cosine, selective_terms
 from exai.memory.schema import MEMORY_COLUMNS, POSTGRES_MIGRATIONS, decode_memory
 from exai.sqldb.migrations import apply_migrations
-from exai.store.postgres import check_schema_name, driver_options
+from exai.sqldb.postgres import check_schema_name, driver_options
 
 __all__ = ["PostgresMemoryStore"]
 

@@ -8,10 +8,10 @@ message array from it.
 
 from __future__ import annotations
 
+from exai.store.artifact_types import Artifact
 from exai.store.backends import open_store
 from exai.store.base import (
     ANY_OWNER,
-    Artifact,
     ConversationStore,
     Owner,
     StoredMessage,

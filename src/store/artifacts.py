@@ -10,7 +10,8 @@ from typing import Any
 
 from exai.errors import ConversationNotFoundError, ValidationError_
 from exai.sqldb.executor import Executor
-from exai.store.base import Artifact, Owner, VendorUpload
+from exai.store.artifact_types import Artifact, VendorUpload
+from exai.store.base import Owner
 from exai.store.rows import check_thread_id, dumps, loads
 from exai.store.sql_base import SqlBase
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from exai.settings import Settings
+from exai.store.artifact_types import Artifact, VendorUpload
 
 if TYPE_CHECKING:
     from exai.store.session_turns import SessionKept, SessionTurn
@@ -30,14 +31,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ANY_OWNER",
     "AnyOwner",
-    "Artifact",
     "ConversationStore",
     "Owner",
     "StoreLimits",
     "StoredMessage",
     "Thread",
     "ThreadContext",
-    "VendorUpload",
 ]
 
 
@@ -166,36 +165,6 @@ class ThreadContext:
     turns: list[int] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class Artifact:
-    """A large tool output kept with its thread and read back a page at a time."""
-
-    id: str
-    thread_id: str
-    content: str  # the requested page
-    offset: int
-    size: int  # of the whole artifact, in characters
-    meta: dict[str, Any]
-    created_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class VendorUpload:
-    """A document a vendor extracted for one principal, found again by its content hash.
-
-    ``content`` is the text as the vendor returned it, sent in place of the file
-    whenever the principal names a file with the same bytes.
-    """
-
-    owner: str
-    provider: str
-    sha256: str
-    file_id: str
-    content: str
-    size: int
-    created_at: float
 
 
 class ConversationStore(ABC):

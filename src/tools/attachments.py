@@ -39,7 +39,8 @@ from exai.errors import ValidationError_
 from exai.files.binary import BinaryFile, aread_file_bytes
 from exai.providers import ModelInfo
 from exai.providers.base import Provider
-from exai.store.base import ConversationStore, VendorUpload
+from exai.store.artifact_types import VendorUpload
+from exai.store.base import ConversationStore
 
 __all__ = [
     "Attachments",

@@ -9,8 +9,9 @@ the next request only once it has the answer, and that answer was queued
 first).
 
 The worker waits ``linger_s`` after a turn is queued and then keeps the turns
-queued by then, up to ``_BATCH`` of them, in one transaction. Each hop to the store's thread and each
-transaction costs the daemon more than the turn's own statements, and an agent
+queued by then, up to ``_BATCH`` of them, in one transaction. Each hop to the
+store's thread and each transaction costs the daemon more than the turn's own
+statements, and an agent
 answered at once sends its next request within milliseconds: written one by one,
 its turns would take CPU from the requests they follow. Larger batches would save
 a little more and take it in longer slices, which the requests that meet them feel

@@ -9,9 +9,10 @@ import pytest
 from exai.emulators.postgres import TempPostgres
 from exai.errors import ValidationError_
 from exai.settings import Settings
+from exai.sqldb.postgres import driver_options
 from exai.store import open_store
 from exai.store.backends import sqlite_path_from_url
-from exai.store.postgres import PostgresStore, driver_options
+from exai.store.postgres import PostgresStore
 from exai.store.sqlite import SqliteStore
 
 

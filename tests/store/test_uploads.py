@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 
-from exai.store.base import ConversationStore, VendorUpload
+from exai.store.artifact_types import VendorUpload
+from exai.store.base import ConversationStore
 from tests.store.conftest import StoreFactory
 
 
