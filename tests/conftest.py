@@ -157,3 +157,16 @@ async def client_factory() -> AsyncIterator[Callable[..., Any]]:
 
     yield connect
     await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+
+
+@pytest.fixture
+def collector() -> Iterator[Any]:
+    """An OTLP/HTTP collector stand-in on loopback for one test
+    (:class:`tests.tracing.helpers.Collector`)."""
+    from tests.tracing.helpers import Collector
+
+    c = Collector()
+    try:
+        yield c
+    finally:
+        c.close()

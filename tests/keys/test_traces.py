@@ -6,25 +6,14 @@ the call that made the key)."""
 from __future__ import annotations
 
 import httpx
-import pytest
 
 from exai.client import ExaiClient
 from exai.tracing import setup
 from tests.conftest import emulated_providers, make_settings, running_daemon
-from tests.tracing.helpers import Collector
 from tests.web.faces import TOKENS, base_url
 from tests.web.helpers import MODERN, tools_call
 
 ADMIN = {"Authorization": f"Bearer {TOKENS['alice']}"}
-
-
-@pytest.fixture
-def collector():
-    c = Collector()
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 async def test_no_span_of_a_keys_calls_carries_its_secret(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
@@ -13,7 +12,6 @@ from exai import tracing
 from exai.tracing import setup
 from exai.tracing.keep import TailKeeper
 from tests.conftest import make_settings
-from tests.tracing.helpers import Collector
 
 LOW = 1 << 63  # the low 64 bits of a trace id: half of the id space
 MS = 1_000_000
@@ -59,15 +57,6 @@ def test_a_callers_span_is_not_the_root_here_and_the_held_spans_are_bounded():
     assert keeper.held == 3
     # At a stop, what is still held is decided the same way.
     assert keeper.release() == [] and keeper.held == 0 and keeper.spans_discarded == 3
-
-
-@pytest.fixture
-def collector():
-    c = Collector()
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def _trace(name: str, *, slow: bool = False, error: bool = False) -> int:

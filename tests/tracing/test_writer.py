@@ -3,21 +3,9 @@ from a real daemon; one that hangs costs a bounded, counted number of spans."""
 
 from __future__ import annotations
 
-import pytest
-
 from exai.tracing import setup
 from tests.conftest import make_settings, running_daemon
-from tests.tracing.helpers import Collector
 from tests.tracing.test_stop import silent_collector
-
-
-@pytest.fixture
-def collector():
-    c = Collector()
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 async def test_a_collector_that_is_up_gets_every_span_of_every_call(
