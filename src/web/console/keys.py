@@ -54,14 +54,19 @@ class _KeysPage:
         return self.console.page(request, "admin_keys.html", status=status, keys=keys, jtis=jtis,
                                  form=context.pop("form", {}), **context)  # fmt: skip
 
-    async def revoke_jti(self, request: Request) -> Response:
-        """Refuse a JWT by its ``jti`` claim from now on, on every daemon on the store."""
+    async def _posted(self, request: Request) -> dict[str, str] | Response:
+        """A form an operator posted with the session's CSRF token, or the refusal."""
         refused = self._refused(request)
         if refused is not None:
             return refused
         fields = await self.console.form(request)
-        if fields is None:
-            return self.console.refusal(request)
+        return self.console.refusal(request) if fields is None else fields
+
+    async def revoke_jti(self, request: Request) -> Response:
+        """Refuse a JWT by its ``jti`` claim from now on, on every daemon on the store."""
+        fields = await self._posted(request)
+        if isinstance(fields, Response):
+            return fields
         assert self.core.key_admin is not None
         jti = fields.get("jti", "").strip()
         try:
@@ -75,14 +80,12 @@ class _KeysPage:
         return self.console.redirect(f"{PREFIX}/admin/keys")
 
     async def list_or_create(self, request: Request) -> Response:
-        refused = self._refused(request)
-        if refused is not None:
-            return refused
         if request.method == "GET":
-            return await self._show(request)
-        fields = await self.console.form(request)
-        if fields is None:
-            return self.console.refusal(request)
+            refused = self._refused(request)
+            return refused if refused is not None else await self._show(request)
+        fields = await self._posted(request)
+        if isinstance(fields, Response):
+            return fields
         assert self.core.key_admin is not None
         grant = {name: fields.get(name, "").strip() or None for name in _GRANT}
         by = self.console.principal(request).name
@@ -94,12 +97,9 @@ class _KeysPage:
         return await self._show(request, new_token=token, new_key=key)
 
     async def act(self, request: Request) -> Response:
-        refused = self._refused(request)
-        if refused is not None:
-            return refused
-        fields = await self.console.form(request)
-        if fields is None:
-            return self.console.refusal(request)
+        fields = await self._posted(request)
+        if isinstance(fields, Response):
+            return fields
         admin = self.core.key_admin
         assert admin is not None
         key_id, action = request.path_params["key_id"], request.path_params["action"]
