@@ -10,7 +10,9 @@ at 1, 16 and 50 connections: one connection calling sequentially (slices of
 the traced daemon, its span writer process is let finish exporting what the
 slice sent (until it has used no CPU for 0.3 s) before the next slice starts,
 so its work does not land in the other daemon's time; how long it stayed busy
-is reported, and its CPU per call beside the daemon's.
+is reported, and its CPU per call beside the daemon's, and the daemon's
+event-loop thread's alone (at 16 and 50 connections that thread, pinned to
+one core, is what limits calls/s).
 
 The collector keeps every request's bytes and, after the round, counts the
 spans they carried (decoding them then, not while the daemons are measured):
@@ -109,6 +111,7 @@ async def run_rounds(rounds: int = 3, sequential_n: int = 4000, per_conn: int = 
         n: {"off": [], "on": []} for n in CONNS
     }
     cpu = {name: {"daemon_s": 0.0, "writer_s": 0.0, "calls": 0} for name in ("off", "on")}
+    loop_cpu = {name: [0.0, 0] for name in ("off", "on")}  # event-loop thread: seconds, calls
     delivered: list[tuple[int, int, int]] = []  # (spans expected, spans taken, posts)
     try:
         await _listening(sink_port)
@@ -123,8 +126,13 @@ async def run_rounds(rounds: int = 3, sequential_n: int = 4000, per_conn: int = 
                 await _settle([pid for _, _, pid in servers])
                 for conns in CONNS:
                     n, k = (sequential_n, sequential_n // 250) if conns == 1 else (per_conn, slices)
+                    before = {name: _thread_cpu_s(pid) for name, _, pid in servers}
                     turns = await _concurrent_turns(servers, conns, n, k, cpu)
-                    calls += conns * (1 + (n // k) * k)  # the warm-up call, then the slices
+                    made = conns * (1 + (n // k) * k)  # the warm-up call, then the slices
+                    calls += made
+                    for name, _, pid in servers:
+                        loop_cpu[name][0] += _thread_cpu_s(pid) - before[name]
+                        loop_cpu[name][1] += made
                     for name, result in turns.items():
                         figures[conns][name].append(result)
             # The traced daemon has stopped, exporting what it had queued.
@@ -144,6 +152,7 @@ async def run_rounds(rounds: int = 3, sequential_n: int = 4000, per_conn: int = 
             name: {
                 "daemon": c["daemon_s"] / c["calls"] * 1e6,
                 "writer": c["writer_s"] / c["calls"] * 1e6,
+                "loop": loop_cpu[name][0] / loop_cpu[name][1] * 1e6,
             }
             for name, c in cpu.items()
         },
@@ -152,6 +161,14 @@ async def run_rounds(rounds: int = 3, sequential_n: int = 4000, per_conn: int = 
         "pinned": cpus is not None,
         "load": os.getloadavg(),
     }
+
+
+def _thread_cpu_s(pid: int) -> float:
+    """CPU seconds of a daemon's main thread (its event loop) alone: the calls' and their
+    spans' work, without the threads beside it (the store's, the span hand-over)."""
+    with open(f"/proc/{pid}/task/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _median(runs: list[dict[str, float]]) -> dict[str, float]:
@@ -176,6 +193,9 @@ def report(r: dict[str, Any]) -> str:
     spent = r["cpu_us_per_call"]
     rows.append(f"| CPU per call (all slices): daemon | {spent['off']['daemon']:.1f} µs | "
                 f"{spent['on']['daemon']:.1f} µs | | |")  # fmt: skip
+    rows.append(f"| CPU per call: the daemon's event-loop thread alone | "
+                f"{spent['off']['loop']:.1f} µs | {spent['on']['loop']:.1f} µs | "
+                f"{spent['on']['loop'] / spent['off']['loop']:.2f}x | |")  # fmt: skip
     rows.append(f"| CPU per call: span writer | | {spent['on']['writer']:.1f} µs | | |")
     expected = sum(e for e, _, _ in r["delivered"])
     taken = sum(t for _, t, _ in r["delivered"])

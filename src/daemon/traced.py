@@ -20,6 +20,7 @@ shows that its call failed and with which code.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,7 @@ __all__ = ["CallSpan", "admission_span", "call_span", "queue_span"]
 class CallSpan:
     """The ``execute_tool`` span of one call, current in the call's task while it runs."""
 
-    __slots__ = ("parent", "span", "token", "trace_id")
+    __slots__ = ("ends_parent", "parent", "span", "token", "trace_id")
 
     def __init__(self, span: tracing.Span, parent: tracing.Span) -> None:
         self.span = span
@@ -49,6 +50,9 @@ class CallSpan:
         sampled = type(span) is RecordedSpan or span.get_span_context().trace_flags.sampled
         self.trace_id = tracing.trace_id_of(span) if sampled else None
         self.token = enter(span)
+        # A face's span that was to end when this task is done ends right after this
+        # one instead, in the task's last step (no callback for the event loop to run).
+        self.ends_parent = tracing.take_over_end(parent, asyncio.current_task())
 
     def step(self, name: str) -> contextlib.AbstractContextManager[Any]:
         return tracing.span(name)
@@ -61,6 +65,8 @@ class CallSpan:
             tracing.fail(self.parent, error)
         tracing.finish(sp, error)
         leave(self.token)
+        if self.ends_parent:
+            self.parent.end_ok()  # a RecordedSpan
 
 
 def call_span(session: Session, call: Call, tool: str) -> CallSpan | None:

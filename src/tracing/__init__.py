@@ -22,7 +22,8 @@ What the rest of exai uses:
   error on the span as exai reports it (status ``ERROR`` with
   :func:`describe_error`'s text, ``error.type`` the exai error code);
 - :func:`start` / :func:`finish`: the same for spans that begin in one place
-  and end in another (a WebSocket call ends when its task does);
+  and end in another; :func:`end_with_task` for a face's span that ends when
+  the call's task does (a WebSocket call);
 - :func:`extract`: the context a W3C ``traceparent`` and ``tracestate`` carry,
   from HTTP headers, MCP's ``_meta`` or the WebSocket ``call_tool`` frame;
   :func:`carrier` the same pair for the current span, to pass on;
@@ -38,7 +39,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -63,6 +64,7 @@ __all__ = [
     "activate",
     "carrier",
     "describe_error",
+    "end_with_task",
     "event",
     "extract",
     "extract_from",
@@ -77,6 +79,7 @@ __all__ = [
     "start",
     "state",
     "succeed",
+    "take_over_end",
     "trace_id",
     "trace_id_of",
 ]
@@ -164,7 +167,7 @@ def carrier(context: otel_context.Context | None = None) -> dict[str, str]:
 
 def trace_id_of(sp: Span) -> str | None:
     if type(sp) is RecordedSpan:  # its ids are valid, and read without a SpanContext
-        return f"{cast(RecordedSpan, sp)._head[0]:032x}"
+        return f"{sp._head[0]:032x}"  # type: ignore[attr-defined]
     ctx = sp.get_span_context()
     return trace.format_trace_id(ctx.trace_id) if ctx.is_valid else None
 
@@ -230,11 +233,36 @@ def finish(sp: Span | None, error: BaseException | None = None) -> None:
     sp.end()
 
 
+def end_with_task(sp: Span | None, task: Any) -> None:
+    """End ``sp`` (a success unless marked failed) when ``task`` is done.
+
+    A call's own span (:mod:`exai.daemon.traced`) takes this over when the task
+    starts it, and ends ``sp`` right after itself, in the task's last step;
+    the done callback stays for a task cancelled before it ever ran.
+    """
+    if sp is None:
+        return
+    if type(sp) is RecordedSpan:
+        sp.ends_with = task  # type: ignore[attr-defined]
+        task.add_done_callback(sp.end_ok)  # type: ignore[attr-defined]
+    else:
+        task.add_done_callback(lambda _task: finish(sp))
+
+
+def take_over_end(parent: Span, task: Any) -> bool:
+    """True if ``parent`` was to end with ``task`` (:func:`end_with_task`), and now
+    ends when the caller says, its done callback removed."""
+    if type(parent) is not RecordedSpan or parent.ends_with is not task:  # type: ignore[attr-defined]
+        return False
+    parent.ends_with = None  # type: ignore[attr-defined]
+    return task.remove_done_callback(parent.end_ok) == 1  # type: ignore[attr-defined]
+
+
 def succeed(sp: Span | None) -> None:
     """Status ``OK`` on a span that ends well; a span already failed stays failed
     (the SDK would let ``OK`` overwrite ``ERROR``, so it is checked here)."""
     if type(sp) is RecordedSpan:  # not isinstance: Span is an ABC, a slow check
-        rs = cast(RecordedSpan, sp)
+        rs: Any = sp
         if rs.end_time is None and rs.status is _UNSET:
             rs.status = _OK
         return
@@ -306,6 +334,10 @@ class _Block:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         sp = self.sp
         if sp is None:
+            return
+        if exc is None and type(sp) is RecordedSpan:  # the common case, in fewest calls
+            leave(self.token)
+            sp.end_ok()  # type: ignore[attr-defined]
             return
         try:
             if exc is None:

@@ -26,7 +26,7 @@ import random
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, DEFAULT_OFF, DEFAULT_ON, Sampler
@@ -106,7 +106,7 @@ class RecordingTracer(trace.Tracer):
         if type(current) is RecordedSpan and source._decide[0] is not None:
             # A child of one of exai's own spans, under a sampler whose decision for it
             # is the parent's (sampled): its ids and flags straight from the parent.
-            parent = cast(RecordedSpan, current)
+            parent: Any = current  # a RecordedSpan (typing.cast would be a call)
             up = parent._head
             head = (up[0], _GETRANDBITS(64) or 1, up[1], False, up[4], up[5], kind._value_)
             sp = RecordedSpan(name, head, parent._state, source.sink, start_time or _NS())
@@ -117,7 +117,7 @@ class RecordingTracer(trace.Tracer):
                                   start_time)  # fmt: skip
             if type(started) is not RecordedSpan:
                 return started
-            sp = cast(RecordedSpan, started)
+            sp = started
         if not (record_exception and set_status_on_exception):
             sp._exc = (record_exception, set_status_on_exception)
         if attributes:
@@ -204,6 +204,9 @@ class RecordedSpan(trace.Span):
     events: list[tuple[str, int, dict[str, Any]]] | None = None
     links: list[tuple[SpanContext, dict[str, Any]]] | None = None
     _exc: tuple[bool, bool] = (True, True)  # record_exception, set_status_on_exception
+    # The task whose end ends this span (exai.tracing.end_with_task), while its done
+    # callback still waits.
+    ends_with: Any = None
 
     def __init__(self, name: str, head: tuple[Any, ...], state: TraceState, sink: Sink,
                  start_time: int, ctx: SpanContext | None = None) -> None:  # fmt: skip
@@ -270,6 +273,13 @@ class RecordedSpan(trace.Span):
         """Status ``OK``, unless a status was set (:func:`exai.tracing.succeed`'s rule)."""
         if self.end_time is None and self.status is _UNSET:
             self.status = _OK
+
+    def end_ok(self, _task: Any = None) -> None:
+        """:meth:`succeed` and :meth:`end` (also a task's done callback)."""
+        if self.end_time is None:
+            if self.status is _UNSET:
+                self.status = _OK
+            self.end()
 
     def set_status(self, status: Status | StatusCode, description: str | None = None) -> None:
         # As the SDK: OK is final, and UNSET changes nothing.

@@ -248,7 +248,7 @@ class _Frames:
         if task is None or span is None:
             tracing.finish(span)
         else:
-            task.add_done_callback(lambda _task: tracing.finish(span))
+            tracing.end_with_task(span, task)
 
     def _other(self, frame: Any) -> None:
         core, session = self.core, self.session

@@ -18,7 +18,10 @@ from exai.tracing import current
 def test_the_fast_path_is_on_with_the_default_runtime_context():
     # Without it every read would take the API's slow route; the bench would show it,
     # no test would.
-    assert current.variable() is not None
+    assert current.variable() is not None, (
+        "opentelemetry.context's runtime context no longer keeps the current Context as "
+        "a ContextVar's value: exai.tracing.current takes the API's own calls (slower)"
+    )
 
 
 def test_code_using_the_api_sees_the_span_exai_made_current(spans):
@@ -76,3 +79,30 @@ def test_leaving_with_a_token_of_another_context_is_logged_not_raised(spans, cap
         current.leave(token)
     assert "Failed to detach context" in caplog.text
     assert trace.get_current_span() is not sp
+
+
+async def test_a_call_span_that_takes_over_ends_the_faces_span_itself(spans):
+    face = tracing.start("call_tool echo", kind=tracing.SERVER)
+    taken: list[bool] = []
+
+    async def call() -> None:
+        taken.append(tracing.take_over_end(face, asyncio.current_task()))
+
+    task = asyncio.get_running_loop().create_task(call())
+    tracing.end_with_task(face, task)
+    await task
+    await asyncio.sleep(0)  # a done callback would have run by now
+    assert taken == [True]
+    assert face.is_recording()  # ended by whoever took it over, not by the task's end
+    face.end_ok()
+    assert spans.one("call_tool echo").status.is_ok
+
+
+async def test_a_faces_span_still_ends_when_its_task_never_ran(spans):
+    face = tracing.start("call_tool echo", kind=tracing.SERVER)
+    task = asyncio.get_running_loop().create_task(_current())
+    tracing.end_with_task(face, task)
+    task.cancel()  # before its first step: no call span ever takes the end over
+    await asyncio.gather(task, return_exceptions=True)
+    await asyncio.sleep(0)
+    assert spans.one("call_tool echo").status.is_ok
