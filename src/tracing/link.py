@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from exai.logs import get_logger
+from exai.subprocesses import worker_environment
 from exai.tracing.export import ExportStats
 from exai.tracing.records import Record
 from exai.tracing.wire import FrameError, config_frame, encode_frame, read_frame
@@ -54,7 +55,9 @@ class WriterLink:
     ) -> None:
         self.stats = ExportStats()
         self._config = config
-        self._environment = dict(environment) if environment is not None else None
+        # Never this process's own: the writer gets its configuration over the pipe
+        # and no secret in its environment (exai.subprocesses).
+        self._environment = dict(environment if environment is not None else worker_environment())
         self._batch = max(1, batch_size)
         self._max_queue = max(1, max_queue)
         self._interval_s = interval_s

@@ -111,7 +111,7 @@ def configure(
     ``scrub`` masks credentials in exported strings (the edge passes the audit
     trail's :meth:`~exai.audit.scrub.Scrubber.scrub_text`; it must pickle, as it
     goes to the writer process over its pipe). ``environment`` is the writer
-    process's (the edge passes exai's worker environment; None: this one's).
+    process's (None: exai's worker environment, which holds no secret).
     """
     global _stats, _guarded, _timeout_s
     from exai import __version__

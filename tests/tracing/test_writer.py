@@ -3,6 +3,9 @@ from a real daemon; one that hangs costs a bounded, counted number of spans."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from exai.tracing import setup
 from tests.conftest import make_settings, running_daemon
 from tests.tracing.test_stop import silent_collector
@@ -53,3 +56,40 @@ def test_a_hanging_collector_costs_a_bounded_counted_number_of_spans(tmp_path, m
             assert 0 < stats.spans_dropped <= 60 - 1 and stats.batches_failed >= 1
         finally:
             setup.shutdown(timeout_s=1)
+
+
+def _writer_pids() -> list[int]:
+    """This process's children running the span writer."""
+    me, found = str(os.getpid()), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if stat[1] == me and b"exai.tracing.writer" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_the_span_writer_gets_no_secret_in_its_environment(tmp_path, collector, monkeypatch):
+    from exai import tracing
+
+    monkeypatch.setenv("KIMI_API_KEY", "kimi-key-span-writer-789")
+    monkeypatch.setenv("EXAI_WS_TOKEN", "tok-span-writer-123")
+    settings = make_settings(tmp_path, otel_exporter_otlp_endpoint=collector.url,
+                             otel_traces_sampler="always_on")  # fmt: skip
+    assert setup.configure(settings)  # no environment given: the worker environment
+    try:
+        with tracing.span("step"):
+            pass
+        assert setup.flush(timeout_s=30)
+        [pid] = _writer_pids()
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        for secret in (b"kimi-key-span-writer-789", b"tok-span-writer-123"):
+            assert secret not in environ
+        assert not any(name.startswith(b"EXAI_") for name in environ.split(b"\0"))
+    finally:
+        setup.shutdown()
