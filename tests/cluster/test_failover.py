@@ -18,7 +18,13 @@ import pytest
 
 from exai.emulators.postgres import TempPostgres
 from exai.emulators.provider import EmulatorServer
-from tests.cluster.harness import check_turns, model_calls, run_conversations, running_cluster
+from tests.cluster.harness import (
+    check_turns,
+    daemon_key,
+    model_calls,
+    run_conversations,
+    running_cluster,
+)
 from tests.reliability.harness import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -32,9 +38,13 @@ async def test_a_daemon_killed_mid_call_loses_no_turn_and_stores_none_twice(
     async with running_cluster(tmp_path, 2, url, emulator) as cluster:
         load = asyncio.ensure_future(run_conversations(cluster.url, clients=4, conversations=8,
                                                        turns=3))  # fmt: skip
-        # Kill once the first calls are waiting at the provider.
-        await wait_until(lambda: any(r["answered_at"] is None for r in emulator.requests),
-                         30.0, "a call waiting at the provider")  # fmt: skip
+        # Kill the first daemon once a call of its own waits at the provider (a call
+        # of the other daemon's waiting there would make the kill land on nothing).
+        first = f"Bearer {daemon_key(1)}"
+        await wait_until(lambda: any(r["answered_at"] is None
+                                     and r["headers"].get("authorization") == first
+                                     for r in emulator.requests),
+                         30.0, "a call of the first daemon waiting at the provider")  # fmt: skip
         await asyncio.sleep(0.1)
         await cluster.kill_and_restart(0, graceful=False, down_s=0.2)
         report = await load
