@@ -132,15 +132,15 @@ class RecordingTracer(trace.Tracer):
                links: Sequence[Link] | None, start_time: int | None) -> trace.Span:  # fmt: skip
         """A root span, a child of a caller's or another tracer's span, or any span
         under a sampler that must be asked."""
-        found = current.get_span_context()
-        parent = found if found.is_valid else None
+        found = current.get_span_context() if current is not trace.INVALID_SPAN else None
+        parent = found if found is not None and found.is_valid else None
         if parent is not None:
             trace_id, trace_state, parent_flags = (
-                found.trace_id,
-                found.trace_state,
-                found.trace_flags,
+                parent.trace_id,
+                parent.trace_state,
+                parent.trace_flags,
             )
-            random_bit, remote = parent_flags & _RANDOM, found.is_remote
+            random_bit, remote = parent_flags & _RANDOM, parent.is_remote
         else:
             trace_state, random_bit, remote, parent_flags = _NO_STATE, _RANDOM, False, _FLAGS[0]
             trace_id = _GETRANDBITS(128) or 1
@@ -157,13 +157,14 @@ class RecordingTracer(trace.Tracer):
             trace_state, extra = result.trace_state or _NO_STATE, result.attributes
         flags = random_bit | (_SAMPLED if sampled else 0)
         span_id = _GETRANDBITS(64) or 1
-        ctx = SpanContext(trace_id, span_id, False, _FLAGS[flags], trace_state)
         if not sampled:
-            return NonRecordingSpan(ctx)
+            return NonRecordingSpan(SpanContext(trace_id, span_id, False, _FLAGS[flags],
+                                                trace_state))  # fmt: skip
         state = "" if trace_state is _NO_STATE else source.state_text(trace_state)
-        head = (trace_id, span_id, found.span_id if parent is not None else 0, remote, flags,
+        head = (trace_id, span_id, parent.span_id if parent is not None else 0, remote, flags,
                 state, kind._value_)  # fmt: skip
-        sp = RecordedSpan(name, head, trace_state, source.sink, start_time or _NS(), ctx)
+        # Its SpanContext is made when first asked for (most never are).
+        sp = RecordedSpan(name, head, trace_state, source.sink, start_time or _NS())
         if extra:
             sp.set_attributes(extra)
         return sp
