@@ -3,10 +3,11 @@
 Kept apart from the server so tests can build a daemon around services of their
 choosing, and so the order of start-up and shutdown is written down once: the
 audit trail first (everything else reports to it), then the conversation store,
-then the ledger that keeps cost rows in it and the keeper of agent sessions, then
-the providers, memory and the job store; closing runs in reverse, so the ledger
-and the keeper write their last rows while the store is open, and the audit
-trail hears about everything that happened before it flushes to its outbox.
+then the ledger that keeps cost rows in it, the providers, memory, the keeper of
+agent sessions (handed memory, which learns from them) and the job store;
+closing runs in reverse, so the keeper and the ledger write their last rows while
+the store (and memory) are open, and the audit trail hears about everything that
+happened before it flushes to its outbox.
 """
 
 from __future__ import annotations
@@ -68,8 +69,6 @@ async def build_services(
                                 alerts=alerts)  # fmt: skip
         partial.ledger.start()
         limits.start()
-        partial.sessions = SessionKeeper(store)
-        partial.sessions.start()
         opening = "the providers (EXAI_MODELS_FILE, EXAI_ROUTING_RULES)"
         partial.providers = providers = ProviderRegistry.from_settings(
             settings, emit=partial.audit.emit
@@ -90,7 +89,11 @@ async def build_services(
                     settings.memory_extraction_max_attempts,
                 )
                 memory.worker.start()
-                partial.sessions.memory = memory  # agent sessions teach memory too
+        # Agent sessions teach memory too, when it extracts (the keeper is made once
+        # memory is open, so that it is handed it).
+        teaches = partial.memory if settings.memory_extraction_enabled else None
+        partial.sessions = SessionKeeper(store, memory=teaches)
+        partial.sessions.start()
         if settings.jobs_enabled:
             opening = "the job store (EXAI_JOBS_URL)"
             partial.jobs = await open_jobs(settings, registry, store)
@@ -111,7 +114,7 @@ async def close_services(services: Services) -> None:
     for part in (getattr(ledger, "limits", None), getattr(ledger, "alerts", None)):
         if part is not None:
             await part.aclose()
-    for name in ("providers", "memory", "sessions", "ledger", "store"):
+    for name in ("sessions", "providers", "memory", "ledger", "store"):
         resource = getattr(services, name, None)
         if resource is not None:
             try:

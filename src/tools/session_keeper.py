@@ -20,7 +20,7 @@ again, one at a time, with backoff, like the cost rows
 (:class:`~exai.accounting.ledger.Ledger`); a turn the store refuses as such (an
 :class:`~exai.errors.ExaiError`) is logged and counted as failed.
 
-With memory extraction on (the memory service is set on the keeper), what a
+With memory extraction on (the keeper is handed the memory service), what a
 person asked in each kept turn is queued for extraction with its thread.
 
 The queue is bounded (``max_queued``): past it, the oldest waiting turn is let
@@ -52,7 +52,7 @@ _BATCH = 16
 
 class SessionKeeper:
     def __init__(
-        self, store: Any, *, max_queued: int = 10_000, drain_s: float = 10.0,
+        self, store: Any, *, memory: Any = None, max_queued: int = 10_000, drain_s: float = 10.0,
         linger_s: float = 0.02,
     ) -> None:  # fmt: skip
         self._store = store
@@ -65,7 +65,8 @@ class SessionKeeper:
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
         self._counts = {"kept": 0, "failed": 0, "dropped": 0}
-        self.memory: Any = None  # exai.memory.MemoryService, set once it is open
+        # exai.memory.MemoryService, when memory extraction is on: it learns from the turns.
+        self._memory = memory
 
     def start(self) -> None:
         if self._task is None:
@@ -131,10 +132,10 @@ class SessionKeeper:
     def _learn(self, turn: SessionTurn, kept: SessionKept) -> None:
         """With memory extraction on, what a person asked in the turn is queued for
         it, with the thread, like a ``chat`` turn's prompt."""
-        if self.memory is None:
+        if self._memory is None:
             return
         for text in kept.asked:
-            self.memory.queue_extraction(turn.owner, text, kept.thread_id, None,
+            self._memory.queue_extraction(turn.owner, text, kept.thread_id, None,
                                          allowed=turn.allowed_models)  # fmt: skip
 
     def _fail(self, turn: SessionTurn, exc: BaseException) -> None:
