@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from exai.daemon.replay import call_fingerprint
+from exai.protocol import StreamEvent
 
 __all__ = ["Call", "CallState", "IllegalTransition", "ModelEvent", "StopReason"]
 
@@ -62,11 +63,12 @@ class IllegalTransition(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class ModelEvent:
-    """A structured stream event of one call (a provider delta), sent to the session
-    of an in-process caller that asked for events instead of text chunks."""
+    """A structured stream event of one call (what the tool made of a provider delta),
+    sent to the session of an in-process caller that asked for events instead of text
+    chunks."""
 
     request_id: str
-    delta: Any
+    delta: StreamEvent
 
 
 @dataclass(eq=False, slots=True)

@@ -32,6 +32,7 @@ from exai.protocol import (
     CallToolResult,
     ProgressFrame,
     StreamChunk,
+    StreamEvent,
     ToolInfo,
     parse_server_frame,
 )
@@ -44,7 +45,7 @@ class _Waiter:
     future: asyncio.Future[CallToolResult]
     on_progress: Callable[[ProgressFrame], Any] | None
     on_chunk: Callable[[StreamChunk], Any] | None
-    on_event: Callable[[Any], Any] | None
+    on_event: Callable[[StreamEvent], Any] | None
 
 
 class LocalCaller:
@@ -95,7 +96,7 @@ class LocalCaller:
         stream: bool = False,
         on_progress: Callable[[ProgressFrame], Any] | None = None,
         on_chunk: Callable[[StreamChunk], Any] | None = None,
-        on_event: Callable[[Any], Any] | None = None,
+        on_event: Callable[[StreamEvent], Any] | None = None,
         roots: list[str] | None = None,
         **_: Any,
     ) -> CallToolResult:

@@ -32,7 +32,7 @@ from exai.daemon.call import Call, ModelEvent, StopReason
 from exai.daemon.records import args_digest_fields, log_call
 from exai.errors import CancelledError, ExaiError, InternalError, TimeoutError_
 from exai.logs import bind_call, get_logger
-from exai.protocol import CallToolFrame, ProgressFrame, StreamChunk, dump_frame_bytes
+from exai.protocol import CallToolFrame, ProgressFrame, StreamChunk, StreamEvent, dump_frame_bytes
 from exai.tools.artifacts import may_spill, spill_if_large
 from exai.tools.base import NullAudit, ToolContext, ToolResult
 from exai.tracing import state as tracing_state
@@ -292,7 +292,7 @@ def _context(
     event = None
     if events:
 
-        async def event(delta: Any) -> None:
+        async def event(delta: StreamEvent) -> None:
             call.last_progress = time.monotonic()
             await session.deliver(ModelEvent(rid, delta))
 
