@@ -11,8 +11,10 @@ the traced daemon, its span writer process is let finish exporting what the
 slice sent (until it has used no CPU for 0.3 s) before the next slice starts,
 so its work does not land in the other daemon's time; how long it stayed busy
 is reported, and its CPU per call beside the daemon's, and the daemon's
-event-loop thread's alone (at 16 and 50 connections that thread, pinned to
-one core, is what limits calls/s).
+event-loop thread's alone, over each level's whole turn (the connections'
+handshakes and warm-up calls included; at 16 and 50 connections that thread,
+pinned to one core, and the CPU the other processes take from the two cores
+are what limit calls/s).
 
 The collector keeps every request's bytes and, after the round, counts the
 spans they carried (decoding them then, not while the daemons are measured):
@@ -193,7 +195,7 @@ def report(r: dict[str, Any]) -> str:
     spent = r["cpu_us_per_call"]
     rows.append(f"| CPU per call (all slices): daemon | {spent['off']['daemon']:.1f} µs | "
                 f"{spent['on']['daemon']:.1f} µs | | |")  # fmt: skip
-    rows.append(f"| CPU per call: the daemon's event-loop thread alone | "
+    rows.append(f"| CPU per call: the daemon's event-loop thread alone (connecting included) | "
                 f"{spent['off']['loop']:.1f} µs | {spent['on']['loop']:.1f} µs | "
                 f"{spent['on']['loop'] / spent['off']['loop']:.2f}x | |")  # fmt: skip
     rows.append(f"| CPU per call: span writer | | {spent['on']['writer']:.1f} µs | | |")
