@@ -24,9 +24,18 @@ once a batch is committed, ``("status", status)`` when the counts change,
 from __future__ import annotations
 
 import marshal
-import struct
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
+
+# The frames themselves are every worker's (exai.worker_frames); this protocol's
+# messages use them as they are.
+from exai.worker_frames import (
+    FRAME_HEADER,
+    MAX_FRAME_BYTES,
+    FrameError,
+    frame_length,
+    parse_frame,
+)
 
 __all__ = [
     "MARSHAL_VERSION",
@@ -39,37 +48,12 @@ __all__ = [
 ]
 
 MARSHAL_VERSION: Final = 4
-MAX_FRAME_BYTES: Final = 1 << 30
-_LENGTH: Final = struct.Struct(">I")
-
-
-class FrameError(ValueError):
-    """A frame that is not a message of this protocol."""
 
 
 def encode_frame(message: tuple[Any, ...]) -> bytes:
     """One frame: the length, then the marshalled message."""
     payload = marshal.dumps(message, MARSHAL_VERSION)
-    return _LENGTH.pack(len(payload)) + payload
-
-
-def frame_length(header: bytes) -> int:
-    """The payload length a 4-byte frame header announces."""
-    (length,) = _LENGTH.unpack(header)
-    if length > MAX_FRAME_BYTES:
-        raise FrameError(f"frame of {length} bytes announced")
-    return int(length)
-
-
-def parse_frame(payload: bytes) -> tuple[Any, ...]:
-    """The message in a frame's payload; :class:`FrameError` if it is not one."""
-    try:
-        message = marshal.loads(payload)
-    except (EOFError, ValueError, TypeError) as exc:
-        raise FrameError(f"unreadable frame: {exc}") from exc
-    if not isinstance(message, tuple) or not message or not isinstance(message[0], str):
-        raise FrameError("a frame must hold a tuple that starts with its name")
-    return message
+    return FRAME_HEADER.pack(len(payload)) + payload
 
 
 @dataclass(frozen=True, slots=True)

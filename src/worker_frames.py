@@ -1,0 +1,44 @@
+"""The frames exai's worker processes (the audit writer, the span writer) and the
+process that started them exchange over pipes.
+
+A frame is a 4-byte big-endian length, then a :mod:`marshal` dump of a tuple whose
+first item names the message: marshal is the cheapest encoding the interpreter has
+for plain values, and both ends are the same exai on the same interpreter, so
+nothing else ever reads these bytes. Each worker's protocol (its messages, the
+marshal version it writes) is its own module's: :mod:`exai.audit.wire`,
+:mod:`exai.tracing.wire`.
+"""
+
+from __future__ import annotations
+
+import marshal
+import struct
+from typing import Any, Final
+
+__all__ = ["FRAME_HEADER", "MAX_FRAME_BYTES", "FrameError", "frame_length", "parse_frame"]
+
+FRAME_HEADER: Final = struct.Struct(">I")
+MAX_FRAME_BYTES: Final = 1 << 30
+
+
+class FrameError(ValueError):
+    """Bytes on a worker's pipe that are not a frame of its protocol."""
+
+
+def frame_length(header: bytes) -> int:
+    """The payload length a 4-byte frame header announces."""
+    (length,) = FRAME_HEADER.unpack(header)
+    if length > MAX_FRAME_BYTES:
+        raise FrameError(f"frame of {length} bytes announced")
+    return int(length)
+
+
+def parse_frame(payload: bytes) -> tuple[Any, ...]:
+    """The message in a frame's payload; :class:`FrameError` if it is not one."""
+    try:
+        message = marshal.loads(payload)
+    except (EOFError, ValueError, TypeError) as exc:
+        raise FrameError(f"unreadable frame: {exc}") from exc
+    if not isinstance(message, tuple) or not message or not isinstance(message[0], str):
+        raise FrameError("a frame must hold a tuple that starts with its name")
+    return message
