@@ -14,8 +14,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from websockets.asyncio.client import connect
@@ -129,3 +130,35 @@ def prose(rng: random.Random, chars: int) -> str:
         out.append(word)
         size += len(word) + 1
     return " ".join(out)
+
+
+async def on_both_stores(
+    measure: Callable[[Any, str], Awaitable[dict[str, Any]]], file_name: str
+) -> dict[str, dict[str, Any]]:
+    """``measure(store, backend)`` on a fresh SQLite conversation store, then on one in a
+    temporary Postgres (left out, and said so, where none can start)."""
+    from exai.emulators.postgres import TempPostgres
+    from exai.store.postgres import PostgresStore
+    from exai.store.sqlite import SqliteStore
+
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="exai-bench-") as tmp:
+        sqlite = await SqliteStore.open(Path(tmp) / file_name)
+        try:
+            results["sqlite"] = await measure(sqlite, "sqlite")
+        finally:
+            await sqlite.aclose()
+    try:
+        server = TempPostgres().start()
+    except RuntimeError as exc:
+        print(f"(Postgres skipped: {exc})")
+        return results
+    try:
+        postgres = await PostgresStore.open(server.url)
+        try:
+            results["postgres"] = await measure(postgres, "postgres")
+        finally:
+            await postgres.aclose()
+    finally:
+        server.stop()
+    return results

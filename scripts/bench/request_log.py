@@ -29,19 +29,15 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from exai.auth import Principal
 from exai.daemon.operator_reads import OperatorReads
-from exai.emulators.postgres import TempPostgres
-from exai.store.postgres import PostgresStore
 from exai.store.sql import SqlStore
-from exai.store.sqlite import SqliteStore
+from scripts.bench.common import on_both_stores
 
 __all__ = ["main", "measure"]
 
@@ -169,27 +165,7 @@ async def measure(
 
 
 async def _run() -> dict[str, dict[str, Any]]:
-    results: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="exai-bench-") as tmp:
-        sqlite = await SqliteStore.open(Path(tmp) / "r.sqlite3")
-        try:
-            results["sqlite"] = await measure(sqlite, "sqlite")
-        finally:
-            await sqlite.aclose()
-    try:
-        server = TempPostgres().start()
-    except RuntimeError as exc:
-        print(f"(Postgres skipped: {exc})")
-        return results
-    try:
-        postgres = await PostgresStore.open(server.url)
-        try:
-            results["postgres"] = await measure(postgres, "postgres")
-        finally:
-            await postgres.aclose()
-    finally:
-        server.stop()
-    return results
+    return await on_both_stores(measure, "r.sqlite3")
 
 
 _SHOWN = (

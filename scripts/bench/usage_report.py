@@ -61,6 +61,7 @@ from exai.store.sqlite import SqliteStore
 from exai.store.usage import POSTGRES_TABLES as POSTGRES_USAGE
 from exai.store.usage import SQLITE_TABLES as SQLITE_USAGE
 from exai.store.usage import TABLES
+from scripts.bench.common import on_both_stores
 
 __all__ = ["main"]
 
@@ -297,27 +298,7 @@ async def measure_page(store: SqlStore, backend: str, rows: int = CALLS,
 
 
 async def _run_page() -> dict[str, dict[str, Any]]:
-    results: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="exai-bench-") as tmp:
-        sqlite = await SqliteStore.open(Path(tmp) / "p.sqlite3")
-        try:
-            results["sqlite"] = await measure_page(sqlite, "sqlite")
-        finally:
-            await sqlite.aclose()
-    try:
-        server = TempPostgres().start()
-    except RuntimeError as exc:
-        print(f"(Postgres skipped: {exc})")
-        return results
-    try:
-        postgres = await PostgresStore.open(server.url)
-        try:
-            results["postgres"] = await measure_page(postgres, "postgres")
-        finally:
-            await postgres.aclose()
-    finally:
-        server.stop()
-    return results
+    return await on_both_stores(measure_page, "p.sqlite3")
 
 
 _PAGE_SHOWN = (
