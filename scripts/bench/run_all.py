@@ -29,6 +29,7 @@ BENCHMARKS = [
     "one_port",  # an ASGI WebSocket echo against a bare one: the cost of one port for all
     "chat_concurrency",  # 64 concurrent chat calls against a 500 ms provider
     "history",  # history assembly and appends on SQLite and Postgres
+    "store_ops",  # the SQLite store's cost per operation (the hop to its threads), vs a base tree
     "prompt_cache",  # prefix kept turn to turn, and the share of prompt tokens billed cached
     "tool_rounds",  # an agent loop on a thinking model: returning tool rounds' reasoning
     "audit_latency",  # chat latency with the audit trail off, healthy, hanging
