@@ -30,6 +30,7 @@ from exai.audit.events import COLUMNS, format_ts, parse_ts
 from exai.audit.outbox import AuditOutbox
 from exai.cli.common import EXIT_USAGE, load_or_exit, say
 from exai.cli.numbers import number
+from exai.cli.requests import add_command as add_requests
 
 __all__ = ["register"]
 
@@ -53,6 +54,7 @@ def register(subparsers: Any) -> None:
     actions = parser.add_subparsers(dest="audit_action", metavar="ACTION")
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
+    add_requests(actions, "requests")  # the request log, the same as `exai requests`
     status = actions.add_parser("status", help="backlog, counts and last error")
     status.add_argument("--json", action="store_true", help="print one JSON object")
     status.set_defaults(func=_status)

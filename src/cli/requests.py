@@ -28,7 +28,7 @@ from exai.settings import load_settings
 from exai.store import open_store
 from exai.store.call_log import CallFilter, Cursor
 
-__all__ = ["register"]
+__all__ = ["add_command", "register"]
 
 # (flag, column) of each exact-match filter.
 _FLAGS = (
@@ -42,8 +42,14 @@ _CSV_PAGE = 1000
 
 
 def register(subparsers: Any) -> None:
+    add_command(subparsers, "requests")
+
+
+def add_command(subparsers: Any, name: str) -> None:
+    """The command under ``name``: ``exai requests``, and ``exai audit requests``, where
+    an operator looking into the audit trail looks for it too."""
     p = subparsers.add_parser(
-        "requests", help="the request log: one row per call, filtered (all principals)",
+        name, help="the request log: one row per call, filtered (all principals)",
         description="The request log of the conversation store (every daemon on it): one "
         "row per call with its principal and key, face and client, tool, models, tokens, "
         "cost, latency, status and trace, newest first. Filters match exactly.",

@@ -167,6 +167,9 @@ async def test_the_tail_pages_csv_and_cli_show_the_same_rows_and_others_are_refu
         assert await asyncio.to_thread(main, ["requests", "-n", "3"]) == 0
         out = capsys.readouterr().out
         assert "older: --before " in out and "late" in out
+        # The same command under `exai audit`, where an operator looks too.
+        assert await asyncio.to_thread(main, ["audit", "requests", "-n", "3"]) == 0
+        assert capsys.readouterr().out == out
 
         # A principal without the operator's view: refused everywhere, shown nothing.
         async with httpx.AsyncClient(base_url=str(http.base_url)) as other:
