@@ -162,3 +162,16 @@ async def on_both_stores(
     finally:
         server.stop()
     return results
+
+
+async def timed_ms(call: Callable[[], Awaitable[Any]], runs: int) -> dict[str, float]:
+    """``call()`` once to warm up, then ``runs`` times: p50 and p99 in milliseconds."""
+    await call()
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        await call()
+        samples.append((time.perf_counter() - start) * 1000)
+    samples.sort()
+    return {"p50_ms": statistics.median(samples),
+            "p99_ms": samples[max(0, int(len(samples) * 0.99) - 1)]}  # fmt: skip

@@ -28,7 +28,6 @@ Run: ``python -m scripts.bench.request_log`` (``make bench`` runs it with the re
 from __future__ import annotations
 
 import asyncio
-import statistics
 import time
 from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
@@ -37,7 +36,7 @@ from typing import Any
 from exai.auth import Principal
 from exai.daemon.operator_reads import OperatorReads
 from exai.store.sql import SqlStore
-from scripts.bench.common import on_both_stores
+from scripts.bench.common import on_both_stores, timed_ms
 
 __all__ = ["main", "measure"]
 
@@ -92,17 +91,6 @@ def _reads(store: SqlStore) -> OperatorReads:
     return reads
 
 
-async def _timed(call: Callable[[], Awaitable[Any]], runs: int) -> dict[str, float]:
-    await call()
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        await call()
-        samples.append((time.perf_counter() - start) * 1000)
-    samples.sort()
-    return {"p50_ms": statistics.median(samples), "p99_ms": samples[int(len(samples) * 0.99) - 1]}
-
-
 async def _fill(store: SqlStore, backend: str, rows: int) -> float:
     started = time.perf_counter()
     values = {
@@ -150,17 +138,19 @@ async def measure(
         assert not found["rows"]
 
     figures: dict[str, Any] = {"rows": rows, "fill_s": round(fill_s, 1)}
-    figures["first_page"] = await _timed(page({}), runs)
-    figures["principal"] = await _timed(page({"principal": "principal-7"}), runs)
-    figures["errors"] = await _timed(page({"status": "error"}), runs)
-    figures["error_code"] = await _timed(page({"error_code": "CONTEXT_TOO_LONG"}), runs)
-    figures["principal_model"] = await _timed(
+    figures["first_page"] = await timed_ms(page({}), runs)
+    figures["principal"] = await timed_ms(page({"principal": "principal-7"}), runs)
+    figures["errors"] = await timed_ms(page({"status": "error"}), runs)
+    figures["error_code"] = await timed_ms(page({"error_code": "CONTEXT_TOO_LONG"}), runs)
+    figures["principal_model"] = await timed_ms(
         page({"principal": "principal-7", "model": "model-3"}), runs
     )
-    figures["one_day"] = await _timed(page({"since": day, "until": day + 86400.0}), runs)
-    figures["page_1000"] = await _timed(page({}, before=cursor), runs)
-    figures["tail_poll"] = await _timed(lambda: tail({}), runs)
-    figures["tail_poll_principal"] = await _timed(lambda: tail({"principal": "principal-7"}), runs)
+    figures["one_day"] = await timed_ms(page({"since": day, "until": day + 86400.0}), runs)
+    figures["page_1000"] = await timed_ms(page({}, before=cursor), runs)
+    figures["tail_poll"] = await timed_ms(lambda: tail({}), runs)
+    figures["tail_poll_principal"] = await timed_ms(
+        lambda: tail({"principal": "principal-7"}), runs
+    )
     return figures
 
 

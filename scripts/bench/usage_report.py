@@ -39,11 +39,9 @@ from __future__ import annotations
 import asyncio
 import random
 import statistics
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -51,17 +49,14 @@ from exai.accounting.report import report
 from exai.auth import Principal
 from exai.daemon.operator_reads import OperatorReads
 from exai.daemon.usage_reads import UsageReads
-from exai.emulators.postgres import TempPostgres
 from exai.sqldb.executor import insert_all
 from exai.store.call_log import CallLogRow
 from exai.store.costs import CostRow
-from exai.store.postgres import PostgresStore
 from exai.store.sql import SqlStore
-from exai.store.sqlite import SqliteStore
 from exai.store.usage import POSTGRES_TABLES as POSTGRES_USAGE
 from exai.store.usage import SQLITE_TABLES as SQLITE_USAGE
 from exai.store.usage import TABLES
-from scripts.bench.common import on_both_stores
+from scripts.bench.common import on_both_stores, timed_ms
 
 __all__ = ["main"]
 
@@ -108,52 +103,37 @@ async def _p50(call: Callable[[], Awaitable[Any]]) -> float:
 
 
 async def _measure(store: SqlStore, rows: list[CostRow]) -> dict[str, Any]:
-    try:
-        for i in range(0, len(rows), 5000):
-            await store.record_costs(rows[i : i + 5000])
-        since, until = START + 30 * 86400.0, START + 60 * 86400.0
-        count_sql = store.dialect.sql("SELECT COUNT(*) FROM {p}call_costs")
-        counted = await store._read(lambda db: db.fetchrow(count_sql))
-        assert counted is not None and int(counted[0]) == ROWS
-        month_sql = store.dialect.sql(
-            "SELECT SUM(cost_total) FROM {p}call_costs WHERE at >= ? AND at < ?"
-        )
-        figures: dict[str, Any] = {
-            "baseline_count_ms": await _p50(lambda: store._read(lambda db: db.fetchrow(count_sql))),
-            "month_sum_ms": await _p50(
-                lambda: store._read(lambda db: db.fetchrow(month_sql, since, until))
-            ),
-        }
-        for by in GROUPS:
+    for i in range(0, len(rows), 5000):
+        await store.record_costs(rows[i : i + 5000])
+    since, until = START + 30 * 86400.0, START + 60 * 86400.0
+    count_sql = store.dialect.sql("SELECT COUNT(*) FROM {p}call_costs")
+    counted = await store._read(lambda db: db.fetchrow(count_sql))
+    assert counted is not None and int(counted[0]) == ROWS
+    month_sql = store.dialect.sql(
+        "SELECT SUM(cost_total) FROM {p}call_costs WHERE at >= ? AND at < ?"
+    )
+    figures: dict[str, Any] = {
+        "baseline_count_ms": await _p50(lambda: store._read(lambda db: db.fetchrow(count_sql))),
+        "month_sum_ms": await _p50(
+            lambda: store._read(lambda db: db.fetchrow(month_sql, since, until))
+        ),
+    }
+    for by in GROUPS:
 
-            async def answer(by: str = by) -> dict[str, Any]:
-                return report(await store.usage_report(since, until, by), by, since, until)
+        async def answer(by: str = by) -> dict[str, Any]:
+            return report(await store.usage_report(since, until, by), by, since, until)
 
-            data = await answer()
-            calls = sum(t["calls"] for t in data["totals"])
-            assert abs(calls - ROWS / 3) < 10, calls  # one month of the three
-            figures[f"by_{by}_ms"] = await _p50(answer)
-            figures[f"by_{by}_groups"] = len(data["groups"])
-        return figures
-    finally:
-        await store.aclose()
+        data = await answer()
+        calls = sum(t["calls"] for t in data["totals"])
+        assert abs(calls - ROWS / 3) < 10, calls  # one month of the three
+        figures[f"by_{by}_ms"] = await _p50(answer)
+        figures[f"by_{by}_groups"] = len(data["groups"])
+    return figures
 
 
 async def _run() -> dict[str, dict[str, Any]]:
     rows = _rows()
-    results: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="exai-bench-") as tmp:
-        results["sqlite"] = await _measure(await SqliteStore.open(Path(tmp) / "u.sqlite3"), rows)
-    try:
-        server = TempPostgres().start()
-    except RuntimeError as exc:
-        print(f"(Postgres skipped: {exc})")
-        return results
-    try:
-        results["postgres"] = await _measure(await PostgresStore.open(server.url), rows)
-    finally:
-        server.stop()
-    return results
+    return await on_both_stores(lambda store, _backend: _measure(store, rows), "u.sqlite3")
 
 
 # --- the Usage page at a million calls ------------------------------------------------
@@ -208,18 +188,6 @@ class _Reads(OperatorReads, UsageReads):
         self._core = SimpleNamespace(settings=settings, services=SimpleNamespace(store=store))
 
 
-async def _timed(call: Callable[[], Awaitable[Any]], runs: int) -> dict[str, float]:
-    await call()
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        await call()
-        samples.append((time.perf_counter() - start) * 1000)
-    samples.sort()
-    return {"p50_ms": statistics.median(samples),
-            "p99_ms": samples[max(0, int(len(samples) * 0.99) - 1)]}  # fmt: skip
-
-
 async def _fill_calls(store: SqlStore, backend: str, rows: int) -> float:
     started = time.perf_counter()
     sql = _CALLS
@@ -246,8 +214,8 @@ async def _write_cost(store: SqlStore, runs: int) -> dict[str, dict[str, float]]
     columns = ", ".join(CallLogRow._fields[:-1])
     insert = f"INSERT INTO {{p}}call_log ({columns}) VALUES ({', '.join('?' * 22)})"
     return {
-        "record_calls": await _timed(lambda: store.record_calls(rows), runs),
-        "insert_only": await _timed(
+        "record_calls": await timed_ms(lambda: store.record_calls(rows), runs),
+        "insert_only": await timed_ms(
             lambda: insert_all(store._write, store.dialect, insert, [r.values() for r in rows]),
             runs,
         ),
@@ -281,15 +249,15 @@ async def measure_page(store: SqlStore, backend: str, rows: int = CALLS,
                               " WHERE at >= ? AND at < ? AND key_id IS NOT NULL"
                               " GROUP BY key_id, currency")  # fmt: skip
     figures: dict[str, Any] = {"rows": rows, "fill_s": round(fill_s, 1), "sum_rows": sizes}
-    figures["everyone_30d_model"] = await _timed(
+    figures["everyone_30d_model"] = await timed_ms(
         page(OPERATOR, days=30, split="model", everyone=True), runs)  # fmt: skip
-    figures["everyone_30d_face"] = await _timed(
+    figures["everyone_30d_face"] = await timed_ms(
         page(OPERATOR, days=30, split="face", everyone=True), runs)  # fmt: skip
-    figures["everyone_7d_model"] = await _timed(
+    figures["everyone_7d_model"] = await timed_ms(
         page(OPERATOR, days=7, split="model", everyone=True), runs)  # fmt: skip
-    figures["own_30d"] = await _timed(page(Principal("principal-7"), days=30), runs)
-    figures["key_month"] = await _timed(lambda: store.key_spent("key-7", "USD", first, end), runs)
-    figures["log_keys_month"] = await _timed(
+    figures["own_30d"] = await timed_ms(page(Principal("principal-7"), days=30), runs)
+    figures["key_month"] = await timed_ms(lambda: store.key_spent("key-7", "USD", first, end), runs)
+    figures["log_keys_month"] = await timed_ms(
         lambda: store._read(lambda db: db.fetch(month, PAGE_START, PAGE_START + 30 * 86400.0)),
         3,
     )
