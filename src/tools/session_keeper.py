@@ -104,30 +104,32 @@ class SessionKeeper:
                     results = await self._store.keep_session_turns(turns)
                 except Exception as exc:  # the store is unreachable: keep them, try again
                     attempts, batch = attempts + 1, 1
-                    if attempts >= _ATTEMPTS:
-                        self._fail(turns[0], exc)
-                        results = []
-                    else:
+                    if attempts < _ATTEMPTS:
                         log.warning("session_turn_not_written", error=repr(exc),
                                     queued=len(self._queue))  # fmt: skip
                         await asyncio.sleep(delay)
                         delay = min(delay * 2, 5.0)
                         continue
-                else:
-                    delay, attempts, batch = 0.05, 0, _BATCH
-                for turn, kept in zip(turns, results, strict=False):
+                    # Given up on the first turn; the next one gets tries of its own.
+                    self._fail(turns[0], exc)
+                    self._let_go(turns[:1])
+                    delay, attempts = 0.05, 0
+                    continue
+                delay, attempts, batch = 0.05, 0, _BATCH
+                for turn, kept in zip(turns, results, strict=True):
                     if isinstance(kept, ExaiError):  # this turn cannot be kept (malformed...)
                         self._fail(turn, kept)
                     else:
                         self._counts["kept"] += 1
                         self._learn(turn, kept)
-                # The turns are let go now, unless the bound already let them go.
-                for turn in turns[: max(len(results), 1)]:
-                    if self._queue and self._queue[0] is turn:
-                        self._queue.popleft()
-                if attempts >= _ATTEMPTS:
-                    delay, attempts = 0.05, 0
+                self._let_go(turns)
             self._idle.set()
+
+    def _let_go(self, turns: list[SessionTurn]) -> None:
+        """Take ``turns`` off the queue's head, unless the bound already let them go."""
+        for turn in turns:
+            if self._queue and self._queue[0] is turn:
+                self._queue.popleft()
 
     def _learn(self, turn: SessionTurn, kept: SessionKept) -> None:
         """With memory extraction on, what a person asked in the turn is queued for
