@@ -9,6 +9,7 @@ of its own; nothing keeps it, so it cannot be shown again.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import getpass
 import json
 import sys
@@ -86,7 +87,7 @@ async def _with_admin(action: Any, args: argparse.Namespace) -> int:
         return code
     finally:
         await store.aclose()
-        audit.flush()
+        await asyncio.to_thread(audit.flush)  # a SQLite write: off the loop
 
 
 def _operator() -> str:

@@ -16,6 +16,7 @@ stricter of its key's values and these, these over the environment's defaults.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import getpass
 import json
 import time
@@ -71,7 +72,7 @@ async def _set(args: argparse.Namespace) -> int:
     finally:
         await store.aclose()
     shown = overrides_of(row).public()
-    _audited(settings, "limits_changed", principal=principal, by=_operator(), limits=shown)
+    await _audited(settings, "limits_changed", principal=principal, by=_operator(), limits=shown)
     if args.json:
         print(json.dumps(shown, indent=2))
     else:
@@ -80,11 +81,11 @@ async def _set(args: argparse.Namespace) -> int:
     return 0
 
 
-def _audited(settings: Any, kind: str, **fields: Any) -> None:
+async def _audited(settings: Any, kind: str, **fields: Any) -> None:
     """The change as the daemons' limits admin records it (see OperatorAudit)."""
     audit = OperatorAudit(settings)
     audit.emit(kind, **fields)
-    audit.flush()
+    await asyncio.to_thread(audit.flush)  # a SQLite write: off the loop
 
 
 async def _list(args: argparse.Namespace) -> int:
@@ -122,7 +123,7 @@ async def _clear(args: argparse.Namespace) -> int:
     finally:
         await store.aclose()
     if removed:
-        _audited(settings, "limits_changed", principal=args.principal.strip(), by=_operator(),
+        await _audited(settings, "limits_changed", principal=args.principal.strip(), by=_operator(),
                  limits=None)  # fmt: skip
         say(f"limits of {args.principal!r} cleared: the defaults apply")
         return 0
