@@ -38,7 +38,11 @@ from pydantic import BaseModel, SecretStr
 
 from exai.redact import MASK, mask_url_credentials
 
-__all__ = ["MASK", "Scrubber", "secrets_from_settings"]
+__all__ = ["MASK", "PLAIN_TYPES", "Scrubber", "secrets_from_settings"]
+
+# The types of field values an emitter keeps as they are; anything else is copied
+# through the scrubber at emit time, since the caller may change its own objects.
+PLAIN_TYPES: Final = frozenset({str, int, float, bool, type(None)})
 
 _MIN_SECRET_LEN: Final = 6
 _MAX_DEPTH: Final = 32

@@ -39,7 +39,7 @@ import structlog
 from exai.audit.events import Record, parse_ts
 from exai.audit.link import WriterFailed, WriterLink
 from exai.audit.named_sink import sink_spec
-from exai.audit.scrub import Scrubber, secrets_from_settings
+from exai.audit.scrub import PLAIN_TYPES, Scrubber, secrets_from_settings
 from exai.audit.wire import WriterConfig, encode_frame
 
 if TYPE_CHECKING:
@@ -51,9 +51,6 @@ _WRITE_CHUNK: Final = 2000  # events per frame: keeps each marshal step short on
 _DROP_LOG_INTERVAL_S: Final = 10.0
 _RESTART_FIRST_S: Final = 0.1
 _CLOSE_GRACE_S: Final = 2.0  # after stop()'s deadline: the writer closes its sink and file
-# Values kept as they are; anything else is copied to JSON types at emit time,
-# since the caller may change its own objects afterwards.
-_PLAIN: Final = frozenset({str, int, float, bool, type(None)})
 
 
 def default_instance_id() -> str:
@@ -126,7 +123,7 @@ class AuditTrail:
             self._count_drop()
             return
         for value in fields.values():
-            if type(value) not in _PLAIN:
+            if type(value) not in PLAIN_TYPES:
                 try:
                     fields = self._scrubber.scrub(fields)
                 except Exception as exc:  # a bug in copying must not fail the call that emits

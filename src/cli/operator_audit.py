@@ -18,8 +18,6 @@ from exai.settings import Settings
 
 __all__ = ["OperatorAudit"]
 
-_PLAIN = frozenset({str, int, float, bool, type(None)})
-
 
 class OperatorAudit:
     """Collects a command's events (:meth:`emit`, as a daemon's audit trail takes
@@ -34,11 +32,11 @@ class OperatorAudit:
         if not self._settings.audit_enabled:
             return
         from exai.audit.events import new_event
-        from exai.audit.scrub import Scrubber, secrets_from_settings
+        from exai.audit.scrub import PLAIN_TYPES, Scrubber, secrets_from_settings
 
         # As a daemon's trail does: fields of plain values are kept as given (a key's
         # id is no secret), anything else is copied through the scrubber.
-        if any(type(value) not in _PLAIN for value in fields.values()):
+        if any(type(value) not in PLAIN_TYPES for value in fields.values()):
             fields = Scrubber(secrets_from_settings(self._settings)).scrub(fields)
         self._events.append(new_event(kind, self.instance_id, fields))
 
