@@ -139,7 +139,9 @@ class VecTables:
         """The nearest of ``owner``'s vectors of ``model`` through the dimension's table."""
         dim = len(vector)
         if dim not in self.dims:
-            return []
+            self.load(db)  # another process (`exai memory`) may have made it since
+            if dim not in self.dims:
+                return []
         # Over-fetch when filtering: vec0 filters on owner and model only.
         k = limit * 4 if where else limit
         sql = (
