@@ -71,6 +71,36 @@ SQLITE_MIGRATIONS: list[tuple[int, str]] = [
         );
         """,
     ),
+    (
+        2,
+        # Every change of a memory's vector, by whoever writes the file: the resident
+        # vectors (exai.memory.resident) of each process catch up from it before a
+        # search. Kept to about the last 100,000; a process further behind reloads.
+        """
+        CREATE TABLE memory_vector_changes (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            owner TEXT NOT NULL,
+            memory_rowid INTEGER NOT NULL
+        );
+        CREATE INDEX memory_vector_changes_owner ON memory_vector_changes(owner, seq);
+        CREATE TRIGGER memories_vector_ai AFTER INSERT ON memories
+        WHEN new.embedding IS NOT NULL BEGIN
+            INSERT INTO memory_vector_changes(owner, memory_rowid) VALUES (new.owner, new.rowid);
+        END;
+        CREATE TRIGGER memories_vector_ad AFTER DELETE ON memories
+        WHEN old.embedding IS NOT NULL BEGIN
+            INSERT INTO memory_vector_changes(owner, memory_rowid) VALUES (old.owner, old.rowid);
+        END;
+        CREATE TRIGGER memories_vector_au AFTER UPDATE OF embedding, embedding_model, dimension
+        ON memories BEGIN
+            INSERT INTO memory_vector_changes(owner, memory_rowid) VALUES (new.owner, new.rowid);
+        END;
+        CREATE TRIGGER memory_vector_changes_trim AFTER INSERT ON memory_vector_changes
+        WHEN new.seq % 1000 = 0 BEGIN
+            DELETE FROM memory_vector_changes WHERE seq <= new.seq - 100000;
+        END;
+        """,
+    ),
 ]
 
 POSTGRES_MIGRATIONS: list[tuple[int, str]] = [

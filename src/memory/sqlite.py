@@ -8,7 +8,9 @@ conversation store's connections have no reason to carry it. Loading it, and the
 ``vec0`` tables vectors go into, are :mod:`exai.memory.sqlite_vec`'s. When it
 cannot be loaded, vectors are still stored (as float32 blobs in ``memories``) and
 searched by a scan in Python: correct, slower, and said so in
-:meth:`SqliteMemoryStore.status`.
+:meth:`SqliteMemoryStore.status`. A principal with many vectors has them held in
+memory and searched as one matrix (:mod:`exai.memory.resident`), exactly and
+about fourteen times faster than sqlite-vec's scan; the table stays the truth.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from exai.memory.base import (
 )
 from exai.memory.queue import SqliteExtractionQueue
 from exai.memory.schema import MEMORY_COLUMNS, SQLITE_MIGRATIONS, decode_memory
+from exai.memory.sqlite_terms import ChoosingTerms
 from exai.memory.sqlite_vec import VecTables, connect_sqlite, pack, scan
 from exai.sqldb.executor import ThreadConnection, drive
 from exai.sqldb.migrations import apply_sqlite_migrations
@@ -43,6 +46,11 @@ __all__ = ["SqliteMemoryStore"]
 
 T = TypeVar("T")
 log = get_logger("exai.memory")
+
+# Below this many vectors sqlite-vec's exact scan takes under 2 ms; at and above it
+# a principal's vectors of one model are held in memory (exai.memory.resident).
+RESIDENT_MIN_VECTORS = 5_000
+RESIDENT_MAX_BYTES = 1 << 30
 
 
 def _connect(path: Path, load_vec: bool) -> tuple[Any, str | None]:
@@ -76,28 +84,55 @@ def _filters(
     return sql, args
 
 
+def _resident(
+    path: Path, min_vectors: int | None, max_bytes: int, inline_max: int
+) -> tuple[Any, str | None]:
+    if min_vectors is None:
+        return None, "turned off"
+    if min_vectors < 1 or max_bytes < 0 or inline_max < 0:
+        raise ValueError("resident vectors: min_vectors >= 1, max_bytes and inline_max >= 0")
+    try:
+        from exai.memory.resident import ResidentVectors
+    except ImportError as exc:  # numpy missing
+        return None, f"numpy could not be imported ({exc})"
+    return ResidentVectors(path, min_vectors, max_bytes, inline_max), None
+
+
 class SqliteMemoryStore(MemoryStore):
     """Memories in one SQLite file. Create with :meth:`open`."""
 
     def __init__(
-        self, path: Path, conn: Any, no_vec: str | None, clock: Callable[[], float]
-    ) -> None:
+        self, path: Path, conn: Any, no_vec: str | None, clock: Callable[[], float],
+        resident: Any = None, no_resident: str | None = None,
+    ) -> None:  # fmt: skip
         self.path = path
         self._thread = SqliteThread(conn, "exai-memory")
         self._no_vec = no_vec
         self._clock = clock
         self._vec = VecTables()
+        self._resident = resident  # a ResidentVectors, or None with the reason in no_resident
+        self._no_resident = no_resident
+        self._terms = ChoosingTerms()
         self.extraction = SqliteExtractionQueue(self._run, clock)
 
     @classmethod
     async def open(
-        cls, path: str | Path, clock: Callable[[], float] = time.time, *, sqlite_vec: bool = True
-    ) -> SqliteMemoryStore:
+        cls, path: str | Path, clock: Callable[[], float] = time.time, *, sqlite_vec: bool = True,
+        resident_min_vectors: int | None = RESIDENT_MIN_VECTORS,
+        resident_max_bytes: int = RESIDENT_MAX_BYTES, resident_inline_max: int = 20_000,
+    ) -> SqliteMemoryStore:  # fmt: skip
+        """``resident_min_vectors``: the vectors a principal holds (of one model) from
+        which they are searched in memory (None: never); ``resident_max_bytes``: the
+        memory all resident vectors may take; ``resident_inline_max``: partitions up to
+        this size load at once on the store's thread, larger ones on a thread of
+        their own while searches use the scan."""
         path = Path(path)
         conn, no_vec = await asyncio.to_thread(_connect, path, sqlite_vec)
         if no_vec:
             log.warning("sqlite-vec unavailable: vectors are searched by a scan", reason=no_vec)
-        store = cls(path, conn, no_vec, clock)
+        resident, no_resident = _resident(path, resident_min_vectors, resident_max_bytes,
+                                          resident_inline_max)  # fmt: skip
+        store = cls(path, conn, no_vec, clock, resident, no_resident)
         try:
             await store._run(store._migrate)
         except BaseException:
@@ -107,9 +142,10 @@ class SqliteMemoryStore(MemoryStore):
 
     # --- plumbing ---------------------------------------------------------------
 
-    async def _run(self, fn: Callable[[Any], T]) -> T:
-        """``fn(conn)`` in one transaction, on the store's thread."""
-        return await self._thread.transaction(fn)
+    async def _run(self, fn: Callable[[Any], T], begin: str = "BEGIN IMMEDIATE") -> T:
+        """``fn(conn)`` in one transaction, on the store's thread (``begin``: ``BEGIN``
+        for one that only reads)."""
+        return await self._thread.transaction(fn, begin)
 
     def _migrate(self, db: Any) -> None:
         table = "memory_schema_version"
@@ -281,8 +317,6 @@ class SqliteMemoryStore(MemoryStore):
     ) -> list[ScoredId]:  # fmt: skip
         if not terms:
             return []
-        words = " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
-        match = f'owner_key : "{_owner_key(owner)}" AND ({words})'
         where, args = _filters(types, projects, "m.")
         # The full-text index finds the owner's matches first (the owner's token is
         # in the MATCH); left to itself the planner walks the owner's rows and
@@ -294,7 +328,16 @@ class SqliteMemoryStore(MemoryStore):
             " SELECT m.id, hits.rank FROM hits JOIN memories m ON m.rowid = hits.rowid"
             f" WHERE m.owner = ?{where} ORDER BY hits.rank LIMIT ?"
         )
-        rows = await self._run(lambda db: db.execute(sql, (match, owner, *args, limit)).fetchall())
+
+        def search(db: Any) -> list[Any]:
+            chosen = self._terms.choose(db, terms)  # exai.memory.sqlite_terms says why
+            if not chosen:
+                return []
+            words = " OR ".join('"' + t.replace('"', "") + '"' for t in chosen)
+            match = f'owner_key : "{_owner_key(owner)}" AND ({words})'
+            return db.execute(sql, (match, owner, *args, limit)).fetchall()
+
+        rows = await self._run(search, "BEGIN")
         return [ScoredId(r[0], -float(r[1])) for r in rows]
 
     async def vector_search(
@@ -302,8 +345,16 @@ class SqliteMemoryStore(MemoryStore):
         types: Sequence[str] | None = None, projects: Sequence[str] | None = None,
     ) -> list[ScoredId]:  # fmt: skip
         where, args = _filters(types, projects, "m.")
-        search = scan if self._no_vec is not None else self._vec.search
-        return await self._run(lambda db: search(db, owner, vector, model, limit, where, args))
+        exact = scan if self._no_vec is not None else self._vec.search
+
+        def search(db: Any) -> list[ScoredId]:
+            if self._resident is not None:
+                found = self._resident.search(db, owner, vector, model, limit, where, args)
+                if found is not None:
+                    return found
+            return exact(db, owner, vector, model, limit, where, args)
+
+        return await self._run(search, "BEGIN")
 
     async def stale_vectors(
         self, model: str | None, dimension: int | None, limit: int
@@ -317,14 +368,23 @@ class SqliteMemoryStore(MemoryStore):
         )
 
     def status(self) -> dict[str, Any]:
+        """``vector_search``: how a principal's vectors are searched below the resident
+        threshold and when resident vectors cannot be used; ``vector_resident``:
+        the partitions held in memory, or ``off`` and why."""
+        out: dict[str, Any] = {"backend": "sqlite", "keyword": "fts5-bm25"}
         if self._no_vec is None:
-            return {"backend": "sqlite", "keyword": "fts5-bm25", "vector_search": "sqlite-vec"}
-        return {
-            "backend": "sqlite",
-            "keyword": "fts5-bm25",
-            "vector_search": "scan",
-            "vector_search_reason": f"sqlite-vec could not be loaded ({self._no_vec})",
-        }
+            out["vector_search"] = "sqlite-vec"
+        else:
+            out["vector_search"] = "scan"
+            out["vector_search_reason"] = f"sqlite-vec could not be loaded ({self._no_vec})"
+        if self._resident is None:
+            out["vector_resident"] = "off"
+            out["vector_resident_reason"] = self._no_resident
+        else:
+            out["vector_resident"] = self._resident.status()
+        return out
 
     async def aclose(self) -> None:
+        if self._resident is not None:
+            await asyncio.to_thread(self._resident.close)
         await self._thread.close()
