@@ -20,7 +20,7 @@ from typing import Any
 
 from exai.errors import ValidationError_
 from exai.logs import get_logger
-from exai.memory.base import MEMORY_TYPES, Memory, MemoryStore, NewMemory, Owner
+from exai.memory.base import MEMORY_TYPES, Memory, MemoryStore, NewMemory, Owner, ScoredId
 from exai.memory.block import MemoryBlock, build_block
 from exai.memory.embeddings import EmbeddingChain, EmbeddingUnavailable
 from exai.memory.ranking import (
@@ -180,15 +180,22 @@ class MemoryService:
         limit = min(limit or self.config.max_results, 100)
         depth = max(limit * 3, 20)  # each list is searched deeper than the answer needs
         terms = query_terms(query)
-        keyword = await self.store.keyword_search(owner, terms, depth, types=types,
+
+        async def nearest() -> list[ScoredId]:
+            model, vector = await self._vector(query) if vectors else (None, None)
+            if vector is None or model is None:
+                return []
+            return await self.store.vector_search(owner, vector, model, depth, types=types,
                                                   projects=projects)  # fmt: skip
-        vector_hits = []
-        if vectors:
-            model, vector = await self._vector(query)
-            if vector is not None and model is not None:
-                vector_hits = await self.store.vector_search(
-                    owner, vector, model, depth, types=types, projects=projects
-                )
+
+        # The two searches at once: on Postgres each has a connection of its own, and
+        # the query's embedding (an HTTP call) overlaps the keyword search everywhere.
+        async with asyncio.TaskGroup() as group:
+            keyword_task = group.create_task(
+                self.store.keyword_search(owner, terms, depth, types=types, projects=projects)
+            )
+            vector_task = group.create_task(nearest())
+        keyword, vector_hits = keyword_task.result(), vector_task.result()
         ids = list(dict.fromkeys([h.id for h in keyword] + [h.id for h in vector_hits]))
         found = {m.id: m for m in await self.store.fetch(owner, ids)}
         ranked = fuse(keyword, vector_hits, found, self.config.weights, self._clock(), limit)
