@@ -122,6 +122,7 @@ async def _latency(store: MemoryStore, rows: list[NewMemory], sizes: Sequence[in
             load_s += time.perf_counter() - t
         for q in queries[:5]:
             await service.recall(OWNER, q, audit=False)  # warm caches
+        await _settled(store)
         samples = []
         # The scan fallbacks take up to a second a query at 10,000: fewer samples.
         count = 40 if store.status()["vector_search"] == "scan" else QUERIES
@@ -134,6 +135,16 @@ async def _latency(store: MemoryStore, rows: list[NewMemory], sizes: Sequence[in
         print(f"  {n:>9,}: p50 {out[str(n)]['p50_ms']:.2f} ms, p99 {out[str(n)]['p99_ms']:.2f} ms,"
               f" load {load_s:.1f} s", flush=True)  # fmt: skip
     return out
+
+
+async def _settled(store: MemoryStore, timeout_s: float = 600.0) -> None:
+    """Wait until no resident vectors are loading (SQLite): a daemon's steady state."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        resident = store.status().get("vector_resident")
+        if not isinstance(resident, dict) or not resident["loading"]:
+            return
+        await asyncio.sleep(0.1)
 
 
 async def _analyze(url: str) -> None:
