@@ -110,7 +110,7 @@ class Memory:
 class ScoredId:
     """One hit of a keyword or vector search: higher ``score`` is better.
 
-    Keyword scores are the backend's relevance (BM25 negated, ``ts_rank_cd``);
+    Keyword scores are the backend's relevance (BM25 negated, ``ts_rank``);
     vector scores are cosine similarity in [-1, 1].
     """
 

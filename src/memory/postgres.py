@@ -33,7 +33,7 @@ from exai.memory.base import (
 )
 from exai.memory.pgvector import PgVectors, literal, vector_extension
 from exai.memory.queue import PostgresExtractionQueue
-from exai.memory.ranking import cosine, selective_terms
+from exai.memory.ranking import choosing_rounds, cosine
 from exai.memory.schema import MEMORY_COLUMNS, POSTGRES_MIGRATIONS, decode_memory
 from exai.sqldb.migrations import apply_migrations
 from exai.sqldb.postgres import check_schema_name, driver_options
@@ -292,16 +292,16 @@ class PostgresMemoryStore(MemoryStore):
             self._common = (now, shares, float(row[2]) if row else 0.0)
         return self._common[1], self._common[2]
 
-    async def _choosing_terms(self, conn: Any, terms: Sequence[str]) -> list[str]:
-        """The terms that select rows (:func:`~exai.memory.ranking.selective_terms`)."""
+    async def _choosing_rounds(self, conn: Any, terms: Sequence[str]) -> list[list[str]]:
+        """The words that choose rows, round by round (:func:`ranking.choosing_rounds`)."""
         shares, rows = await self._common_lexemes(conn)
         if not shares:
-            return list(terms)
+            return [list(terms)]
         found = await conn.fetch(
             "SELECT t, tsvector_to_array(to_tsvector('english', t)) FROM unnest($1::text[]) t",
             list(terms),
         )
-        return selective_terms({r[0]: list(r[1]) for r in found}, shares, rows)
+        return choosing_rounds({r[0]: list(r[1]) for r in found}, shares, rows)
 
     async def keyword_search(
         self, owner: str, terms: Sequence[str], limit: int, *,
@@ -309,24 +309,26 @@ class PostgresMemoryStore(MemoryStore):
     ) -> list[ScoredId]:  # fmt: skip
         if not terms:
             return []
+        rows: list[Any] = []
         async with self._pool.acquire() as conn:
             # Rows are chosen by the query's selective words and ranked by all of them:
             # a word in most memories would otherwise have every one of them ranked
             # (a parallel scan of the table: the Postgres p99 of hundreds of ms).
-            choosing = await self._choosing_terms(conn, terms)
-            if not choosing:
-                return []
-            f = _Filters([owner, " | ".join(choosing), " | ".join(terms)])
-            f.types_projects(types, projects)
-            s = self.schema
-            join = f" JOIN {s}.memories m ON m.id = t.id" if f.sql else ""
-            sql = (
-                f"SELECT t.id, ts_rank_cd(t.tsv, r) AS rank FROM {s}.memory_terms t{join},"
-                " to_tsquery('english', $2) q, to_tsquery('english', $3) r"
-                f" WHERE t.owner = $1 AND t.tsv @@ q{f.sql} ORDER BY rank DESC, t.id"
-                f" LIMIT ${len(f.args) + 1}"
-            )
-            rows = await conn.fetch(sql, *f.args, limit)
+            # ts_rank, not ts_rank_cd: a third of the cost a row, the same recall@5.
+            for choosing in await self._choosing_rounds(conn, terms):
+                f = _Filters([owner, " | ".join(choosing), " | ".join(terms)])
+                f.types_projects(types, projects)
+                s = self.schema
+                join = f" JOIN {s}.memories m ON m.id = t.id" if f.sql else ""
+                sql = (
+                    f"SELECT t.id, ts_rank(t.tsv, r) AS rank FROM {s}.memory_terms t{join},"
+                    " to_tsquery('english', $2) q, to_tsquery('english', $3) r"
+                    f" WHERE t.owner = $1 AND t.tsv @@ q{f.sql} ORDER BY rank DESC, t.id"
+                    f" LIMIT ${len(f.args) + 1}"
+                )
+                rows = await conn.fetch(sql, *f.args, limit)
+                if len(rows) >= limit:
+                    break
         return [ScoredId(r[0], float(r[1])) for r in rows]
 
     async def vector_search(
@@ -361,7 +363,7 @@ class PostgresMemoryStore(MemoryStore):
         return [decode_memory(r) for r in rows]
 
     def status(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"backend": "postgres", "keyword": "full-text (ts_rank_cd)"}
+        out: dict[str, Any] = {"backend": "postgres", "keyword": "full-text (ts_rank)"}
         if self._no_vec is None:
             out["vector_search"] = "pgvector-hnsw"
         else:

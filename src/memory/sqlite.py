@@ -330,12 +330,14 @@ class SqliteMemoryStore(MemoryStore):
         )
 
         def search(db: Any) -> list[Any]:
-            chosen = self._terms.choose(db, terms)  # exai.memory.sqlite_terms says why
-            if not chosen:
-                return []
-            words = " OR ".join('"' + t.replace('"', "") + '"' for t in chosen)
-            match = f'owner_key : "{_owner_key(owner)}" AND ({words})'
-            return db.execute(sql, (match, owner, *args, limit)).fetchall()
+            rows: list[Any] = []
+            for chosen in self._terms.rounds(db, terms):  # exai.memory.sqlite_terms: why
+                words = " OR ".join('"' + t.replace('"', "") + '"' for t in chosen)
+                match = f'owner_key : "{_owner_key(owner)}" AND ({words})'
+                rows = db.execute(sql, (match, owner, *args, limit)).fetchall()
+                if len(rows) >= limit:
+                    break
+            return rows
 
         rows = await self._run(search, "BEGIN")
         return [ScoredId(r[0], -float(r[1])) for r in rows]

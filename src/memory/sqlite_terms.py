@@ -5,9 +5,9 @@ its ranking: FTS5 computes BM25 for every row a query matches before it can
 order them (62 ms for a word in 96,000 of 100,000 memories, against under 1 ms
 for the query's other words), and BM25 gives a word in more than half of the
 rows no weight at all (FTS5 floors its IDF near zero), one in a few percent
-little. So, as on Postgres, the words that choose are the selective ones
-(:func:`~exai.memory.ranking.selective_terms`); on SQLite the others are left
-out of the query, since a word FTS5 ranks must also be one it matches.
+little. So, as on Postgres, the words that choose are the selective ones, the
+rarer first (:func:`~exai.memory.ranking.choosing_rounds`); on SQLite the others
+are left out of the query, since a word FTS5 ranks must also be one it matches.
 
 The counts come from FTS5 itself: the query's words go through the index's own
 tokenizer (a ``temp`` FTS5 table, so that "targets" is counted as the stem
@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from exai.memory.ranking import selective_terms
+from exai.memory.ranking import choosing_rounds
 
 __all__ = ["COUNTS_TTL_S", "ChoosingTerms"]
 
@@ -49,16 +49,16 @@ class ChoosingTerms:
         self._counts: dict[str, tuple[float, int]] = {}
         self._rows: tuple[float, int] | None = None
 
-    def choose(self, db: Any, terms: Sequence[str]) -> list[str]:
+    def rounds(self, db: Any, terms: Sequence[str]) -> list[list[str]]:
         """The words of ``terms`` (plain words, from :func:`ranking.query_terms`) that
-        choose memories, in query order."""
+        choose memories, round by round (:func:`ranking.choosing_rounds`)."""
         if not terms:
             return []
         stems = self._stems_of(db, terms)
         counts = self._counts_of(db, {s for word in terms for s in stems[word]})
         rows = self._row_count(db)
         shares = {stem: count / rows for stem, count in counts.items()} if rows else {}
-        return selective_terms({w: stems[w] for w in terms}, shares, rows)
+        return choosing_rounds({w: stems[w] for w in terms}, shares, rows)
 
     def _stems_of(self, db: Any, terms: Sequence[str]) -> dict[str, list[str]]:
         missing = [w for w in dict.fromkeys(terms) if w not in self._stems]

@@ -89,3 +89,31 @@ async def test_a_word_in_most_memories_ranks_but_does_not_choose(
         assert [h.id for h in await store.keyword_search("bob", ["deployment"], 10)] == [other]
     finally:
         await store.aclose()
+
+
+@pytest.mark.parametrize("backend", PG_BACKENDS)
+async def test_a_word_in_a_few_percent_chooses_only_when_the_rarer_ones_find_too_few(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    server = _server(request, backend)
+    schema = f"m_{uuid.uuid4().hex[:16]}"
+    store = await PostgresMemoryStore.open(server.url, schema=schema, max_size=2)
+    try:
+        # "rollout" is in 1,100 of 25,000 memories: more than 1% and 1,000 of them.
+        crowd = [(new("alice", f"rollout {i}" if i < 1_100 else f"entry {i}"), None)
+                 for i in range(25_000)]  # fmt: skip
+        await store.insert_many(crowd, MODEL)
+        rare = await add(store, "alice", "the rollout uses a canary stage")
+        conn = await asyncpg.connect(server.url)
+        try:
+            await conn.execute(f"ANALYZE {schema}.memory_terms")
+        finally:
+            await conn.close()
+        assert [h.id for h in await store.keyword_search("alice", ["rollout", "canary"], 1)] == [
+            rare]  # fmt: skip
+        # Fewer than wanted from "canary": "rollout" chooses too, and the memory holding
+        # both still ranks first.
+        hits = await store.keyword_search("alice", ["rollout", "canary"], 5)
+        assert len(hits) == 5 and hits[0].id == rare
+    finally:
+        await store.aclose()

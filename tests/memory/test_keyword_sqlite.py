@@ -43,3 +43,20 @@ async def test_few_memories_keep_every_word(tmp_path: Path) -> None:
         assert {h.id for h in hits} == set(ids)  # in every memory, but only three of them
     finally:
         await store.aclose()
+
+
+async def test_a_word_in_a_few_percent_chooses_only_when_the_rarer_ones_find_too_few(
+    tmp_path: Path,
+) -> None:
+    store = await SqliteMemoryStore.open(tmp_path / "m.sqlite3")
+    try:
+        # "rollout" is in 1,100 of 25,000 memories: more than 1% and 1,000 of them.
+        await store.insert_many([(memory("alice", f"rollout {i}" if i < 1_100 else f"entry {i}"),
+                                  None) for i in range(25_000)], None)  # fmt: skip
+        rare = await store.insert(memory("alice", "the rollout uses a canary stage"), None, None)
+        hits = await store.keyword_search("alice", ["rollout", "canary"], 1)
+        assert [h.id for h in hits] == [rare.id]
+        hits = await store.keyword_search("alice", ["rollout", "canary"], 5)
+        assert len(hits) == 5 and hits[0].id == rare.id
+    finally:
+        await store.aclose()

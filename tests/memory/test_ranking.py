@@ -8,6 +8,7 @@ from exai.memory.base import Memory, ScoredId
 from exai.memory.block import BLOCK_END, BLOCK_START, build_block
 from exai.memory.ranking import (
     RankingWeights,
+    choosing_rounds,
     content_hash,
     dedup_action,
     fuse,
@@ -75,6 +76,21 @@ def test_common_words_rank_but_do_not_choose() -> None:
     assert selective_terms({"the": []}, shares, 100_000) == []
     # A small store ranks every match, however common the word: it is cheap there.
     assert selective_terms(lexemes, shares, 1_000) == ["deploys", "canary", "week"]
+
+
+def test_words_in_a_few_percent_choose_only_when_the_rarer_ones_choose_too_few() -> None:
+    lexemes = {"deploys": ["deploy"], "canary": ["canari"], "week": ["week"]}
+    shares = {"deploy": 0.9, "week": 0.03, "canari": 0.002}
+    assert choosing_rounds(lexemes, shares, 100_000) == [["canary"], ["canary", "week"]]
+    assert choosing_rounds({"week": ["week"], "canary": ["canari"]}, {"canari": 0.002},
+                           100_000) == [["week", "canary"]]  # fmt: skip
+    # Every word in a few percent: the rarest first, then all of them.
+    few = {"week": 0.03, "canari": 0.02}
+    assert choosing_rounds(lexemes, few | {"deploy": 0.04}, 100_000) == [
+        ["canary"], ["deploys", "canary", "week"]]  # fmt: skip
+    assert choosing_rounds({"deploys": ["deploy"]}, shares, 100_000) == [["deploys"]]
+    assert choosing_rounds({"the": []}, shares, 100_000) == []
+    assert choosing_rounds(lexemes, shares, 20_000) == [["canary", "week"]]  # 600 rows: cheap
 
 
 def test_type_weights_setting() -> None:
