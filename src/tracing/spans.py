@@ -15,8 +15,15 @@ the SDK's ``ReadableSpan`` and an SDK span processor.
 Sampling keeps the SDK's samplers (``OTEL_TRACES_SAMPLER``): the built-in
 always-on and always-off ones and their parent-based forms are decided here
 from the parent's flag, any other sampler is asked as the SDK would ask it.
-Ids and trace flags are the SDK's: random 128-bit trace ids, with the W3C
-random-trace-id flag on the traces this process starts.
+Trace flags are the SDK's, with the W3C random-trace-id flag on the traces
+this process starts. A trace id this process makes begins with the time in
+milliseconds (48 bits) and ends with 80 random bits, as a UUIDv7 does: the
+flag promises only the last 56 bits random, and what reads ids for chance (a
+``traceidratio`` sampler, tail keeping's share) reads the low 64. Ids in time
+order are appended to the request log's index on ``trace_id``
+(:mod:`exai.store.call_log`); wholly random ones landed all over it, and
+SQLite wrote a page of the index for nearly every row (about 9 µs a call on
+the store's thread). Span ids are random.
 """
 
 from __future__ import annotations
@@ -143,7 +150,7 @@ class RecordingTracer(trace.Tracer):
             random_bit, remote = parent_flags & _RANDOM, parent.is_remote
         else:
             trace_state, random_bit, remote, parent_flags = _NO_STATE, _RANDOM, False, _FLAGS[0]
-            trace_id = _GETRANDBITS(128) or 1
+            trace_id = _NS() // 1_000_000 << 80 | _GETRANDBITS(80)
         root, inherit = source._decide
         extra: Mapping[str, Any] | None = None
         if parent is not None and (inherit or (root is not None and not remote)):
