@@ -14,13 +14,15 @@ and inherited by the call's task):
 - ``queue``: a wait for capacity, only when the call had to wait;
 - ``audit``: metrics, the cost rows and the ``call_finished`` event.
 
+Admission and audit start no span inside them and need none current, so they
+are :func:`exai.tracing.leaf` spans: sent in their parent's record.
+
 An error also marks the span the call was made under, so the face's span
 shows that its call failed and with which code.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 from collections.abc import Callable
@@ -44,7 +46,7 @@ class CallSpan:
 
     __slots__ = ("ends_parent", "parent", "span", "token", "trace_id")
 
-    def __init__(self, span: tracing.Span, parent: tracing.Span) -> None:
+    def __init__(self, span: tracing.Span, parent: tracing.Span, task: Any) -> None:
         self.span = span
         self.parent = parent
         # Only a trace that is recorded is worth pointing a person at (exai's spans
@@ -54,10 +56,11 @@ class CallSpan:
         self.token = enter(span)
         # A face's span that was to end when this task is done ends right after this
         # one instead, in the task's last step (no callback for the event loop to run).
-        self.ends_parent = tracing.take_over_end(parent, asyncio.current_task())
+        self.ends_parent = tracing.take_over_end(parent, task)
 
     def step(self, name: str) -> contextlib.AbstractContextManager[Any]:
-        return tracing.span(name)
+        """A step of the call that starts no span inside it (its audit)."""
+        return tracing.leaf(name)
 
     def end(self, result: ToolResult | None, error: ExaiError | None) -> None:
         sp = self.span
@@ -88,11 +91,11 @@ def call_span(session: Session, call: Call, tool: str) -> CallSpan | None:
             "exai.timeout_s": call.timeout_s,
         },
     )
-    return CallSpan(sp, parent) if sp is not None else None
+    return CallSpan(sp, parent, call.task) if sp is not None else None
 
 
 # A partial rather than a function: one Python call fewer on every traced call.
-admission_span: Callable[[], Any] = functools.partial(tracing.span, "admission")
+admission_span: Callable[[], Any] = functools.partial(tracing.leaf, "admission")
 
 
 def queue_span(limiter: Any) -> Any:

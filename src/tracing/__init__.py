@@ -21,6 +21,8 @@ What the rest of exai uses:
   off, ends the span with status ``OK`` when the block does, and records an
   error on the span as exai reports it (status ``ERROR`` with
   :func:`describe_error`'s text, ``error.type`` the exai error code);
+  :func:`leaf` the same for a step that starts no span inside it and needs
+  none current (a call's admission and audit steps), at a fraction of the cost;
 - :func:`start` / :func:`finish`: the same for spans that begin in one place
   and end in another; :func:`end_with_task` for a face's span that ends when
   the call's task does (a WebSocket call);
@@ -43,15 +45,15 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from exai.errors import ExaiError
-from exai.tracing.current import current_span, enter, leave, span_in
+from exai.tracing.current import current_span, enter, leave
 from exai.tracing.errors import ERROR_TEXT_MAX, describe_error, error_code, stack_without_message
+from exai.tracing.propagation import carrier, extract, extract_from, links_to
 from exai.tracing.spans import OK_STATUS as _OK
 from exai.tracing.spans import UNSET_STATUS as _UNSET
-from exai.tracing.spans import RecordedSpan
+from exai.tracing.spans import Leaf, RecordedSpan, RecordingTracer
 
 __all__ = [
     "CLIENT",
@@ -72,6 +74,7 @@ __all__ = [
     "fail_current",
     "finish",
     "install",
+    "leaf",
     "links_to",
     "reset",
     "set_attributes",
@@ -86,7 +89,6 @@ __all__ = [
 
 CLIENT, INTERNAL, SERVER = SpanKind.CLIENT, SpanKind.INTERNAL, SpanKind.SERVER
 
-_PROPAGATOR = TraceContextTextMapPropagator()
 # A parent for spans that start a trace of their own whatever is current.
 ROOT = otel_context.Context()
 _SCOPE = "exai"
@@ -94,7 +96,7 @@ _SCOPE = "exai"
 
 @dataclass(slots=True)
 class _State:
-    tracer: Tracer | None = None  # None: tracing is off
+    tracer: RecordingTracer | None = None  # None: tracing is off
     content: bool = False  # prompt and completion text may go on spans
     provider: Any = None  # a SpanProvider (exai.tracing.provider), for flush and shutdown
 
@@ -120,49 +122,6 @@ def reset() -> Any:
 
 
 # --- context ------------------------------------------------------------------
-
-
-def extract(traceparent: Any, tracestate: Any = None) -> otel_context.Context | None:
-    """The remote parent a ``traceparent`` names, or None if there is none or it is
-    malformed (W3C: a receiver ignores a traceparent it cannot parse)."""
-    if not isinstance(traceparent, str) or not traceparent:
-        return None
-    carrier_in = {"traceparent": traceparent}
-    if isinstance(tracestate, str) and tracestate:
-        carrier_in["tracestate"] = tracestate
-    ctx = _PROPAGATOR.extract(carrier_in)
-    if not span_in(ctx).get_span_context().is_valid:
-        return None
-    return ctx
-
-
-def extract_from(headers: Mapping[str, Any] | None) -> otel_context.Context | None:
-    """:func:`extract` from a mapping with ``traceparent``/``tracestate`` keys
-    (lower-cased HTTP headers, MCP's ``_meta``)."""
-    if not headers:
-        return None
-    return extract(headers.get("traceparent"), headers.get("tracestate"))
-
-
-def links_to(headers: Mapping[str, Any] | None) -> list[Link] | None:
-    """A link to the span a ``traceparent`` mapping names (a job's runs to the call
-    that made the job), or None when there is none."""
-    ctx = extract_from(headers)
-    if ctx is None:
-        return None
-    return [Link(span_in(ctx).get_span_context())]
-
-
-def carrier(context: otel_context.Context | None = None) -> dict[str, str]:
-    """``traceparent`` (and ``tracestate``) of the current span, or of ``context``'s,
-    to send on; empty when there is no valid span. A ``tracestate`` over 512
-    characters is left out (W3C allows a hop to drop it)."""
-    out: dict[str, str] = {}
-    if trace.get_current_span(context).get_span_context().is_valid:
-        _PROPAGATOR.inject(out, context=context)
-    if len(out.get("tracestate", "")) > 512:
-        del out["tracestate"]
-    return out
 
 
 def trace_id_of(sp: Span) -> str | None:
@@ -371,6 +330,42 @@ def span(
         return _OFF
     return _Block(tracer.start_span(name, context=parent, kind=kind, attributes=attributes,
                                     links=links))  # fmt: skip
+
+
+class _LeafBlock:
+    """What :func:`leaf` returns for one of exai's spans' children."""
+
+    __slots__ = ("leaf",)
+
+    def __init__(self, leaf: Leaf) -> None:
+        self.leaf = leaf
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None:
+            self.leaf.end_ok()
+            return
+        sp = self.leaf.span()
+        if not isinstance(exc, (GeneratorExit, KeyboardInterrupt, SystemExit)):
+            fail(sp, _Cancelled() if _is_cancel(exc) else exc)
+        sp.end()
+
+
+def leaf(name: str) -> contextlib.AbstractContextManager[Any]:
+    """A span around a block that starts no span inside it, ended (and failed) as
+    :func:`span` ends its span, but never made current: inside the block the
+    current span is still its parent. Under one of exai's own spans it is a
+    :class:`~exai.tracing.spans.Leaf`, sent in its parent's record; under any
+    other, a :func:`span`."""
+    tracer = state.tracer
+    if tracer is None:
+        return _OFF
+    found = tracer.leaf(name)
+    if found is not None:
+        return _LeafBlock(found)
+    return _Block(tracer.start_span(name))
 
 
 def set_attributes(sp: Span | None, attributes: Mapping[str, Any]) -> None:

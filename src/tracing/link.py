@@ -14,7 +14,7 @@ before any event loop runs, and spans may end on any thread.
 Nothing is dropped below ``max_queue`` records waiting here; past it (checked
 at each pass, so by at most one interval's spans) the newest are dropped and
 counted. A writer that exits while the process runs is
-started again (the records of the frame that failed are counted lost).
+started again (the spans of the frame that failed are counted lost).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, Final
 from exai.logs import get_logger
 from exai.subprocesses import worker_environment
 from exai.tracing.export import ExportStats
-from exai.tracing.records import Record
+from exai.tracing.records import Record, spans_in
 from exai.tracing.wire import FrameError, config_frame, encode_frame, read_frame
 
 __all__ = ["WriterLink"]
@@ -131,13 +131,13 @@ class WriterLink:
     def _ship(self) -> None:
         queue = self._queue
         while len(queue) > self._max_queue:
-            queue.pop()
-            self._dropped += 1
+            self._dropped += spans_in((queue.pop(),))
         while queue:
             records = [queue.popleft() for _ in range(min(len(queue), self._batch))]
-            self._shipped += len(records)
+            spans = spans_in(records)
+            self._shipped += spans
             self.stats.spans_ended = self._shipped + self._dropped
-            self._write(encode_frame(("spans", records)), len(records))
+            self._write(encode_frame(("spans", records)), spans)
 
     def _write(self, frame: bytes, spans: int) -> None:
         process = self._process

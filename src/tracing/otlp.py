@@ -71,7 +71,7 @@ class Encoder:
         """One ``Span``, as a ``ScopeSpans.spans`` field; ``dropped``: the attributes,
         events and links the span limits took from it (:mod:`exai.tracing.limits`)."""
         (name, trace_id, span_id, parent_id, parent_remote, _flags, trace_state, kind, start, end,
-         attributes, events, links, status_code, status_message) = r  # fmt: skip
+         attributes, events, links, status_code, status_message, _leaves) = r  # fmt: skip
         parts = [b"\x0a\x10", trace_id.to_bytes(16, "big"), b"\x12\x08", span_id.to_bytes(8, "big")]
         if trace_state:
             parts.append(_field(0x1A, trace_state.encode()))

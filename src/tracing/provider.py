@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.sampling import Sampler
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from exai.tracing.records import Record, to_readable
+from exai.tracing.records import Record, expand, to_readable
 from exai.tracing.spans import RecordingTracer, SpanSource
 
 __all__ = ["Destination", "ProcessorSink", "SpanProvider"]
@@ -57,7 +57,8 @@ class ProcessorSink:
         self._scope = scope
 
     def add(self, record: Record) -> None:
-        self.processor.on_end(to_readable(record, self._resource, self._scope))
+        for r in expand((record,)):
+            self.processor.on_end(to_readable(r, self._resource, self._scope))
 
     def flush(self, timeout_s: float) -> bool:
         return bool(self.processor.force_flush(int(timeout_s * 1000)))

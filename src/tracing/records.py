@@ -21,6 +21,10 @@ microsecond a span. Its fields, in order:
                        is_remote, attributes)`` tuples
 ``status_code``        :class:`opentelemetry.trace.StatusCode`'s value
 ``status_message``     the status's description, or None
+``leaves``             None, or the span's children that ended well with none of
+                       their own (:class:`~exai.tracing.spans.Leaf`), as
+                       ``(name, span_id, start, end)`` tuples: spans of their
+                       own once :func:`expand` has made them
 =====================  ==========================================================
 
 :func:`to_readable` turns a record into the SDK's ``ReadableSpan``, for an SDK
@@ -43,6 +47,7 @@ __all__ = [
     "ATTRIBUTES",
     "END",
     "EVENTS",
+    "LEAVES",
     "LINKS",
     "PARENT_ID",
     "PARENT_REMOTE",
@@ -51,12 +56,14 @@ __all__ = [
     "TRACE_ID",
     "Record",
     "clean_value",
+    "expand",
+    "spans_in",
     "to_readable",
 ]
 
 Record = tuple[Any, ...]
 (NAME, TRACE_ID, SPAN_ID, PARENT_ID, PARENT_REMOTE, FLAGS, TRACE_STATE, KIND, START, END,
- ATTRIBUTES, EVENTS, LINKS, STATUS_CODE, STATUS_MESSAGE) = range(15)  # fmt: skip
+ ATTRIBUTES, EVENTS, LINKS, STATUS_CODE, STATUS_MESSAGE, LEAVES) = range(16)  # fmt: skip
 
 _PLAIN: Final = frozenset({str, bool, int, float})
 _KINDS: Final = {kind.value: kind for kind in SpanKind}
@@ -96,10 +103,30 @@ def clean_value(value: Any) -> Any:
     return None
 
 
+def expand(records: Sequence[Record]) -> list[Record]:
+    """``records`` with each record's leaves made records of their own (an internal
+    span, status ``OK``, no attributes, the record's span its parent), before it."""
+    out: list[Record] = []
+    for r in records:
+        leaves = r[LEAVES]
+        if leaves:
+            trace_id, parent, flags, state = r[TRACE_ID], r[SPAN_ID], r[FLAGS], r[TRACE_STATE]
+            out += [(name, trace_id, span_id, parent, False, flags, state, 0, start, end, {},
+                     None, None, 1, None, None)
+                    for name, span_id, start, end in leaves]  # fmt: skip
+        out.append(r)
+    return out
+
+
+def spans_in(records: Sequence[Record]) -> int:
+    """How many spans ``records`` carry, leaves included."""
+    return len(records) + sum(len(r[LEAVES]) for r in records if r[LEAVES])
+
+
 def to_readable(record: Record, resource: Resource, scope: InstrumentationScope) -> ReadableSpan:
     """The SDK's ``ReadableSpan`` of ``record``."""
     (name, trace_id, span_id, parent_id, parent_remote, flags, trace_state, kind, start, end,
-     attributes, events, links, status_code, status_message) = record  # fmt: skip
+     attributes, events, links, status_code, status_message, _leaves) = record  # fmt: skip
     state = _trace_state(trace_state)
     trace_flags = TraceFlags(flags)
     parent = (SpanContext(trace_id, parent_id, bool(parent_remote), trace_flags, state)

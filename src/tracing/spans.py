@@ -51,7 +51,7 @@ from opentelemetry.trace.span import TraceState
 from exai.tracing.current import SPAN_KEY, current_context
 from exai.tracing.records import Record, clean_value
 
-__all__ = ["OK_STATUS", "UNSET_STATUS", "RecordedSpan", "RecordingTracer", "SpanSource"]
+__all__ = ["OK_STATUS", "UNSET_STATUS", "Leaf", "RecordedSpan", "RecordingTracer", "SpanSource"]
 
 _FLAGS: Final = tuple(TraceFlags(i) for i in range(4))
 _SAMPLED, _RANDOM = TraceFlags.SAMPLED, TraceFlags.RANDOM_TRACE_ID
@@ -134,6 +134,14 @@ class RecordingTracer(trace.Tracer):
                         if lk.context.is_valid]  # fmt: skip
         return sp
 
+    def leaf(self, name: str) -> Leaf | None:
+        """A :class:`Leaf` of the current span, when that is one of these and a child's
+        sampling is its parent's (as in :meth:`start_span`'s first branch); else None."""
+        parent = current_context().get(SPAN_KEY)
+        if type(parent) is RecordedSpan and self._source._decide[0] is not None:
+            return Leaf(parent, name)
+        return None
+
     def _start(self, source: SpanSource, current: trace.Span, name: str, context: Any,
                kind: SpanKind, attributes: Mapping[str, Any] | None,
                links: Sequence[Link] | None, start_time: int | None) -> trace.Span:  # fmt: skip
@@ -207,7 +215,7 @@ class RecordedSpan(trace.Span):
 
     # The rarely set ones (below) go in the instance's __dict__ (the API's Span has one),
     # made only for a span that has them.
-    __slots__ = ("_ctx", "_head", "_sink", "_state", "attributes", "end_time", "name",
+    __slots__ = ("_ctx", "_head", "_sink", "_state", "attributes", "end_time", "leaves", "name",
                  "start_time", "status")  # fmt: skip
     events: list[tuple[str, int, dict[str, Any]]] | None = None
     links: list[tuple[SpanContext, dict[str, Any]]] | None = None
@@ -227,6 +235,9 @@ class RecordedSpan(trace.Span):
         self.end_time: int | None = None
         self.attributes: dict[str, Any] = {}
         self.status = _UNSET
+        # Its children that ended well without children of their own (:class:`Leaf`),
+        # sent in its record as (name, span_id, start, end).
+        self.leaves: list[tuple[str, int, int, int]] | None = None
 
     def get_span_context(self) -> SpanContext:
         ctx = self._ctx
@@ -334,4 +345,38 @@ class RecordedSpan(trace.Span):
                           for c, a in self.links)  # fmt: skip
         self._sink((self.name, *self._head, self.start_time, end, self.attributes,
                     tuple(self.events) if self.events else None, links,
-                    code, None if code < 2 else status.description))  # fmt: skip
+                    code, None if code < 2 else status.description, self.leaves))  # fmt: skip
+
+
+class Leaf:
+    """A child of a :class:`RecordedSpan` that starts no span of its own and is never
+    made current (exai's admission and audit steps): timed, and sent in its
+    parent's record when it ends well, so it costs a span id and two clock reads
+    instead of a span object, a context of its own and a record. The span
+    writer (and :class:`~exai.tracing.provider.ProcessorSink`) makes a span of
+    it like any other (:func:`exai.tracing.records.expand`). One that fails, or
+    outlives its parent, becomes a :class:`RecordedSpan` with the same ids and
+    start (:meth:`span`)."""
+
+    __slots__ = ("name", "parent", "span_id", "start")
+
+    def __init__(self, parent: RecordedSpan, name: str) -> None:
+        self.parent = parent
+        self.name = name
+        self.span_id = _GETRANDBITS(64) or 1
+        self.start = _NS()
+
+    def end_ok(self) -> None:
+        parent = self.parent
+        if parent.end_time is not None:
+            self.span().end_ok()
+        elif parent.leaves is None:
+            parent.leaves = [(self.name, self.span_id, self.start, _NS())]
+        else:
+            parent.leaves.append((self.name, self.span_id, self.start, _NS()))
+
+    def span(self) -> RecordedSpan:
+        parent = self.parent
+        up = parent._head
+        head = (up[0], self.span_id, up[1], False, up[4], up[5], SpanKind.INTERNAL._value_)
+        return RecordedSpan(self.name, head, parent._state, parent._sink, self.start)

@@ -43,7 +43,7 @@ from exai.tracing.keep import TailKeeper
 from exai.tracing.limits import SpanLimits
 from exai.tracing.otlp import Encoder
 from exai.tracing.post import Poster, PostOptions
-from exai.tracing.records import Record
+from exai.tracing.records import Record, expand
 from exai.tracing.wire import encode_frame, read_config, read_frame
 
 __all__ = ["SpanWriter", "main"]
@@ -88,7 +88,7 @@ class SpanWriter:
             if message is None:
                 break
             if message[0] == "spans":
-                self._take(message[1])
+                self._take(expand(message[1]))
             elif message[0] == "flush":
                 with self._cond:
                     self._flushes.append((self._queued, message[1]))

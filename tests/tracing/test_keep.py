@@ -19,7 +19,7 @@ MS = 1_000_000
 
 def _record(trace_id, span_id, parent_id=0, *, ms=1, error=False, remote=False):
     return ("s", trace_id, span_id, parent_id, remote, 1, "", 0, 0, ms * MS, {}, None, None,
-            2 if error else 1, None)  # fmt: skip
+            2 if error else 1, None, None)  # fmt: skip
 
 
 def test_a_failed_or_slow_trace_is_kept_whole_and_the_rest_by_share():
