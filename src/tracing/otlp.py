@@ -30,6 +30,16 @@ _CACHE_MAX: Final = 16384
 _SHORT: Final = 256  # string values up to this length are cached with their key
 _HAS_IS_REMOTE: Final = 0x100
 _IS_REMOTE: Final = 0x200
+_LOW64: Final = (1 << 64) - 1
+# trace_id (field 1, 16 bytes) and span_id (field 2, 8 bytes), big-endian as OTLP has them.
+_IDS: Final = struct.Struct(">HQQHQ").pack
+_PARENT: Final = struct.Struct(">HQ").pack  # parent_span_id (field 4)
+# kind (field 6, a varint under 128), start and end (fields 7 and 8, fixed64).
+_KIND_TIMES: Final = struct.Struct("<BBBQBQ").pack
+_STATUS: Final = {code: bytes((0x7A, 2, 0x18, code)) if code else b"\x7a\x00" for code in (0, 1, 2)}
+# flags (field 16, fixed32): whether the parent is remote is known, and if it is.
+_LOCAL_FLAGS: Final = b"\x85\x01" + _I(_HAS_IS_REMOTE)
+_REMOTE_FLAGS: Final = b"\x85\x01" + _I(_HAS_IS_REMOTE | _IS_REMOTE)
 
 
 def _varint(n: int) -> bytes:
@@ -58,6 +68,7 @@ class Encoder:
         # One cache per field tag: the same pair is a span's, an event's or a link's.
         self._kv: dict[int, dict[tuple[str, str], bytes]] = {0x0A: {}, 0x1A: {}, 0x22: {}, 0x4A: {}}
         self._names: dict[str, bytes] = {}
+        self._keys: dict[str, bytes] = {}  # an attribute's key as a KeyValue.key field
         self._resource = _field(0x0A, self.attributes(resource))
         name, version = scope
         self._scope = _field(0x0A, _field(0x0A, name.encode()) + _field(0x12, version.encode()))
@@ -72,17 +83,18 @@ class Encoder:
         events and links the span limits took from it (:mod:`exai.tracing.limits`)."""
         (name, trace_id, span_id, parent_id, parent_remote, _flags, trace_state, kind, start, end,
          attributes, events, links, status_code, status_message, _leaves) = r  # fmt: skip
-        parts = [b"\x0a\x10", trace_id.to_bytes(16, "big"), b"\x12\x08", span_id.to_bytes(8, "big")]
+        # The fixed fields in one pack each (a call's spans differ in little else).
+        parts = [_IDS(0x0A10, trace_id >> 64, trace_id & _LOW64, 0x1208, span_id)]
         if trace_state:
             parts.append(_field(0x1A, trace_state.encode()))
         if parent_id:
-            parts += (b"\x22\x08", parent_id.to_bytes(8, "big"))
+            parts.append(_PARENT(0x2208, parent_id))
         encoded = self._names.get(name)
         if encoded is None:
             encoded = self._names[name] = _field(0x2A, self._text(name).encode())
             if len(self._names) > _CACHE_MAX:
                 self._names.clear()
-        parts += (encoded, b"\x30", bytes((kind + 1,)), b"\x39", _Q(start), b"\x41", _Q(end))
+        parts += (encoded, _KIND_TIMES(0x30, kind + 1, 0x39, start, 0x41, end))
         if attributes:
             parts.append(self.attributes(attributes, 0x4A))
         if dropped[0]:
@@ -104,13 +116,14 @@ class Encoder:
             parts.append(_field(0x6A, body))
         if dropped[2]:
             parts += (b"\x70", _varint(dropped[2]))
-        status = b""
         if status_message:
             status = _field(0x12, self._text(status_message).encode())
-        if status_code:
-            status += bytes((0x18, status_code))
-        parts += (_field(0x7A, status), b"\x85\x01",
-                  _I(_HAS_IS_REMOTE | (_IS_REMOTE if parent_remote else 0)))  # fmt: skip
+            if status_code:
+                status += bytes((0x18, status_code))
+            parts.append(_field(0x7A, status))
+        else:
+            parts.append(_STATUS[status_code])
+        parts.append(_REMOTE_FLAGS if parent_remote else _LOCAL_FLAGS)
         return _field(0x12, b"".join(parts))
 
     def attributes(self, attributes: Mapping[str, Any], tag: int = 0x0A) -> bytes:
@@ -130,7 +143,12 @@ class Encoder:
         return b"".join(out)
 
     def _kv_field(self, key: str, value: Any, tag: int) -> bytes:
-        return _field(tag, _field(0x0A, key.encode()) + _field(0x12, self._any(value)))
+        encoded_key = self._keys.get(key)
+        if encoded_key is None:
+            if len(self._keys) > _CACHE_MAX:
+                self._keys.clear()
+            encoded_key = self._keys[key] = _field(0x0A, key.encode())
+        return _field(tag, encoded_key + _field(0x12, self._any(value)))
 
     def _any(self, value: Any) -> bytes:
         """An ``AnyValue``'s body."""

@@ -13,8 +13,8 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from exai import tracing
 from exai.tracing.otlp import Encoder
-from exai.tracing.records import ATTRIBUTES, STATUS_CODE, to_readable
-from exai.tracing.spans import RecordingTracer, SpanSource
+from exai.tracing.records import ATTRIBUTES, STATUS_CODE, expand, to_readable
+from exai.tracing.spans import Leaf, RecordingTracer, SpanSource
 
 CALLER = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
@@ -53,6 +53,29 @@ def test_the_encoder_writes_what_the_sdks_encoder_writes():
     assert ours == sdk
 
 
+def test_a_leaf_is_encoded_as_the_sdks_encoder_writes_the_span_it_stands_for():
+    records: list = []
+    tracer = RecordingTracer(SpanSource(DEFAULT_ON, records.append))
+    face = tracer.start_span(
+        "call_tool echo",
+        context=tracing.extract(CALLER),
+        kind=SpanKind.SERVER,
+        attributes={"exai.request.id": "r1"},
+    )
+    Leaf(face, "admission").end_ok()
+    face.end()
+    expanded = expand(records)
+    assert [r[0] for r in expanded] == ["admission", "call_tool echo"]
+    resource = Resource.create({"service.name": "exai"})
+    scope = InstrumentationScope("exai", "1.2.3")
+    sdk = encode_spans([to_readable(r, resource, scope) for r in expanded])
+    encoder = Encoder(dict(resource.attributes), ("exai", "1.2.3"))
+    assert (
+        ExportTraceServiceRequest.FromString(encoder.request(encoder.span(r) for r in expanded))
+        == sdk
+    )
+
+
 def test_every_string_passes_the_scrubber_on_its_way():
     records, _, _ = _spans()
     encoder = Encoder({"service.name": "exai"}, ("exai", "1"), text=str.upper)
@@ -80,7 +103,8 @@ def test_spans_keep_the_callers_trace_and_the_apis_semantics():
     assert records[1][STATUS_CODE] == StatusCode.OK.value and "late" not in records[1][ATTRIBUTES]
     # None, and values OpenTelemetry refuses, are left out.
     assert "none" not in records[1][10] and records[1][10]["list"] == ("a", "b")
-    # A trace exai starts has a random id, flagged as the W3C level 2 says.
+    # A trace exai starts has an id of its own (see test_ids), flagged random as the
+    # W3C level 2 says.
     root = records[2]
     assert root[3] == 0 and root[5] == 0x03
 
