@@ -65,7 +65,9 @@ class CallSpan:
     def end(self, result: ToolResult | None, error: ExaiError | None) -> None:
         sp = self.span
         if result is not None and sp.is_recording():
-            sp.set_attributes(_result_attributes(result.metadata))
+            attributes = _result_attributes(result.metadata)
+            if attributes:
+                sp.set_attributes(attributes)
         if error is not None:
             tracing.fail(self.parent, error)
             tracing.finish(sp, error)
@@ -109,11 +111,17 @@ _RESULT_KEYS = ("gen_ai.conversation.id", "gen_ai.response.model", "exai.provide
                 "exai.cost.currency", "exai.replayed", "exai.fallback_from")  # fmt: skip
 _PLAIN = frozenset({str, bool, int, float})
 _EMPTY: dict[str, Any] = {}
+# The metadata _result_attributes reads: a result with none of it (a tool that asked
+# no model, like echo) has nothing to add.
+_RESULT_SOURCES = frozenset({"continuation_id", "model", "provider", "usage", "cache_hit", "cost",
+                             "replayed", "fallback_from"})  # fmt: skip
 
 
 def _result_attributes(metadata: dict[str, Any]) -> dict[str, Any]:
     """What a result's metadata tells about the call, as span attributes (one pass,
     in this order, over values most of which are absent)."""
+    if _RESULT_SOURCES.isdisjoint(metadata):
+        return _EMPTY
     get = metadata.get
     usage: dict[str, Any] = get("usage") or _EMPTY
     cost: dict[str, Any] = get("cost") or _EMPTY
