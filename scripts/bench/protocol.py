@@ -96,6 +96,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class Sink(BaseHTTPRequestHandler):
     posts = 0
+    protocol_version = "HTTP/1.1"  # keeps the connection, as OTLP collectors do
     def do_POST(self):
         self.rfile.read(int(self.headers.get("content-length", 0)))
         Sink.posts += 1

@@ -3,7 +3,8 @@
 Part of the protocol benchmark (``python -m scripts.bench.protocol``, ``make
 bench``): in each round two daemons are started afresh, exai with tracing off
 and exai with tracing on (``OTEL_TRACES_SAMPLER=always_on``, exporting over
-OTLP/HTTP to a stand-in collector on loopback that answers 200 at once), and
+OTLP/HTTP to a stand-in collector on loopback that answers 200 at once and
+keeps the connection open, as the OpenTelemetry Collector and Phoenix do), and
 they take turns in slices (:func:`scripts.bench.protocol._concurrent_turns`)
 at 1, 16 and 50 connections: one connection calling sequentially (slices of
 250 calls), then 16 and 50 connections calling at once. After each slice of
@@ -47,6 +48,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 bodies = []
 class Sink(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keeps the connection, as OTLP collectors do
     def do_POST(self):
         bodies.append(self.rfile.read(int(self.headers.get("content-length", 0))))
         self.send_response(200)
