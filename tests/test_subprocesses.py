@@ -153,5 +153,5 @@ def test_every_child_process_in_src_gets_its_environment_from_the_helper():
     # The places that start children today; a new one shows up here to be looked at.
     assert {f.split(":")[0] for f in found} == {
         "tools/workflow/git.py", "shim/autostart.py", "bridge/link.py", "emulators/postgres.py",
-        "emulators/haproxy.py", "audit/link.py", "tracing/link.py",
+        "emulators/haproxy.py", "audit/link.py", "tracing/link.py", "store/session_writer.py",
     }, json.dumps(found)  # fmt: skip

@@ -28,9 +28,10 @@ test: 1 in 32 by chance over 5 rounds) and by more than 1% at the median of the
 rounds' on/off ratios. How long the "on" daemon took, after a set's last answer,
 to hold every turn of it is reported too.
 
-Both phases also report the daemon's CPU per call (``/proc``, all its threads, the
-"on" daemon's turns written included), which moves less with the machine's other
-load than the latencies do.
+Both phases also report the daemon's CPU per call (``/proc``, all its threads and
+its child processes: the "on" daemon's session writer, which keeps the turns, is
+included and also given apart), which moves less with the machine's other load
+than the latencies do.
 
 **Kept, really.** The "on" daemon's SQLite file is read (polled after each of its
 blocks and sets, and at the end): one thread per conversation on its face, each
@@ -230,13 +231,27 @@ async def bench(max_inflight: int) -> AsyncIterator[Bench]:
         emulator.wait(timeout=10)
 
 
-def cpu_s(pid: int) -> float:
-    """The CPU seconds a process has used, all its threads (Linux; 0 elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _proc_cpu_s(stat: str) -> tuple[int, float]:
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> tuple[float, float]:
+    """The CPU seconds a daemon has used (all its threads) and those of its child
+    processes running now (the session writer), Linux; zeros elsewhere."""
+    own = children = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent, seconds = _proc_cpu_s((entry / "stat").read_text())
+        except (OSError, ValueError, IndexError):
+            continue
+        if int(entry.name) == pid:
+            own = seconds
+        elif parent == pid:
+            children += seconds
+    return own, children
 
 
 def _client(connections: int) -> httpx.AsyncClient:
@@ -260,7 +275,9 @@ async def measure_latency(
     await _emulator(b, 0)
     paths = ["direct"] + [f"{s}_{face}" for face in FACES for s in SESSIONS]
     samples: dict[str, list[float]] = {path: [] for path in paths}
-    cpu = dict.fromkeys(paths, 0.0)  # the daemon's CPU seconds over the path's blocks
+    # The daemon's CPU seconds over the path's blocks, and its writer process's.
+    cpu = dict.fromkeys(paths, 0.0)
+    writer = dict.fromkeys(paths, 0.0)
     async with _client(1) as client:
         for path in paths:  # warm-up: a few whole conversations per path, not counted
             for _ in range(warmup):
@@ -271,17 +288,20 @@ async def measure_latency(
             for path in order:
                 block = conversations // rounds
                 pid = b.daemons[path.split("_")[0]][2] if path != "direct" else 0
-                before = cpu_s(pid)
+                before = cpu_s(pid) if pid else (0.0, 0.0)
                 for _ in range(block):
                     samples[path] += await converse(client, b.url(path), b.agent(path), steps)
                 b.count(path, block * steps, block)
                 if path.startswith("on_"):  # its writes stay in its own block
                     await settle(b.daemons["on"][1], b.sent_on)
-                cpu[path] += cpu_s(pid) - before
+                after = cpu_s(pid) if pid else (0.0, 0.0)
+                cpu[path] += after[0] - before[0] + after[1] - before[1]
+                writer[path] += after[1] - before[1]
     results: dict[str, Any] = {path: summarize(s) for path, s in samples.items()}
     for path, figures in results.items():
         if path != "direct":
             figures["cpu_ms"] = cpu[path] * 1000 / figures["n"]
+            figures["writer_cpu_ms"] = writer[path] * 1000 / figures["n"]
             figures["added_p50_ms"] = figures["p50_ms"] - results["direct"]["p50_ms"]
             figures["added_p99_ms"] = figures["p99_ms"] - results["direct"]["p99_ms"]
     for face in FACES:
@@ -299,12 +319,14 @@ async def measure_loops(
     walls: dict[str, list[float]] = {"on": [], "off": []}
     lags: list[float] = []
     cpu = {"on": 0.0, "off": 0.0}
+    writer = {"on": 0.0, "off": 0.0}
     async with _client(loops) as client:
         for round_ in range(rounds):
             for sessions in ("off", "on") if round_ % 2 == 0 else ("on", "off"):
                 paths = [f"{sessions}_{face}" for face in FACES]
                 agents = [(p, b.agent(p)) for p in (paths[i % 3] for i in range(loops))]
-                pid, before = b.daemons[sessions][2], cpu_s(b.daemons[sessions][2])
+                pid = b.daemons[sessions][2]
+                before = cpu_s(pid)
                 start = time.perf_counter()
                 await asyncio.gather(*(converse(client, b.url(p), a, steps) for p, a in agents))
                 walls[sessions].append(time.perf_counter() - start)
@@ -312,12 +334,15 @@ async def measure_loops(
                     b.count(path, steps, 1)
                 if sessions == "on":  # how long the keeper took to catch up with the answers
                     lags.append(await settle(b.daemons["on"][1], b.sent_on))
-                cpu[sessions] += cpu_s(pid) - before
+                after = cpu_s(pid)
+                cpu[sessions] += after[0] - before[0] + after[1] - before[1]
+                writer[sessions] += after[1] - before[1]
     paired = [on / off for on, off in zip(walls["on"], walls["off"], strict=True)]
     ratio = statistics.median(paired)
     return {"loops": loops, "steps": steps, "provider_latency_ms": latency_ms, "walls_s": walls,
             "paired": paired, "ratio": ratio, "keeper_lag_s": lags,
             "cpu_ms": {s: c * 1000 / (loops * steps * rounds) for s, c in cpu.items()},
+            "writer_cpu_ms": {s: c * 1000 / (loops * steps * rounds) for s, c in writer.items()},
             # measurable: on slower in every round (a sign test) and by more than 1%
             "held": not (min(paired) > 1 and ratio > 1.01)}  # fmt: skip
 
@@ -356,7 +381,8 @@ def report(results: dict[str, Any]) -> str:
     direct = latency["direct"]
     rows = [
         "| face | added p50, off | added p50, on | on/off at p50 | added p99, off "
-        "| added p99, on | on/off at p99 | daemon CPU per call, off / on | calls each |",
+        "| added p99, on | on/off at p99 | daemon CPU per call, off / on (of which the "
+        "session writer) | calls each |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     missed = []
@@ -367,7 +393,8 @@ def report(results: dict[str, Any]) -> str:
             f"| `{route}` | {off['added_p50_ms']:+.2f} ms | {on['added_p50_ms']:+.2f} ms "
             f"| {1 + on['p50_share']:.2f}x | {off['added_p99_ms']:+.2f} ms "
             f"| {on['added_p99_ms']:+.2f} ms | {1 + on['p99_share']:.2f}x "
-            f"| {off['cpu_ms']:.2f} / {on['cpu_ms']:.2f} ms | {on['n']} |"
+            f"| {off['cpu_ms']:.2f} / {on['cpu_ms']:.2f} ms ({on['writer_cpu_ms']:.2f}) "
+            f"| {on['n']} |"
         )
     lines = [
         f"Emulator directly: p50 {direct['p50_ms']:.2f} ms, p99 {direct['p99_ms']:.2f} ms "
@@ -385,7 +412,8 @@ def report(results: dict[str, Any]) -> str:
         f"round {', '.join(f'{r:.3f}' for r in loops['paired'])}, median "
         f"**{loops['ratio']:.3f}x** "
         f"(daemon CPU per call {loops['cpu_ms']['off']:.2f} ms off, "
-        f"{loops['cpu_ms']['on']:.2f} ms on) "
+        f"{loops['cpu_ms']['on']:.2f} ms on, of which the session writer "
+        f"{loops['writer_cpu_ms']['on']:.2f} ms) "
         f"({'nothing measurable: held' if loops['held'] else 'measurable: not held'}). "
         f"The store held every turn of a set "
         f"{', '.join(f'{lag * 1000:.0f}' for lag in loops['keeper_lag_s'])} ms after its last "

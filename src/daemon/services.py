@@ -25,6 +25,7 @@ from exai.logs import get_logger
 from exai.providers import ProviderRegistry
 from exai.settings import Settings
 from exai.store import open_store
+from exai.store.session_writer import SessionWriter
 from exai.tools.base import NullAudit, Services
 from exai.tools.session_keeper import SessionKeeper
 
@@ -92,7 +93,9 @@ async def build_services(
         # Agent sessions teach memory too, when it extracts (the keeper is made once
         # memory is open, so that it is handed it).
         teaches = partial.memory if settings.memory_extraction_enabled else None
-        partial.sessions = SessionKeeper(store, memory=teaches)
+        # Turns are kept by a writer process of their own (exai.store.session_writer).
+        partial.sessions = SessionKeeper(SessionWriter(settings), memory=teaches,
+                                         closes_store=True)  # fmt: skip
         partial.sessions.start()
         if settings.jobs_enabled:
             opening = "the job store (EXAI_JOBS_URL)"

@@ -119,9 +119,12 @@ _LATEST_OF_REF = (
     f"SELECT {THREAD_COLUMNS} FROM {{p}}threads WHERE owner = ? AND session_ref = ?"
     " AND deleted_at IS NULL ORDER BY updated_at DESC LIMIT 1"
 )
-# The boundaries looked up first: a continuation starts with everything but the
-# request's last few messages (the tool results or the user message it adds). Each
-# digest asked costs an index probe, and most requests add one to three messages.
+# The boundaries looked up first, then next: a continuation starts with everything
+# but the request's last few messages (the tool results or the user message it
+# adds). Each digest asked costs an index probe (the heads query is the costliest
+# statement of a turn), most requests add one to three messages, and a request
+# that adds more, or starts a session, asks again.
+_FIRST = 4
 _RECENT = 16
 _CHUNK = 400
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
@@ -259,7 +262,7 @@ class SessionRows(TurnRows, SqlBase):
         at = {d: i for i, d in enumerate(digests[1:-1], start=1)}  # a later boundary wins
         at[retry_key] = len(digests)
         ordered = sorted(at, key=at.__getitem__, reverse=True)
-        chunks = [ordered[: _RECENT + 1]] + [
+        chunks = [ordered[: _FIRST + 1], ordered[_FIRST + 1 : _RECENT + 1]] + [
             ordered[i : i + _CHUNK] for i in range(_RECENT + 1, len(ordered), _CHUNK)
         ]
         for chunk in filter(None, chunks):

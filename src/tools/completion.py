@@ -360,6 +360,11 @@ def _with_recalled_reasoning(
 ) -> list[dict[str, Any]]:
     """The caller's messages, each tool round with the reasoning exai put back into the
     request (found by the round's call ids), where the caller did not bring it."""
+    # A round with its reasoning put back is a new assistant dict; the rest of the
+    # request is the caller's own dicts (and exai's system messages): nothing to do.
+    sent_ids = {id(m) for m in sent}
+    if all(id(m) in sent_ids or m.get("role") != "assistant" for m in recalled):
+        return sent
     found = {
         tuple(str(c.get("id")) for c in m["tool_calls"]): m["reasoning_content"]
         for m in recalled

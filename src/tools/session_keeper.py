@@ -47,15 +47,18 @@ log = get_logger("exai.sessions")
 # backoff) before it is given up, logged and counted, so that no one turn the store
 # keeps refusing holds every later one back.
 _ATTEMPTS = 24
-_BATCH = 16
+_BATCH = 32
 
 
 class SessionKeeper:
     def __init__(
         self, store: Any, *, memory: Any = None, max_queued: int = 10_000, drain_s: float = 10.0,
-        linger_s: float = 0.02,
+        linger_s: float = 0.1, closes_store: bool = False,
     ) -> None:  # fmt: skip
+        # The store, or what keeps turns like it (exai.store.session_writer), which the
+        # keeper closes when it is its own (closes_store).
         self._store = store
+        self._closes_store = closes_store
         self._linger_s = linger_s
         self._queue: collections.deque[SessionTurn] = collections.deque()
         self._max = max_queued
@@ -148,6 +151,14 @@ class SessionKeeper:
     async def aclose(self) -> None:
         if self._task is None:
             return
+        try:
+            await self._drain()
+        finally:
+            if self._closes_store:
+                await self._store.aclose()
+
+    async def _drain(self) -> None:
+        assert self._task is not None
         if self._queue:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.settled(), self._drain_s)
