@@ -46,6 +46,16 @@ class FacesSettings(BaseModel):
         default_factory=lambda: ["*"],
     )
 
+    sessions_writer_nice: int = _faces(
+        10,
+        "CPU priority the session writer process (which keeps agent sessions' turns, "
+        "docs/agents.md#sessions) gives up (a nice increment, 0-19): when requests and the "
+        "writer want the same core, requests get it and the writer catches up after. 0: "
+        "the writer competes as an equal.",
+        ge=0,
+        le=19,
+    )
+
     @field_validator("anthropic_models")
     @classmethod
     def _model_map(cls, value: str) -> str:

@@ -241,6 +241,8 @@ async def _serve(stdin: BinaryIO, out: BinaryIO) -> None:
 
     configure_logging(settings.log_format, settings.log_level, stream=sys.stderr,
                       scrubber=log_scrubber(settings))  # fmt: skip
+    if settings.sessions_writer_nice and hasattr(os, "nice"):  # POSIX only
+        os.nice(settings.sessions_writer_nice)
     store = await open_store(settings)
     try:
         while (payload := await asyncio.to_thread(_read_frame, stdin)) is not None:

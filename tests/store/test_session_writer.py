@@ -1,8 +1,8 @@
 """The session writer process: the keeper's turns kept by a real child process in a
 real SQLite file, as the store itself keeps them; a writer killed mid-session is
 started again and nothing is lost or kept twice; a turn the store refuses, or one
-that cannot be sent, is refused alone; the writer's environment holds no secret;
-closing stops it."""
+that cannot be sent, is refused alone; the writer's environment holds no secret
+and it runs at a lower CPU priority; closing stops it."""
 
 from __future__ import annotations
 
@@ -68,16 +68,20 @@ async def test_turns_are_kept_by_the_writer_as_the_store_keeps_them(store_and_se
         os.kill(pid, 0)
 
 
-async def test_the_writers_environment_holds_no_secret(store_and_settings) -> None:
+async def test_the_writer_holds_no_secret_and_gives_up_cpu_priority(store_and_settings) -> None:
     _, settings = store_and_settings
     writer = SessionWriter(settings)
     try:
         await writer.keep_session_turns([_turn(0)])
         assert writer.pid is not None
-        environ = await asyncio.to_thread(Path(f"/proc/{writer.pid}/environ").read_bytes)
+        proc = Path(f"/proc/{writer.pid}")
+        environ = await asyncio.to_thread((proc / "environ").read_bytes)
+        stat = await asyncio.to_thread((proc / "stat").read_text)
     finally:
         await writer.aclose()
     assert SECRET.encode() not in environ and b"KIMI_API_KEY" not in environ
+    nice = int(stat.rsplit(")", 1)[1].split()[16])  # field 19 of proc(5)
+    assert nice - os.nice(0) == settings.sessions_writer_nice == 10
 
 
 async def test_a_writer_killed_mid_session_is_started_again_and_loses_nothing(
