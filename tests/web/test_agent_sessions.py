@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -78,6 +80,10 @@ async def test_an_agent_loop_on_chat_completions_is_one_thread_with_its_tool_rou
         costs = await daemon.services.store.turn_costs(thread.id, "alice")
         assert sorted(costs) == [1, 4, 6]  # each turn's own call, found by its request key
         assert await _threads(daemon, "bob") == []
+        # The turns were kept by the daemon's session writer, a process of its own.
+        writer = daemon.services.sessions._store
+        cmdline = await asyncio.to_thread(Path(f"/proc/{writer.pid}/cmdline").read_bytes)
+        assert b"exai.store.session_writer" in cmdline and writer.pid != os.getpid()
 
 
 async def test_a_retried_request_is_one_turn_and_the_session_goes_on(tmp_path, emulator):
