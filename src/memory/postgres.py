@@ -276,31 +276,42 @@ class PostgresMemoryStore(MemoryStore):
             sql = f"SELECT count(*) FROM {self.schema}.memories WHERE owner = $1"
             return int(await conn.fetchval(sql, owner))
 
-    async def _common_lexemes(self, conn: Any) -> tuple[dict[str, float], float]:
+    async def _common_lexemes(
+        self, conn: Any, analyzed: float | None = None
+    ) -> tuple[dict[str, float], float]:
         """The lexemes ANALYZE found common in ``tsv``, with the share of rows holding
-        each, and the rows it counted."""
+        each, and the rows it counted; read again when ``analyzed`` (``memory_terms``'s
+        ``reltuples`` now) differs from what they were read with: ANALYZE ran since."""
         now = self._clock()
-        if self._common is None or now - self._common[0] > _COMMON_LEXEMES_TTL_S:
+        if (self._common is None or now - self._common[0] > _COMMON_LEXEMES_TTL_S
+                or (analyzed is not None and analyzed != self._common[2])):  # fmt: skip
             row = await conn.fetchrow(
                 "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs,"
-                " c.reltuples FROM pg_stats s JOIN pg_class c"
-                " ON c.oid = format('%I.%I', s.schemaname, s.tablename)::regclass"
-                " WHERE s.schemaname = $1 AND s.tablename = 'memory_terms' AND s.attname = 'tsv'",
-                self.schema,
+                " (SELECT reltuples FROM pg_class WHERE oid = $2::regclass)"
+                " FROM (SELECT 1) one LEFT JOIN pg_stats s ON s.schemaname = $1"
+                " AND s.tablename = 'memory_terms' AND s.attname = 'tsv'",
+                self.schema, f"{self.schema}.memory_terms",
             )  # fmt: skip
-            shares = dict(zip(row[0], row[1], strict=False)) if row and row[0] else {}
-            self._common = (now, shares, float(row[2]) if row else 0.0)
-        return self._common[1], self._common[2]
+            shares = dict(zip(row[0], row[1], strict=False)) if row[0] else {}
+            self._common = (now, shares, float(row[2]))
+        return self._common[1], max(self._common[2], 0.0)
 
     async def _choosing_rounds(self, conn: Any, terms: Sequence[str]) -> list[list[str]]:
-        """The words that choose rows, round by round (:func:`ranking.choosing_rounds`)."""
-        shares, rows = await self._common_lexemes(conn)
+        """The words that choose rows, round by round (:func:`ranking.choosing_rounds`).
+
+        The planner's statistics are kept while ``reltuples`` stays as it was: a store
+        that grew tenfold in minutes would otherwise be judged by its old size, and
+        words in a few percent of it would choose (and thousands of rows be ranked).
+        """
+        found = await conn.fetch(
+            "SELECT t, tsvector_to_array(to_tsvector('english', t)),"
+            " (SELECT reltuples FROM pg_class WHERE oid = $2::regclass)"
+            " FROM unnest($1::text[]) t",
+            list(terms), f"{self.schema}.memory_terms",
+        )  # fmt: skip
+        shares, rows = await self._common_lexemes(conn, float(found[0][2]) if found else None)
         if not shares:
             return [list(terms)]
-        found = await conn.fetch(
-            "SELECT t, tsvector_to_array(to_tsvector('english', t)) FROM unnest($1::text[]) t",
-            list(terms),
-        )
         return choosing_rounds({r[0]: list(r[1]) for r in found}, shares, rows)
 
     async def keyword_search(

@@ -13,7 +13,8 @@ The counts come from FTS5 itself: the query's words go through the index's own
 tokenizer (a ``temp`` FTS5 table, so that "targets" is counted as the stem
 "target"), and ``fts5vocab`` gives the rows holding each stem. Reading a stem's
 count walks its list of rows (about 2 ms for the commonest at 100,000), so
-counts are kept for :data:`COUNTS_TTL_S`, as Postgres keeps its planner's.
+counts are kept for :data:`COUNTS_TTL_S`, as Postgres keeps its planner's, or
+until the table grew or shrank by a tenth.
 """
 
 from __future__ import annotations
@@ -48,15 +49,16 @@ class ChoosingTerms:
         self._stems: dict[str, list[str]] = {}
         self._counts: dict[str, tuple[float, int]] = {}
         self._rows: tuple[float, int] | None = None
+        self._top = 0  # the highest rowid when the rows were counted
 
     def rounds(self, db: Any, terms: Sequence[str]) -> list[list[str]]:
         """The words of ``terms`` (plain words, from :func:`ranking.query_terms`) that
         choose memories, round by round (:func:`ranking.choosing_rounds`)."""
         if not terms:
             return []
+        rows = self._row_count(db)
         stems = self._stems_of(db, terms)
         counts = self._counts_of(db, {s for word in terms for s in stems[word]})
-        rows = self._row_count(db)
         shares = {stem: count / rows for stem, count in counts.items()} if rows else {}
         return choosing_rounds({w: stems[w] for w in terms}, shares, rows)
 
@@ -95,7 +97,14 @@ class ChoosingTerms:
         return {s: self._counts[s][1] if s in self._counts else 0 for s in stems}
 
     def _row_count(self, db: Any) -> int:
+        """The memories counted, again after :data:`COUNTS_TTL_S` or as soon as the
+        highest rowid moved by a tenth (a bulk load, a purge), when the stems' counts
+        are dropped too: shares are only right against the count they were taken with."""
         now = self._clock()
-        if self._rows is None or now - self._rows[0] >= COUNTS_TTL_S:
+        top = int(db.execute("SELECT max(rowid) FROM memories").fetchone()[0] or 0)
+        if (self._rows is None or now - self._rows[0] >= COUNTS_TTL_S
+                or abs(top - self._top) > self._top // 10):  # fmt: skip
             self._rows = (now, int(db.execute("SELECT count(*) FROM memories").fetchone()[0]))
+            self._counts.clear()
+            self._top = top
         return self._rows[1]

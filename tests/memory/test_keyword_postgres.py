@@ -117,3 +117,26 @@ async def test_a_word_in_a_few_percent_chooses_only_when_the_rarer_ones_find_too
         assert len(hits) == 5 and hits[0].id == rare
     finally:
         await store.aclose()
+
+
+@pytest.mark.parametrize("backend", PG_BACKENDS)
+async def test_statistics_are_read_again_once_analyze_has_counted_a_grown_store(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    server = _server(request, backend)
+    schema = f"m_{uuid.uuid4().hex[:16]}"
+    store = await PostgresMemoryStore.open(server.url, schema=schema, max_size=2)
+    conn = await asyncpg.connect(server.url)
+    try:
+        await store.insert_many([(new("alice", f"entry {i}"), None) for i in range(10)], MODEL)
+        await conn.execute(f"ANALYZE {schema}.memory_terms")
+        assert await store.keyword_search("alice", ["entry"], 5)  # statistics read: 10 rows
+        crowd = [(new("alice", f"deployment note {i}"), None) for i in range(1_200)]
+        await store.insert_many(crowd, MODEL)
+        rare = await add(store, "alice", "the deployment uses a canary stage")
+        await conn.execute(f"ANALYZE {schema}.memory_terms")
+        hits = await store.keyword_search("alice", ["deployment", "canary"], 10)
+        assert [h.id for h in hits] == [rare]  # "deployment" is common now, not by the old counts
+    finally:
+        await conn.close()
+        await store.aclose()
