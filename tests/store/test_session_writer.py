@@ -81,7 +81,8 @@ async def test_the_writer_holds_no_secret_and_gives_up_cpu_priority(store_and_se
         await writer.aclose()
     assert SECRET.encode() not in environ and b"KIMI_API_KEY" not in environ
     nice = int(stat.rsplit(")", 1)[1].split()[16])  # field 19 of proc(5)
-    assert nice - os.nice(0) == settings.sessions_writer_nice == 10
+    assert settings.sessions_writer_nice == 10  # its increment over ours, up to the top
+    assert nice == min(19, os.nice(0) + 10)
 
 
 async def test_a_writer_killed_mid_session_is_started_again_and_loses_nothing(
