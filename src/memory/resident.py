@@ -9,7 +9,7 @@ with the query by numkong's SIMD dot product (about 1.2 ms for 100,000 of 256
 dimensions, on one core, without the GIL). The bytes only choose candidates,
 four per result wanted; their float32 vectors, read from the table, rank them
 exactly, so the results are sqlite-vec's. An approximate index (HNSW, usearch)
-was measured and not taken: on the emulator's hashed word vectors it found 62%
+was measured and not taken: on the emulator's hashed word vectors it found 68%
 to 95% of the neighbours that fusion keeps (similarity 0.7 and up) at 100,000.
 
 The ``memories`` table stays the truth. Triggers (migration 2) write the rowid
