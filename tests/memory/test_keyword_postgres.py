@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import asyncpg
 import pytest
@@ -21,6 +23,23 @@ def _server(request: pytest.FixtureRequest, backend: str) -> TempPostgres:
     name = "pgvector_server" if backend == "pg-vector" else "postgres_server"
     server: TempPostgres = request.getfixturevalue(name)
     return server
+
+
+@asynccontextmanager
+async def _fresh_store(
+    request: pytest.FixtureRequest, backend: str
+) -> AsyncIterator[tuple[PostgresMemoryStore, asyncpg.Connection, str]]:
+    """A store in a schema of its own, and a connection of the test's to ``ANALYZE``
+    its words (what autovacuum does) as the store grows."""
+    server = _server(request, backend)
+    schema = f"m_{uuid.uuid4().hex[:16]}"
+    store = await PostgresMemoryStore.open(server.url, schema=schema, max_size=2)
+    conn = await asyncpg.connect(server.url)
+    try:
+        yield store, conn, schema
+    finally:
+        await conn.close()
+        await store.aclose()
 
 
 @pytest.mark.parametrize("backend", PG_BACKENDS)
@@ -67,67 +86,45 @@ async def test_a_store_of_the_first_version_is_migrated_with_its_words(
 async def test_a_word_in_most_memories_ranks_but_does_not_choose(
     backend: str, request: pytest.FixtureRequest
 ) -> None:
-    server = _server(request, backend)
-    schema = f"m_{uuid.uuid4().hex[:16]}"
-    store = await PostgresMemoryStore.open(server.url, schema=schema, max_size=2)
-    try:
+    async with _fresh_store(request, backend) as (store, conn, schema):
         # More than COMMON_TERM_ROWS memories hold the common word.
         crowd = [(new("alice", f"deployment note number {i} of the week"), None)
                  for i in range(1_100)]  # fmt: skip
         await store.insert_many(crowd, MODEL)
         rare = await add(store, "alice", "the deployment uses a canary stage")
         other = await add(store, "bob", "a canary deployment for bob")
-        conn = await asyncpg.connect(server.url)
-        try:
-            await conn.execute(f"ANALYZE {schema}.memory_terms")  # what autovacuum does
-        finally:
-            await conn.close()
+        await conn.execute(f"ANALYZE {schema}.memory_terms")
         hits = await store.keyword_search("alice", ["deployment", "canary"], 10)
         assert [h.id for h in hits] == [rare]  # the notes hold only the common word
         only_common = await store.keyword_search("alice", ["deployment", "week"], 10)
         assert len(only_common) == 10 and other not in {h.id for h in only_common}
         assert [h.id for h in await store.keyword_search("bob", ["deployment"], 10)] == [other]
-    finally:
-        await store.aclose()
 
 
 @pytest.mark.parametrize("backend", PG_BACKENDS)
 async def test_a_word_in_a_few_percent_chooses_only_when_the_rarer_ones_find_too_few(
     backend: str, request: pytest.FixtureRequest
 ) -> None:
-    server = _server(request, backend)
-    schema = f"m_{uuid.uuid4().hex[:16]}"
-    store = await PostgresMemoryStore.open(server.url, schema=schema, max_size=2)
-    try:
+    async with _fresh_store(request, backend) as (store, conn, schema):
         # "rollout" is in 1,100 of 25,000 memories: more than 1% and 1,000 of them.
         crowd = [(new("alice", f"rollout {i}" if i < 1_100 else f"entry {i}"), None)
                  for i in range(25_000)]  # fmt: skip
         await store.insert_many(crowd, MODEL)
         rare = await add(store, "alice", "the rollout uses a canary stage")
-        conn = await asyncpg.connect(server.url)
-        try:
-            await conn.execute(f"ANALYZE {schema}.memory_terms")
-        finally:
-            await conn.close()
+        await conn.execute(f"ANALYZE {schema}.memory_terms")
         assert [h.id for h in await store.keyword_search("alice", ["rollout", "canary"], 1)] == [
             rare]  # fmt: skip
         # Fewer than wanted from "canary": "rollout" chooses too, and the memory holding
         # both still ranks first.
         hits = await store.keyword_search("alice", ["rollout", "canary"], 5)
         assert len(hits) == 5 and hits[0].id == rare
-    finally:
-        await store.aclose()
 
 
 @pytest.mark.parametrize("backend", PG_BACKENDS)
 async def test_statistics_are_read_again_once_analyze_has_counted_a_grown_store(
     backend: str, request: pytest.FixtureRequest
 ) -> None:
-    server = _server(request, backend)
-    schema = f"m_{uuid.uuid4().hex[:16]}"
-    store = await PostgresMemoryStore.open(server.url, schema=schema, max_size=2)
-    conn = await asyncpg.connect(server.url)
-    try:
+    async with _fresh_store(request, backend) as (store, conn, schema):
         await store.insert_many([(new("alice", f"entry {i}"), None) for i in range(10)], MODEL)
         await conn.execute(f"ANALYZE {schema}.memory_terms")
         assert await store.keyword_search("alice", ["entry"], 5)  # statistics read: 10 rows
@@ -137,6 +134,3 @@ async def test_statistics_are_read_again_once_analyze_has_counted_a_grown_store(
         await conn.execute(f"ANALYZE {schema}.memory_terms")
         hits = await store.keyword_search("alice", ["deployment", "canary"], 10)
         assert [h.id for h in hits] == [rare]  # "deployment" is common now, not by the old counts
-    finally:
-        await conn.close()
-        await store.aclose()
