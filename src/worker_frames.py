@@ -15,7 +15,14 @@ import marshal
 import struct
 from typing import Any, Final
 
-__all__ = ["FRAME_HEADER", "MAX_FRAME_BYTES", "FrameError", "frame_length", "parse_frame"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "FRAME_HEADER", "MAX_FRAME_BYTES", "FrameError", "frame_length", "parse_frame", "widen_pipe",
+]  # fmt: skip
 
 FRAME_HEADER: Final = struct.Struct(">I")
 MAX_FRAME_BYTES: Final = 1 << 30
@@ -42,3 +49,16 @@ def parse_frame(payload: bytes) -> tuple[Any, ...]:
     if not isinstance(message, tuple) or not message or not isinstance(message[0], str):
         raise FrameError("a frame must hold a tuple that starts with its name")
     return message
+
+
+def widen_pipe(fd: int, size: int = 1 << 20) -> None:
+    """The pipe at ``fd`` made ``size`` bytes long where the system allows it (Linux,
+    up to ``/proc/sys/fs/pipe-max-size``); as it was elsewhere. A worker's frames are
+    often larger than Linux's default 64 KiB, which would block the writing end and
+    wake both ends several times a frame."""
+    setting = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if setting is not None:
+        try:
+            fcntl.fcntl(fd, setting, size)
+        except OSError:
+            pass

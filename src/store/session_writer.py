@@ -47,7 +47,7 @@ from exai.errors import ExaiError
 from exai.logs import get_logger
 from exai.store.session_turns import SessionKept, SessionTurn
 from exai.subprocesses import worker_environment
-from exai.worker_frames import FRAME_HEADER, FrameError, frame_length, parse_frame
+from exai.worker_frames import FRAME_HEADER, FrameError, frame_length, parse_frame, widen_pipe
 
 __all__ = ["SessionWriter", "TurnNotKept"]
 
@@ -144,6 +144,10 @@ class SessionWriter:
             except OSError as exc:
                 raise ConnectionError(f"the session writer did not start: {exc!r}") from exc
             assert process.stdin is not None and process.stdout is not None
+            # A batch of an agent's turns carries their whole histories: hundreds of KiB.
+            pipe = process.stdin.get_extra_info("pipe")
+            if pipe is not None:
+                widen_pipe(pipe.fileno())
             process.stdin.write(FRAME_HEADER.pack(len(self._config)) + self._config)
             self._process = process
             self._reader = asyncio.get_running_loop().create_task(

@@ -27,16 +27,12 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, Final
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
-
 from exai.logs import get_logger
 from exai.subprocesses import worker_environment
 from exai.tracing.export import ExportStats
 from exai.tracing.records import Record, spans_in
 from exai.tracing.wire import FrameError, config_frame, encode_frame, read_frame
+from exai.worker_frames import widen_pipe
 
 __all__ = ["WriterLink"]
 
@@ -46,9 +42,6 @@ log = get_logger("exai.tracing")
 WRITER_COMMAND: Final = (sys.executable, "-P", "-m", "exai.tracing.writer")
 _RESTART_AFTER_S: Final = 1.0
 _STOP_GRACE_S: Final = 0.5  # after the deadline, for the writer to say it stopped
-# A frame of spans is about 100 KiB (512 records); in Linux's default 64 KiB pipe each
-# one blocked the shipping thread and woke both ends several times.
-_PIPE_BYTES: Final = 1 << 20
 
 
 class WriterLink:
@@ -177,7 +170,9 @@ class WriterLink:
         self._process = process
         self._started_at = time.monotonic()
         assert process.stdin is not None and process.stdout is not None
-        _widen(process.stdin.fileno())
+        # A frame of spans is about 100 KiB (512 records); in Linux's default 64 KiB pipe
+        # each one blocked the shipping thread and woke both ends several times.
+        widen_pipe(process.stdin.fileno())
         process.stdin.write(config_frame(self._config))
         process.stdin.flush()
         threading.Thread(target=self._read_loop, args=(process,), name="exai-trace-reports",
@@ -236,14 +231,3 @@ class WriterLink:
         stats.batches_failed = total("batches_failed")
         stats.spans_dropped = dropped
         stats.spans_discarded = total("discarded")
-
-
-def _widen(fd: int) -> None:
-    """The pipe at ``fd`` made :data:`_PIPE_BYTES` long where the system allows it
-    (Linux, up to ``/proc/sys/fs/pipe-max-size``); as it was elsewhere."""
-    setting = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
-    if setting is not None:
-        try:
-            fcntl.fcntl(fd, setting, _PIPE_BYTES)
-        except OSError:
-            pass

@@ -7,6 +7,7 @@ and it runs at a lower CPU priority; closing stops it."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import signal
 from pathlib import Path
@@ -54,6 +55,9 @@ async def test_turns_are_kept_by_the_writer_as_the_store_keeps_them(store_and_se
         first = await writer.keep_session_turns([_turn(0), _turn(1)])
         again = await writer.keep_session_turns([_turn(1)])  # the same request, sent again
         pid = writer.pid
+        pipe = writer._process.stdin.get_extra_info("pipe")  # type: ignore[union-attr]
+        # A batch of whole histories fits the pipe: 1 MiB, Linux's default maximum.
+        assert fcntl.fcntl(pipe.fileno(), fcntl.F_GETPIPE_SZ) == min(1 << 20, _pipe_max())
     finally:
         await writer.aclose()
     assert [k.kept for k in first] == ["started", "continued"]
@@ -127,6 +131,10 @@ async def test_a_turn_refused_is_refused_alone(store_and_settings) -> None:
     assert isinstance(results[2], TurnNotKept) and "cannot be stored" in str(results[2])
     (thread,) = await store.list_threads(ANY_OWNER)
     assert thread.owner == "alice" and thread.turns == 2
+
+
+def _pipe_max() -> int:
+    return int(Path("/proc/sys/fs/pipe-max-size").read_text())
 
 
 def _fields(turn: SessionTurn) -> dict[str, Any]:
