@@ -10,13 +10,14 @@ first).
 
 The worker waits ``linger_s`` after a turn is queued and then keeps the turns
 queued by then, up to ``_BATCH`` of them, in one transaction. Each hop to the
-store's thread and each transaction costs the daemon more than the turn's own
-statements, and an agent
+store (in the daemon: the session writer process, :mod:`exai.store.session_writer`)
+and each transaction costs more than the turn's own statements, and an agent
 answered at once sends its next request within milliseconds: written one by one,
-its turns would take CPU from the requests they follow. Larger batches would save
-a little more and take it in longer slices, which the requests that meet them feel
-(their p99). A store that cannot be written keeps the turns queued and tried
-again, one at a time, with backoff, like the cost rows
+its turns would take CPU from the requests they follow. Larger batches save CPU
+(100 ms gathers about twenty turns of such an agent and halves the writer's CPU per
+turn) but take it in longer slices, which the requests that meet them feel: their
+p99 rose about a fifth on two cores (docs/performance.md). A store that cannot be
+written keeps the turns queued and tried again, one at a time, with backoff, like the cost rows
 (:class:`~exai.accounting.ledger.Ledger`); a turn the store refuses as such (an
 :class:`~exai.errors.ExaiError`) is logged and counted as failed.
 
@@ -53,7 +54,7 @@ _BATCH = 32
 class SessionKeeper:
     def __init__(
         self, store: Any, *, memory: Any = None, max_queued: int = 10_000, drain_s: float = 10.0,
-        linger_s: float = 0.1, closes_store: bool = False,
+        linger_s: float = 0.02, closes_store: bool = False,
     ) -> None:  # fmt: skip
         # The store, or what keeps turns like it (exai.store.session_writer), which the
         # keeper closes when it is its own (closes_store).
