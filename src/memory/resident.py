@@ -34,7 +34,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,8 +190,13 @@ class ResidentVectors:
     """The resident partitions of one SQLite memory file. Every method but
     :meth:`close` and :meth:`status` runs on the store's thread, with its connection."""
 
-    def __init__(self, path: Path, min_vectors: int, max_bytes: int, inline_max: int) -> None:
+    def __init__(
+        self, path: Path, min_vectors: int, max_bytes: int, inline_max: int,
+        connect: Callable[..., Any] = sqlite3.connect,
+    ) -> None:  # fmt: skip
         self.path = path
+        # How the store's connection was made (its SQLite library): see sqlite._resident.
+        self._connect = connect
         self.min_vectors = min_vectors
         self.max_bytes = max_bytes
         self.inline_max = inline_max  # load smaller partitions at once, on the store's thread
@@ -312,7 +317,7 @@ class ResidentVectors:
     def _start_loading(self, key: Key, slot: _Slot) -> None:
         def load() -> None:
             try:
-                conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
+                conn = self._connect(f"file:{self.path}?mode=ro", uri=True,
                                        isolation_level=None, check_same_thread=False)  # fmt: skip
                 try:
                     conn.execute("PRAGMA busy_timeout = 10000")

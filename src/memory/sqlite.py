@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 import json
 import time
 import uuid
@@ -85,7 +86,7 @@ def _filters(
 
 
 def _resident(
-    path: Path, min_vectors: int | None, max_bytes: int, inline_max: int
+    path: Path, min_vectors: int | None, max_bytes: int, inline_max: int, conn: Any
 ) -> tuple[Any, str | None]:
     if min_vectors is None:
         return None, "turned off"
@@ -95,7 +96,12 @@ def _resident(
         from exai.memory.resident import ResidentVectors
     except ImportError as exc:  # numpy missing
         return None, f"numpy could not be imported ({exc})"
-    return ResidentVectors(path, min_vectors, max_bytes, inline_max), None
+    # The loader's own connection is made by the library the store's was (the bundled
+    # pysqlite3 or the standard sqlite3): two copies of SQLite in one process on one
+    # file break each other's locks, and a WAL file one of them removes under the
+    # other's map of it stops the process with a bus error.
+    connect = importlib.import_module(type(conn).__module__).connect
+    return ResidentVectors(path, min_vectors, max_bytes, inline_max, connect), None
 
 
 class SqliteMemoryStore(MemoryStore):
@@ -131,7 +137,7 @@ class SqliteMemoryStore(MemoryStore):
         if no_vec:
             log.warning("sqlite-vec unavailable: vectors are searched by a scan", reason=no_vec)
         resident, no_resident = _resident(path, resident_min_vectors, resident_max_bytes,
-                                          resident_inline_max)  # fmt: skip
+                                          resident_inline_max, conn)  # fmt: skip
         store = cls(path, conn, no_vec, clock, resident, no_resident)
         try:
             await store._run(store._migrate)

@@ -5,6 +5,7 @@ they cannot be used."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import sqlite3
 from pathlib import Path
 
@@ -142,6 +143,20 @@ async def test_a_large_partition_loads_in_the_background_while_the_scan_answers(
     finally:
         await fast.aclose()
         await exact.aclose()
+
+
+async def test_the_loader_opens_the_file_with_the_stores_own_sqlite_library(
+    tmp_path: Path,
+) -> None:
+    # Two copies of SQLite in one process on one file break each other's locks; the
+    # background loader once used the standard library's next to the bundled
+    # pysqlite3 and the process died of a bus error (tests below, now and then).
+    store = await resident(tmp_path / "memory.sqlite3")
+    try:
+        library = type(store._thread.conn).__module__
+        assert store._resident._connect is importlib.import_module(library).connect
+    finally:
+        await store.aclose()
 
 
 async def test_few_vectors_or_too_little_memory_leave_it_to_the_scan(tmp_path: Path) -> None:
