@@ -7,6 +7,7 @@ and it runs at a lower CPU priority; closing stops it."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import fcntl
 import os
 import signal
@@ -119,7 +120,7 @@ async def test_a_turn_refused_is_refused_alone(store_and_settings) -> None:
                             answer={"role": "assistant", "content": "y"}, session_id="S",
                             request_id="malformed", face="openai")  # fmt: skip
     odd = {"role": "assistant", "content": object()}  # no value a message can hold
-    unsendable = SessionTurn(**{**_fields(_turn(0, owner="bob")), "answer": odd})
+    unsendable = dataclasses.replace(_turn(0, owner="bob"), answer=odd)
     writer = SessionWriter(settings)
     try:
         results = await writer.keep_session_turns([_turn(0), malformed, unsendable, _turn(1)])
@@ -135,7 +136,3 @@ async def test_a_turn_refused_is_refused_alone(store_and_settings) -> None:
 
 def _pipe_max() -> int:
     return int(Path("/proc/sys/fs/pipe-max-size").read_text())
-
-
-def _fields(turn: SessionTurn) -> dict[str, Any]:
-    return {name: getattr(turn, name) for name in SessionTurn.__slots__}
