@@ -136,9 +136,10 @@ class JobRunner:
 
     async def execute(self, claimed: Claimed) -> None:
         run, job = claimed.run, claimed.job
-        problem = self.core.credential_problem(job.owner, job.credential, self.clock())
+        checked_at = self.clock()
+        problem = self.core.credential_problem(job.owner, job.credential, checked_at)
         if problem is not None:
-            await self._refuse(claimed, problem)
+            await self._refuse(claimed, problem, checked_at)
             return
         budget = None if job.budget is None else budget_from_claim(job.budget)
         principal = Principal(job.owner, None if job.scopes is None else frozenset(job.scopes),
@@ -181,11 +182,16 @@ class JobRunner:
                 tracing.fail_current(result.error)
             await self._finish(claimed, result)
 
-    async def _refuse(self, claimed: Claimed, problem: str) -> None:
-        """The job's credential no longer grants it: no call; the job is paused."""
+    async def _refuse(self, claimed: Claimed, problem: str, checked_at: float) -> None:
+        """The job's credential no longer grants it: no call; the job is paused.
+
+        The run was claimed (``started_at``) a moment before the check, so it can
+        start before a JWT's ``exp`` and still be refused; it finishes at the time
+        the check was made, which is what decided it.
+        """
         run, job = claimed.run, claimed.job
         reason = f"paused: {problem}"
-        held = await self.store.finish(run.id, self.worker, status="failed", now=self.clock(),
+        held = await self.store.finish(run.id, self.worker, status="failed", now=checked_at,
                                        error_code="UNAUTHORIZED", error=reason,
                                        pause_job=reason)  # fmt: skip
         log.warning("job paused: its credential no longer grants it", job_id=job.id,
