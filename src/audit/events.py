@@ -54,6 +54,7 @@ EventKind = Literal[
     "conversation_turn",
     "auth_failed",
     "memory_written",
+    "memory_imported",
     "memory_recalled",
     "memory_injected",
     "memory_forgotten",

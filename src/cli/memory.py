@@ -74,6 +74,10 @@ def register(subparsers: Any) -> None:
     p = sub.add_parser("import", help="memories from an export (duplicates are skipped)")
     p.add_argument("file", type=Path, help="JSONL file, or - for standard input")
     p.add_argument("--owner", help="store every memory under this principal instead")
+    p.add_argument("--bulk", action="store_true",
+                   help="embed in batches and load at once, without merging near duplicates"
+                        " (for large imports: on Postgres the search indexes are built after"
+                        " the load)")  # fmt: skip
     p.set_defaults(func=_command(_import))
 
     p = sub.add_parser("reembed", help="give every memory a vector from the configured model")
@@ -163,7 +167,7 @@ async def _export(service: MemoryService, args: argparse.Namespace, out: TextIO)
 
 async def _import(service: MemoryService, args: argparse.Namespace, out: TextIO) -> int:
     text = sys.stdin.read() if str(args.file) == "-" else args.file.read_text(encoding="utf-8")
-    counts: dict[str, int] = {}
+    items: list[tuple[str, str, str, list[str], str | None]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -173,10 +177,15 @@ async def _import(service: MemoryService, args: argparse.Namespace, out: TextIO)
             content = item["content"]
         except (ValueError, KeyError, TypeError) as exc:
             raise ValidationError_(f"line {number}: not a memory export line ({exc})") from None
-        done = await service.remember(
-            owner, content, item.get("type", "fact"), item.get("tags") or [],
-            item.get("project"), source="import",
-        )  # fmt: skip
+        items.append((owner, content, item.get("type", "fact"), item.get("tags") or [],
+                      item.get("project")))  # fmt: skip
+    if args.bulk:
+        stored = await service.import_many(items, source="import")
+        out.write(f"remembered {stored}, already remembered {len(items) - stored}\n")
+        return 0
+    counts: dict[str, int] = {}
+    for owner, content, type_, tags, project in items:
+        done = await service.remember(owner, content, type_, tags, project, source="import")
         counts[done.action] = counts.get(done.action, 0) + 1
     said = [f"{_DONE_COUNTS[action]} {counts[action]}" for action in _DONE_COUNTS
             if action in counts]  # fmt: skip

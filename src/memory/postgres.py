@@ -32,6 +32,7 @@ from exai.memory.base import (
     ScoredId,
 )
 from exai.memory.pgvector import PgVectors, literal, vector_extension
+from exai.memory.postgres_import import BULK_MIN_ROWS, copy_memories, rebuilds_indexes
 from exai.memory.queue import PostgresExtractionQueue
 from exai.memory.ranking import choosing_rounds, cosine
 from exai.memory.schema import MEMORY_COLUMNS, POSTGRES_MIGRATIONS, decode_memory
@@ -72,9 +73,10 @@ class PostgresMemoryStore(MemoryStore):
 
     def __init__(
         self, pool: asyncpg.Pool, schema: str, vector_reason: str | None,
-        clock: Callable[[], float], iterative: bool = False,
+        clock: Callable[[], float], iterative: bool = False, bulk_min: int = BULK_MIN_ROWS,
     ) -> None:  # fmt: skip
         self._pool = pool
+        self._bulk_min = bulk_min
         self.schema = schema
         self._no_vec = vector_reason
         self._clock = clock
@@ -85,8 +87,10 @@ class PostgresMemoryStore(MemoryStore):
     @classmethod
     async def open(
         cls, url: str, *, schema: str = "exai", clock: Callable[[], float] = time.time,
-        pgvector: bool = True, max_size: int = 10,
+        pgvector: bool = True, max_size: int = 10, bulk_min: int = BULK_MIN_ROWS,
     ) -> PostgresMemoryStore:  # fmt: skip
+        """``bulk_min``: the smallest ``insert_many`` batch that may rebuild the search
+        indexes (:func:`exai.memory.postgres_import.rebuilds_indexes`)."""
         check_schema_name(schema)
         dsn, options = driver_options(url)
         found = await vector_extension(dsn, pgvector)
@@ -97,7 +101,7 @@ class PostgresMemoryStore(MemoryStore):
 
         pool = await asyncpg.create_pool(dsn, min_size=1, max_size=max_size, command_timeout=60,
                                          init=init, **options)  # fmt: skip
-        store = cls(pool, schema, found.reason, clock, found.iterative)
+        store = cls(pool, schema, found.reason, clock, found.iterative, bulk_min)
         if found.reason:
             log.warning("pgvector unavailable: vectors are searched by a scan", reason=found.reason)
         try:
@@ -179,12 +183,12 @@ class PostgresMemoryStore(MemoryStore):
         async with self._pool.acquire() as conn, conn.transaction():
             for dim in {len(v) for _, v in memories if v is not None}:
                 await self._index(conn, dim)
-            before = int(await conn.fetchval(f"SELECT count(*) FROM {self.schema}.memories"))
-            await conn.executemany(
-                self._insert_sql(), [self._insert_args(m, v, model) for m, v in memories]
-            )
-            after = int(await conn.fetchval(f"SELECT count(*) FROM {self.schema}.memories"))
-        return after - before
+            stored = (int(await conn.fetchval(f"SELECT count(*) FROM {self.schema}.memories"))
+                      if len(memories) >= self._bulk_min else 0)  # fmt: skip
+            rebuild = rebuilds_indexes(len(memories), stored, self._bulk_min)
+            return await copy_memories(conn, self.schema, memories, model, self._clock(),
+                                       pgvector=self._vec is not None,
+                                       rebuild=rebuild)  # fmt: skip
 
     async def update(
         self, memory_id: str, owner: Owner, *, content: str, type: str, tags: Sequence[str],

@@ -131,18 +131,8 @@ class MemoryService:
         project: str | None = None,
         source: str = "tool",
     ) -> Remembered:
-        text = normalize_content(content)
-        if not text:
-            raise ValidationError_("a memory needs some content")
-        if len(text) > MAX_CONTENT_CHARS:
-            raise ValidationError_(
-                f"a memory holds at most {MAX_CONTENT_CHARS} characters (got {len(text)}); "
-                "store one statement per memory"
-            )
-        if type not in MEMORY_TYPES:
-            raise ValidationError_(f"unknown memory type {type!r}; one of {list(MEMORY_TYPES)}")
-        clean_tags = list(dict.fromkeys(t.strip() for t in tags if t.strip()))[:MAX_TAGS]
-        digest = content_hash(text)
+        new = _validated(owner, content, type, tags, project, source)
+        text, clean_tags, digest = new.content, new.tags, new.content_hash
         existing = await self.store.find_hash(owner, digest)
         model, vector = (None, None) if existing else await self._vector(text)
         nearest = None
@@ -159,11 +149,45 @@ class MemoryService:
                 vector=vector, model=model,
             )  # fmt: skip
         else:
-            new = NewMemory(owner, text, type, digest, clean_tags, project, source)
             memory = await self.store.insert(new, vector, model)
         self._emit("memory_written", principal=owner, memory_id=memory.id, action=action,
                    memory_type=type, source=source, embedded=vector is not None)  # fmt: skip
         return Remembered(memory, action)
+
+    async def import_many(
+        self, items: Sequence[tuple[str, str, str, Sequence[str], str | None]], source: str
+    ) -> int:
+        """Store many memories at once, each ``(owner, content, type, tags, project)``:
+        validated as :meth:`remember` does, embedded in batches, and handed to the store
+        in one ``insert_many`` per principal and embedding model, so that its bulk path
+        (on Postgres, indexes built after the load) sees the whole import. Exact
+        duplicates are skipped; near duplicates are not merged. Without embeddings (none
+        configured, or none answering) memories are stored without vectors, as
+        :meth:`remember` stores them. Returns how many were stored."""
+        new = [_validated(*item, source=source) for item in items]
+        vectors: list[tuple[str | None, list[float] | None]] = [(None, None)] * len(new)
+        if self.chain.enabled:
+            try:
+                batches = await self.chain.embed([m.content for m in new])
+            except EmbeddingUnavailable as exc:
+                log.warning("memory_embedding_unavailable", error=str(exc))
+                batches = []
+            done = 0
+            for embedded in batches:
+                for vector in embedded.vectors:
+                    vectors[done] = (embedded.model, vector)
+                    done += 1
+        # One insert_many per principal and model: audited per principal, as writes are.
+        groups: dict[tuple[str, str | None], list[tuple[NewMemory, list[float] | None]]] = {}
+        for memory, (model, vector) in zip(new, vectors, strict=True):
+            groups.setdefault((memory.owner, model), []).append((memory, vector))
+        stored = 0
+        for (owner, model), rows in groups.items():
+            count = await self.store.insert_many(rows, model)
+            self._emit("memory_imported", principal=owner, count=count, offered=len(rows),
+                       source=source, embedded=model is not None)  # fmt: skip
+            stored += count
+        return stored
 
     async def recall(
         self,
@@ -260,3 +284,19 @@ class MemoryService:
             await self.worker.stop()
         await self.chain.aclose()
         await self.store.aclose()
+
+
+def _validated(owner: str, content: str, type: str, tags: Sequence[str], project: str | None,
+               source: str) -> NewMemory:  # fmt: skip
+    text = normalize_content(content)
+    if not text:
+        raise ValidationError_("a memory needs some content")
+    if len(text) > MAX_CONTENT_CHARS:
+        raise ValidationError_(
+            f"a memory holds at most {MAX_CONTENT_CHARS} characters (got {len(text)}); "
+            "store one statement per memory"
+        )
+    if type not in MEMORY_TYPES:
+        raise ValidationError_(f"unknown memory type {type!r}; one of {list(MEMORY_TYPES)}")
+    clean_tags = list(dict.fromkeys(t.strip() for t in tags if t.strip()))[:MAX_TAGS]
+    return NewMemory(owner, text, type, content_hash(text), clean_tags, project, source)

@@ -1,8 +1,9 @@
-"""``exai memory``: add, list, show, rm, export/import round trip, reembed."""
+"""``exai memory``: add, list, show, rm, export/import round trip, bulk import, reembed."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,30 @@ def test_add_list_show_export_import_rm(memory_env, capsys, monkeypatch, provide
     assert "no memory" in capsys.readouterr().err
     assert main(["memory", "list"]) == 0
     assert len(_lines(capsys)) == 1
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "pg-vector"])
+def test_a_bulk_import_embeds_and_stores_at_once(
+    backend, memory_env, capsys, monkeypatch, provider_emulator, request
+):
+    if backend == "pg-vector":
+        server = request.getfixturevalue("pgvector_server")
+        name = f"bulk_{uuid.uuid4().hex[:12]}"
+        monkeypatch.setenv("EXAI_MEMORY_URL", server.create_database(name))
+    monkeypatch.setenv("EXAI_MEMORY_EMBEDDING_PROVIDERS", "openai_compat")
+    monkeypatch.setenv("EXAI_MEMORY_OPENAI_EMBEDDING_BASE_URL", provider_emulator.base_url_kimi)
+    export = memory_env / "export.jsonl"
+    lines = [{"owner": "alice", "content": f"alice keeps note {i} on the blue board"}
+             for i in range(70)]  # fmt: skip
+    lines += [{"owner": "bob", "content": "bob reviews tersely", "type": "preference"}]
+    export.write_text("".join(json.dumps(line) + "\n" for line in lines + lines[:3]))
+    assert main(["memory", "import", "--bulk", str(export)]) == 0
+    assert main(["memory", "import", "--bulk", str(export)]) == 0
+    assert _lines(capsys) == ["remembered 71, already remembered 3",
+                              "remembered 0, already remembered 74"]  # fmt: skip
+    assert main(["memory", "list", "--owner", "bob", "--json"]) == 0
+    (bob,) = [json.loads(line) for line in _lines(capsys)]
+    assert (bob["type"], bob["source"], bob["embedding_model"]) == (
+        "preference", "import", "text-embedding-3-small")  # fmt: skip
+    assert main(["memory", "list", "--owner", "alice", "--limit", "1000"]) == 0
+    assert len(_lines(capsys)) == 70
