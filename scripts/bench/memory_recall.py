@@ -7,8 +7,10 @@
    when installed) and, at 10,000 and below only,
    on the slower fallbacks (SQLite and Postgres 15 with the vector scan).
    Memories are synthetic sentences over a 3,000-word vocabulary, loaded with
-   ``insert_many`` in batches (the load time excludes computing the vectors);
-   on Postgres the loaded table is then analysed, as autovacuum would. Query
+   ``insert_many`` (the load time excludes computing the vectors): on SQLite in
+   batches of 2,000, on Postgres each size's new memories in one batch, as
+   ``exai memory import --bulk`` loads them (the store builds its indexes after
+   a load that large, and analyses the tables, as autovacuum would). Query
    vectors come in-process from the emulator's embedding function (a test
    fixture), so the figures are the store's and the ranking's, not an HTTP
    round trip's.
@@ -24,21 +26,28 @@
 Run: ``python -m scripts.bench.memory_recall`` (``make bench`` runs it with the rest,
 every size). ``--sizes 10000,100000`` and ``--backends sqlite,postgres`` narrow a run
 (backends: sqlite, sqlite-scan, postgres, postgres-scan); ``--latency-only`` leaves out
-the injection and quality parts.
+the injection and quality parts. ``--repeats 3`` measures each size three times on the
+store loaded once, each run with its start and the load average at its start and end;
+``--lock /tmp/exai-bench.lock`` holds that file's ``flock`` for each measured run only,
+not for the loads; ``--keep DIR`` keeps the SQLite files there for a later run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
 import importlib.util
 import itertools
 import json
+import os
 import random
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,11 +105,17 @@ def _service(store: MemoryStore, **weights: Any) -> MemoryService:
     return MemoryService(store, chain, MemoryConfig(RankingWeights(**weights)))
 
 
-async def _populate(store: MemoryStore, rows: list[NewMemory], n: int) -> float:
-    """Load ``rows[:n]`` not yet stored; the seconds ``insert_many`` took."""
+async def _populate(store: MemoryStore, rows: list[NewMemory], n: int, whole: bool) -> float:
+    """Load ``rows[:n]`` not yet stored; the seconds ``insert_many`` took. ``whole``: in
+    one batch, as ``exai memory import --bulk`` hands it over (the Postgres store builds
+    its indexes after a batch that large); otherwise in batches of :data:`BATCH`."""
     spent = 0.0
-    for start in range(await store.count(OWNER), n, BATCH):
-        batch = [(m, embed_text(m.content, DIM)) for m in rows[start : min(n, start + BATCH)]]
+    stored = await store.count(OWNER)
+    step = (n - stored) if whole else BATCH
+    for start in range(stored, n, step):
+        # float32 arrays: a million vectors as lists of floats would take 8 GB.
+        batch = [(m, array("f", embed_text(m.content, DIM)))
+                 for m in rows[start : min(n, start + step)]]  # fmt: skip
         t = time.perf_counter()
         await store.insert_many(batch, MODEL)
         spent += time.perf_counter() - t
@@ -112,19 +127,15 @@ def _pct(samples: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-async def _latency(store: MemoryStore, rows: list[NewMemory], sizes: Sequence[int],
-                   queries: list[str], pg_url: str | None = None) -> dict[str, Any]:  # fmt: skip
-    service = _service(store)
-    out: dict[str, Any] = {}
-    for n in sizes:
-        load_s = await _populate(store, rows, n)
-        if pg_url is not None:
-            t = time.perf_counter()
-            await _analyze(pg_url)
-            load_s += time.perf_counter() - t
+async def _measure(service: MemoryService, store: MemoryStore, queries: list[str],
+                   lock: Path | None) -> dict[str, Any]:  # fmt: skip
+    """One measured run: its start (UTC), the load average at its start and end, and
+    the latency of ``recall`` over the queries, under the benchmark lock if given."""
+    with _locked(lock):
+        started = time.strftime("%H:%M:%S", time.gmtime())
+        load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
         for q in queries[:5]:
             await service.recall(OWNER, q, audit=False)  # warm caches
-        await _settled(store)
         samples = []
         # The scan fallbacks take up to a second a query at 10,000: fewer samples.
         count = 40 if store.status()["vector_search"] == "scan" else QUERIES
@@ -132,10 +143,45 @@ async def _latency(store: MemoryStore, rows: list[NewMemory], sizes: Sequence[in
             t = time.perf_counter()
             await service.recall(OWNER, q, audit=False)
             samples.append((time.perf_counter() - t) * 1000)
-        out[str(n)] = {"p50_ms": statistics.median(samples), "p99_ms": _pct(samples, 99),
-                       "load_s": load_s}  # fmt: skip
-        print(f"  {n:>9,}: p50 {out[str(n)]['p50_ms']:.2f} ms, p99 {out[str(n)]['p99_ms']:.2f} ms,"
-              f" load {load_s:.1f} s", flush=True)  # fmt: skip
+        load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return {"p50_ms": statistics.median(samples), "p99_ms": _pct(samples, 99),
+            "started": started, "load": [load_before, load_after]}  # fmt: skip
+
+
+@contextmanager
+def _locked(path: Path | None) -> Iterator[None]:
+    """The machine-wide benchmark lock (``flock``), held for a measured run only."""
+    if path is None:
+        yield
+        return
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+async def _latency(store: MemoryStore, rows: list[NewMemory], sizes: Sequence[int],
+                   queries: list[str], pg_url: str | None = None, repeats: int = 1,
+                   lock: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    service = _service(store)
+    out: dict[str, Any] = {}
+    for n in sizes:
+        load_s = await _populate(store, rows, n, whole=pg_url is not None)
+        if pg_url is not None:
+            t = time.perf_counter()
+            await _analyze(pg_url)
+            load_s += time.perf_counter() - t
+        await _settled(store)
+        runs = [await _measure(service, store, queries, lock) for _ in range(repeats)]
+        out[str(n)] = {"p50_ms": statistics.median(r["p50_ms"] for r in runs),
+                       "p99_ms": statistics.median(r["p99_ms"] for r in runs),
+                       "load_s": load_s, "runs": runs}  # fmt: skip
+        for r in runs:
+            print(f"  {n:>9,}: p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms,"
+                  f" load {load_s:.1f} s; {r['started']} UTC, load average"
+                  f" {r['load'][0]} -> {r['load'][1]}", flush=True)  # fmt: skip
     return out
 
 
@@ -160,8 +206,14 @@ async def _analyze(url: str) -> None:
 
 
 async def recall_latency(
-    sizes: Sequence[int] = SIZES, backends: Sequence[str] = BACKENDS
+    sizes: Sequence[int] = SIZES,
+    backends: Sequence[str] = BACKENDS,
+    repeats: int = 1,
+    lock: Path | None = None,
+    keep: Path | None = None,
 ) -> dict[str, Any]:
+    """``keep``: a directory for the SQLite files, kept after the run; a later run
+    with the same directory loads only the memories its files lack."""
     rng = random.Random(16)
     vocab = _vocabulary(rng)
     most = max(sizes)
@@ -171,11 +223,14 @@ async def recall_latency(
     queries = [" ".join(rng.sample(vocab[:600], 4)) for _ in range(QUERIES + 5)]
     scan_sizes = [n for n in sizes if n <= SCAN_MAX]
     results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = str(keep) if keep is not None else scratch
         if "sqlite" in backends:
             print("sqlite (sqlite-vec)", flush=True)
             store: MemoryStore = await SqliteMemoryStore.open(Path(tmp) / "vec.sqlite3")
-            results["sqlite (sqlite-vec)"] = await _latency(store, rows, sizes, queries)
+            results["sqlite (sqlite-vec)"] = await _latency(
+                store, rows, sizes, queries, repeats=repeats, lock=lock
+            )
             await store.aclose()
         if "sqlite-scan" in backends and scan_sizes:
             store = await SqliteMemoryStore.open(Path(tmp) / "scan.sqlite3", sqlite_vec=False)
@@ -186,8 +241,9 @@ async def recall_latency(
         print("postgres 18 (pgvector hnsw)", flush=True)
         with TempPostgres(bindir=Path(spec.origin).parent / "pginstall" / "bin") as pg:
             store = await PostgresMemoryStore.open(pg.url, schema="bench")
-            results["postgres 18 (pgvector hnsw)"] = await _latency(store, rows, sizes, queries,
-                                                                    pg.url)  # fmt: skip
+            results["postgres 18 (pgvector hnsw)"] = await _latency(
+                store, rows, sizes, queries, pg.url, repeats, lock
+            )
             await store.aclose()
     if "postgres-scan" in backends and scan_sizes:
         with TempPostgres() as pg:
@@ -337,6 +393,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--latency-only", action="store_true", help="leave out the injection cost and recall@5"
     )
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="measured runs per size, on the same loaded store")  # fmt: skip
+    parser.add_argument("--lock", type=Path,
+                        help="a file to flock for each measured run (not the loads)")  # fmt: skip
+    parser.add_argument("--keep", type=Path,
+                        help="keep the SQLite files in this directory, and reuse them")  # fmt: skip
     parser.add_argument("--quality-only", action="store_true",
                         help="only recall@5 on the labelled set")  # fmt: skip
     args = parser.parse_args(list(argv or []))
@@ -354,7 +416,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if not args.latency_only:
         recall5 = asyncio.run(quality())
         inject = asyncio.run(injection_cost())
-    latency = asyncio.run(recall_latency(sizes, backends))
+    latency = asyncio.run(
+        recall_latency(sizes, backends, max(1, args.repeats), args.lock, args.keep)
+    )
     _report(latency, inject, recall5)
     return {"latency": latency, "injection": inject, "recall_at_5": recall5}
 
