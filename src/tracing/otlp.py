@@ -34,12 +34,16 @@ _LOW64: Final = (1 << 64) - 1
 # trace_id (field 1, 16 bytes) and span_id (field 2, 8 bytes), big-endian as OTLP has them.
 _IDS: Final = struct.Struct(">HQQHQ").pack
 _PARENT: Final = struct.Struct(">HQ").pack  # parent_span_id (field 4)
+_IDS_PARENT: Final = struct.Struct(">HQQHQHQ").pack  # the three, when no trace state is between
 # kind (field 6, a varint under 128), start and end (fields 7 and 8, fixed64).
 _KIND_TIMES: Final = struct.Struct("<BBBQBQ").pack
 _STATUS: Final = {code: bytes((0x7A, 2, 0x18, code)) if code else b"\x7a\x00" for code in (0, 1, 2)}
 # flags (field 16, fixed32): whether the parent is remote is known, and if it is.
 _LOCAL_FLAGS: Final = b"\x85\x01" + _I(_HAS_IS_REMOTE)
 _REMOTE_FLAGS: Final = b"\x85\x01" + _I(_HAS_IS_REMOTE | _IS_REMOTE)
+# A leaf's body but its name and trace state: ids and parent, kind and times, status OK, flags.
+_LEAF_FIXED: Final = 38 + 20 + 4 + 6
+_LEAF_TAIL: Final = _STATUS[1] + _LOCAL_FLAGS
 
 
 def _varint(n: int) -> bytes:
@@ -68,6 +72,8 @@ class Encoder:
         # One cache per field tag: the same pair is a span's, an event's or a link's.
         self._kv: dict[int, dict[tuple[str, str], bytes]] = {0x0A: {}, 0x1A: {}, 0x22: {}, 0x4A: {}}
         self._names: dict[str, bytes] = {}
+        # A leaf's Span field header and name field, by its name and trace state.
+        self._leaves: dict[tuple[str, str], tuple[bytes, bytes, bytes]] = {}
         self._keys: dict[str, bytes] = {}  # an attribute's key as a KeyValue.key field
         self._resource = _field(0x0A, self.attributes(resource))
         name, version = scope
@@ -79,16 +85,22 @@ class Encoder:
         return _field(0x0A, self._resource + _field(0x12, scope_spans))
 
     def span(self, r: Record, dropped: tuple[int, int, int] = (0, 0, 0)) -> bytes:
-        """One ``Span``, as a ``ScopeSpans.spans`` field; ``dropped``: the attributes,
-        events and links the span limits took from it (:mod:`exai.tracing.limits`)."""
+        """One ``Span``, as a ``ScopeSpans.spans`` field, after a field for each of its
+        leaves (what :func:`~exai.tracing.records.expand` would make of them, in its
+        order); ``dropped``: the attributes, events and links the span limits took
+        from it (:mod:`exai.tracing.limits`)."""
         (name, trace_id, span_id, parent_id, parent_remote, _flags, trace_state, kind, start, end,
-         attributes, events, links, status_code, status_message, _leaves) = r  # fmt: skip
+         attributes, events, links, status_code, status_message, leaves) = r  # fmt: skip
+        high, low = trace_id >> 64, trace_id & _LOW64
         # The fixed fields in one pack each (a call's spans differ in little else).
-        parts = [_IDS(0x0A10, trace_id >> 64, trace_id & _LOW64, 0x1208, span_id)]
         if trace_state:
-            parts.append(_field(0x1A, trace_state.encode()))
-        if parent_id:
-            parts.append(_PARENT(0x2208, parent_id))
+            parts = [_IDS(0x0A10, high, low, 0x1208, span_id), _field(0x1A, trace_state.encode())]
+            if parent_id:
+                parts.append(_PARENT(0x2208, parent_id))
+        elif parent_id:
+            parts = [_IDS_PARENT(0x0A10, high, low, 0x1208, span_id, 0x2208, parent_id)]
+        else:
+            parts = [_IDS(0x0A10, high, low, 0x1208, span_id)]
         encoded = self._names.get(name)
         if encoded is None:
             encoded = self._names[name] = _field(0x2A, self._text(name).encode())
@@ -124,7 +136,33 @@ class Encoder:
         else:
             parts.append(_STATUS[status_code])
         parts.append(_REMOTE_FLAGS if parent_remote else _LOCAL_FLAGS)
+        if leaves:
+            return b"".join([self._leaf(leaf, high, low, span_id, trace_state) for leaf in leaves]
+                            + [_field(0x12, b"".join(parts))])  # fmt: skip
         return _field(0x12, b"".join(parts))
+
+    def _leaf(self, leaf: tuple[str, int, int, int], high: int, low: int, parent_id: int,
+              trace_state: str) -> bytes:  # fmt: skip
+        """A leaf of a span as the span :func:`~exai.tracing.records.expand` makes of it:
+        internal, status ``OK``, no attributes; all but its ids and times cached."""
+        name, span_id, start, end = leaf
+        fixed = self._leaves.get((name, trace_state))
+        if fixed is None:
+            if len(self._leaves) > _CACHE_MAX:
+                self._leaves.clear()
+            state = _field(0x1A, trace_state.encode()) if trace_state else b""
+            name_field = _field(0x2A, self._text(name).encode())
+            size = _LEAF_FIXED + len(state) + len(name_field)
+            fixed = self._leaves[(name, trace_state)] = (b"\x12" + _varint(size), state,
+                                                         name_field)  # fmt: skip
+        head, state, name_field = fixed
+        if state:
+            ids = (_IDS(0x0A10, high, low, 0x1208, span_id) + state
+                   + _PARENT(0x2208, parent_id))  # fmt: skip
+        else:
+            ids = _IDS_PARENT(0x0A10, high, low, 0x1208, span_id, 0x2208, parent_id)
+        return b"".join((head, ids, name_field, _KIND_TIMES(0x30, 1, 0x39, start, 0x41, end),
+                         _LEAF_TAIL))  # fmt: skip
 
     def attributes(self, attributes: Mapping[str, Any], tag: int = 0x0A) -> bytes:
         """Repeated ``KeyValue`` fields, each under ``tag``."""

@@ -105,7 +105,8 @@ def clean_value(value: Any) -> Any:
 
 def expand(records: Sequence[Record]) -> list[Record]:
     """``records`` with each record's leaves made records of their own (an internal
-    span, status ``OK``, no attributes, the record's span its parent), before it."""
+    span, status ``OK``, no attributes, the record's span its parent), before it,
+    which then has none."""
     out: list[Record] = []
     for r in records:
         leaves = r[LEAVES]
@@ -114,6 +115,7 @@ def expand(records: Sequence[Record]) -> list[Record]:
             out += [(name, trace_id, span_id, parent, False, flags, state, 0, start, end, {},
                      None, None, 1, None, None)
                     for name, span_id, start, end in leaves]  # fmt: skip
+            r = (*r[:LEAVES], None)
         out.append(r)
     return out
 

@@ -43,7 +43,7 @@ from exai.tracing.keep import TailKeeper
 from exai.tracing.limits import SpanLimits
 from exai.tracing.otlp import Encoder
 from exai.tracing.post import Poster, PostOptions
-from exai.tracing.records import Record, expand
+from exai.tracing.records import ATTRIBUTES, EVENTS, LEAVES, LINKS, Record, expand, spans_in
 from exai.tracing.wire import encode_frame, read_config, read_frame
 
 __all__ = ["SpanWriter", "main"]
@@ -66,9 +66,12 @@ class SpanWriter:
         self.keeper = (TailKeeper(config["slow_ms"], config["keep_share"])
                        if config["keep"] == "tail" else None)  # fmt: skip
         self.limits = SpanLimits(**config.get("limits", {}))
+        # The most attributes a span without events or links may have and be within them.
+        self._fits = self.limits.attributes if self.limits.value_length is None else -1
         self._send = send
         self._cond = threading.Condition()
         self._pending: deque[Record] = deque()
+        self._pending_spans = 0  # in _pending, leaves included
         self._queued = 0  # spans ever put in the queue
         self._done = 0  # of them, exported or failed
         self._flushes: list[tuple[int, int]] = []  # (spans queued before it, seq)
@@ -88,7 +91,7 @@ class SpanWriter:
             if message is None:
                 break
             if message[0] == "spans":
-                self._take(expand(message[1]))
+                self._take(message[1])
             elif message[0] == "flush":
                 with self._cond:
                     self._flushes.append((self._queued, message[1]))
@@ -108,18 +111,43 @@ class SpanWriter:
         self._send(("stopped", self.stats()))
 
     def _take(self, records: list[Record], decided: bool = False) -> None:
+        """Queue ``records``; a record's leaves stay in it, each counted as a span, and
+        are encoded from it (:meth:`exai.tracing.otlp.Encoder.span`)."""
         if self.keeper is not None and not decided:
-            records = self.keeper.add(records)
+            records = self.keeper.add(expand(records))
             self.counts["discarded"] = self.keeper.spans_discarded
+        spans = spans_in(records)
         with self._cond:
-            room = self.max_queue - len(self._pending)
-            if len(records) > room:
-                self.counts["dropped"] += len(records) - room
-                records = records[: max(0, room)]
+            room = self.max_queue - self._pending_spans
+            if spans > room:
+                records = expand(records)[: max(0, room)]
+                self.counts["dropped"] += spans - len(records)
+                spans = len(records)
             self._pending.extend(records)
-            self._queued += len(records)
-            if len(self._pending) >= self.batch_size or self._flushes:
+            self._pending_spans += spans
+            self._queued += spans
+            if self._pending_spans >= self.batch_size or self._flushes:
                 self._cond.notify()
+
+    def _batch(self) -> tuple[list[Record], int]:
+        """The next batch (called holding the lock): records of at most ``batch_size``
+        spans, leaves counted, a record split when its leaves would pass it."""
+        pending, size = self._pending, self.batch_size
+        batch: list[Record] = []
+        n = 0
+        while pending and n < size:
+            leaves = pending[0][LEAVES]
+            k = 1 + len(leaves) if leaves else 1
+            if n + k > size:
+                parts = expand([pending.popleft()])
+                batch += parts[: size - n]
+                pending.extendleft(reversed(parts[size - n :]))
+                n = size
+                break
+            batch.append(pending.popleft())
+            n += k
+        self._pending_spans -= n
+        return batch, n
 
     # --- exporting ------------------------------------------------------------------
 
@@ -128,7 +156,7 @@ class SpanWriter:
         while True:
             with self._cond:
                 while True:
-                    n, stopping = len(self._pending), self._deadline is not None
+                    n, stopping = self._pending_spans, self._deadline is not None
                     if stopping and not n:
                         return
                     now = time.monotonic()
@@ -136,12 +164,12 @@ class SpanWriter:
                                                        or now - last >= self.delay_s)):  # fmt: skip
                         break
                     self._cond.wait(max(0.001, self.delay_s - (now - last)) if n else None)
-                batch = [self._pending.popleft() for _ in range(min(n, self.batch_size))]
+                batch, spans = self._batch()
                 deadline = self._deadline
-            self._export(batch, deadline)
+            self._export(batch, spans, deadline)
             last = time.monotonic()
 
-    def _export(self, batch: list[Record], stop_deadline: float | None) -> None:
+    def _export(self, batch: list[Record], spans: int, stop_deadline: float | None) -> None:
         now = time.monotonic()
         deadline = now + self.timeout_s
         if stop_deadline is not None:
@@ -149,23 +177,27 @@ class SpanWriter:
         ok = False
         if now < deadline:
             try:
-                encoder = self.encoder
-                limits = self.limits
-                body = encoder.request([encoder.span(*limits.apply(r)) for r in batch])
+                encoder, limits = self.encoder, self.limits
+                fits = self._fits
+                # A record the limits leave as it is (nearly all) goes straight to the encoder.
+                body = encoder.request([encoder.span(r) if len(r[ATTRIBUTES]) <= fits
+                                        and not (r[EVENTS] or r[LINKS])
+                                        else encoder.span(*limits.apply(r))
+                                        for r in batch])  # fmt: skip
             except Exception as exc:  # a bug in encoding must cost a batch, not the writer
                 log.warning("trace batch could not be encoded", error=repr(exc))
             else:
                 ok = self.poster.post(body, deadline)
         counts = self.counts
         with self._cond:
-            self._done += len(batch)
+            self._done += spans
             if ok:
-                counts["exported"] += len(batch)
+                counts["exported"] += spans
             else:
-                counts["failed"] += len(batch)
+                counts["failed"] += spans
                 counts["batches_failed"] += 1
         if not ok and worth_logging(counts["batches_failed"]):
-            log.warning("traces could not be exported; calls are not affected", spans=len(batch),
+            log.warning("traces could not be exported; calls are not affected", spans=spans,
                         batches_failed=counts["batches_failed"],
                         error=self.poster.last_error)  # fmt: skip
         self._answer_flushes()

@@ -45,6 +45,7 @@ class Collector:
 
         self.spans: list[Any] = []
         self.posts = 0
+        self.sizes: list[int] = []  # spans in each post
         collector = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -52,9 +53,12 @@ class Collector:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 request = ExportTraceServiceRequest.FromString(body)
                 collector.posts += 1
+                size = 0
                 for resource in request.resource_spans:
                     for scope in resource.scope_spans:
                         collector.spans.extend(scope.spans)
+                        size += len(scope.spans)
+                collector.sizes.append(size)
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

@@ -76,6 +76,25 @@ def test_a_leaf_is_encoded_as_the_sdks_encoder_writes_the_span_it_stands_for():
     )
 
 
+def test_a_record_with_leaves_is_encoded_as_its_expanded_spans_are():
+    """The writer encodes a record's leaves from it, without expanding it first: the
+    same bytes, with and without the caller's tracestate, leaves before their parent."""
+    records: list = []
+    tracer = RecordingTracer(SpanSource(DEFAULT_ON, records.append))
+    for context in (tracing.extract(CALLER, "vendor=1"), None):
+        face = tracer.start_span("call_tool echo", context=context, kind=SpanKind.SERVER,
+                                 attributes={"exai.request.id": "r1"})  # fmt: skip
+        Leaf(face, "admission").end_ok()
+        Leaf(face, "audit").end_ok()
+        face.end()
+    encoder = Encoder({"service.name": "exai"}, ("exai", "1"), text=str.upper)
+    for record in records:
+        assert encoder.span(record) == b"".join(encoder.span(r) for r in expand([record]))
+    parsed = ExportTraceServiceRequest.FromString(encoder.request(encoder.span(r) for r in records))
+    assert [s.name for s in parsed.resource_spans[0].scope_spans[0].spans] == [
+        "ADMISSION", "AUDIT", "CALL_TOOL ECHO"] * 2  # fmt: skip
+
+
 def test_every_string_passes_the_scrubber_on_its_way():
     records, _, _ = _spans()
     encoder = Encoder({"service.name": "exai"}, ("exai", "1"), text=str.upper)

@@ -34,6 +34,38 @@ async def test_a_collector_that_is_up_gets_every_span_of_every_call(
     assert report is not None and report.spans_exported == 400 and report.spans_unexported == 0
 
 
+def test_a_batch_holds_at_most_the_batch_size_in_spans_leaves_included(
+    tmp_path, collector, monkeypatch
+):
+    """Leaves travel in their parent's record and are encoded from it; a batch counts
+    them as the spans they are, and splits a record whose leaves would pass it."""
+    from exai import tracing
+
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4")
+    settings = make_settings(tmp_path, otel_exporter_otlp_endpoint=collector.url,
+                             otel_traces_sampler="always_on")  # fmt: skip
+    assert setup.configure(settings)
+    try:
+        for i in range(5):  # a face's span with two leaves: three spans in one record
+            face = tracing.start(f"call {i}")
+            with tracing.activate(face):
+                with tracing.leaf("admission"):
+                    pass
+                with tracing.leaf("audit"):
+                    pass
+            tracing.finish(face)
+        assert setup.flush(timeout_s=30)
+    finally:
+        report = setup.shutdown()
+    assert sum(collector.sizes) == 15 and max(collector.sizes) <= 4
+    assert len(collector.sizes) == 4  # 4, 4, 4 and the 3 the flush sent
+    by_id = {s.span_id: s for s in collector.spans}
+    leaves = [s for s in collector.spans if s.name in ("admission", "audit")]
+    assert len(leaves) == 10
+    assert all(by_id[s.parent_span_id].name.startswith("call ") for s in leaves)
+    assert report is not None and report.spans_exported == 15
+
+
 def test_a_hanging_collector_costs_a_bounded_counted_number_of_spans(tmp_path, monkeypatch):
     from exai import tracing
 
