@@ -328,19 +328,35 @@ class SqliteMemoryStore(MemoryStore):
         # in the MATCH); left to itself the planner walks the owner's rows and
         # queries the index once per row. The owner column weighs nothing in BM25.
         inner_limit = "" if where else f" LIMIT {int(limit)}"
+        rank = "bm25(memories_fts, 1.0, 0.5, 0.0)"
         sql = (
-            "WITH hits AS MATERIALIZED (SELECT rowid, bm25(memories_fts, 1.0, 0.5, 0.0) AS rank"
+            f"WITH hits AS MATERIALIZED (SELECT rowid, {rank} AS rank"
             f" FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank{inner_limit})"
             " SELECT m.id, hits.rank FROM hits JOIN memories m ON m.rowid = hits.rowid"
             f" WHERE m.owner = ?{where} ORDER BY hits.rank LIMIT ?"
         )
+        # A principal holding most of the memories: the words ranked among everyone's,
+        # the owner's kept by its narrow index (exai.memory.sqlite_terms: why).
+        everyone = (
+            f"WITH hits AS MATERIALIZED (SELECT rowid, {rank} AS rank"
+            " FROM memories_fts WHERE memories_fts MATCH ?), mine AS MATERIALIZED"
+            " (SELECT rowid, rank FROM hits WHERE EXISTS (SELECT 1 FROM memories o"
+            " INDEXED BY memories_owner_rowid WHERE o.owner = ? AND o.rowid = hits.rowid)"
+            " ORDER BY rank LIMIT ?)"
+            " SELECT m.id, mine.rank FROM mine JOIN memories m ON m.rowid = mine.rowid"
+            " ORDER BY mine.rank"
+        )
 
         def search(db: Any) -> list[Any]:
             rows: list[Any] = []
+            by_owner = bool(where) or self._terms.owner_in_match(db, owner)
             for chosen in self._terms.rounds(db, terms):  # exai.memory.sqlite_terms: why
                 words = " OR ".join('"' + t.replace('"', "") + '"' for t in chosen)
-                match = f'owner_key : "{_owner_key(owner)}" AND ({words})'
-                rows = db.execute(sql, (match, owner, *args, limit)).fetchall()
+                if by_owner:
+                    match = f'owner_key : "{_owner_key(owner)}" AND ({words})'
+                    rows = db.execute(sql, (match, owner, *args, limit)).fetchall()
+                else:
+                    rows = db.execute(everyone, (f"({words})", owner, limit)).fetchall()
                 if len(rows) >= limit:
                     break
             return rows
