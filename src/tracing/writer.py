@@ -29,6 +29,7 @@ library goes to stderr.
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import signal
 import sys
@@ -238,7 +239,13 @@ def main() -> None:
     from exai.logs import configure_logging
 
     configure_logging(config["log_format"], config["log_level"], stream=sys.stderr)
-    SpanWriter(config, send).run(stdin)
+    writer = SpanWriter(config, send)
+    # What exists now (modules, the scrubber, the encoder) lives as long as the process:
+    # kept out of the collector's sight, which then walks only the records in flight
+    # (about 1.5 us a call less at 512-span frames).
+    gc.collect()
+    gc.freeze()
+    writer.run(stdin)
     sys.exit(0)
 
 
