@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from exai import tracing
 from exai.tracing.current import current_span, enter, leave
-from exai.tracing.spans import RecordedSpan
+from exai.tracing.spans import OK_STATUS, UNSET_STATUS, RecordedSpan
 
 if TYPE_CHECKING:
     from exai.daemon.call import Call
@@ -45,25 +45,50 @@ class CallSpan:
     """The ``execute_tool`` span of one call, current in the call's task while it runs."""
 
     __slots__ = ("ends_parent", "parent", "span", "token", "trace_id")
+    trace_id: str | None  # the trace's id when it is recorded, for the call's result
 
     def __init__(self, span: tracing.Span, parent: tracing.Span, task: Any) -> None:
         self.span = span
         self.parent = parent
+        self.token = enter(span)
+        if type(span) is RecordedSpan and type(parent) is RecordedSpan:  # in fewest steps
+            self.trace_id = f"{span._head[0]:032x}"
+            # A face's span that was to end when this task is done ends right after
+            # this one instead, in the task's last step (tracing.take_over_end).
+            if parent.ends_with is task:
+                parent.ends_with = None
+                self.ends_parent = task.remove_done_callback(parent.end_ok) == 1
+            else:
+                self.ends_parent = False
+            return
         # Only a trace that is recorded is worth pointing a person at (exai's spans
         # are the sampled ones).
         sampled = type(span) is RecordedSpan or span.get_span_context().trace_flags.sampled
         self.trace_id = tracing.trace_id_of(span) if sampled else None
-        self.token = enter(span)
-        # A face's span that was to end when this task is done ends right after this
-        # one instead, in the task's last step (no callback for the event loop to run).
         self.ends_parent = tracing.take_over_end(parent, task)
 
     def step(self, name: str) -> contextlib.AbstractContextManager[Any]:
-        """A step of the call that starts no span inside it (its audit)."""
+        """A step of the call that starts no span inside it (its audit): a leaf of the
+        call's span, which is current."""
+        if type(self.span) is RecordedSpan:
+            return tracing.leaf_of(self.span, name)  # what tracing.leaf finds, found
         return tracing.leaf(name)
 
     def end(self, result: ToolResult | None, error: ExaiError | None) -> None:
-        sp = self.span
+        sp: Any = self.span
+        if error is None and type(sp) is RecordedSpan:  # the common case, in fewest steps
+            if result is not None and not _RESULT_SOURCES.isdisjoint(result.metadata):
+                sp.set_attributes(_result_attributes(result.metadata))
+            if sp.status is UNSET_STATUS:  # end_ok's rule, one call fewer
+                sp.status = OK_STATUS
+            sp.end()
+            leave(self.token)
+            if self.ends_parent:
+                parent: Any = self.parent  # a RecordedSpan
+                if parent.status is UNSET_STATUS:
+                    parent.status = OK_STATUS
+                parent.end()
+            return
         if result is not None and sp.is_recording():
             attributes = _result_attributes(result.metadata)
             if attributes:
@@ -81,19 +106,23 @@ class CallSpan:
 
 
 def call_span(session: Session, call: Call, tool: str) -> CallSpan | None:
+    tracer = tracing.state.tracer
+    if tracer is None:
+        return None
     parent = current_span()
-    sp = tracing.start(
-        f"execute_tool {tool}",
-        attributes={
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": tool,
-            "exai.principal": session.principal.name,
-            "exai.session.id": session.id,
-            "exai.request.id": call.request_id,
-            "exai.timeout_s": call.timeout_s,
-        },
-    )
-    return CallSpan(sp, parent, call.task) if sp is not None else None
+    attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": tool,
+        "exai.principal": session.principal.name,
+        "exai.session.id": session.id,
+        "exai.request.id": call.request_id,
+        "exai.timeout_s": call.timeout_s,
+    }
+    if type(parent) is RecordedSpan:  # under one of exai's spans (a face's)
+        sp = tracer.child(parent, f"execute_tool {tool}", attributes)
+    else:
+        sp = tracer.start_span(f"execute_tool {tool}", attributes=attributes)
+    return CallSpan(sp, parent, call.task)
 
 
 # A partial rather than a function: one Python call fewer on every traced call.

@@ -39,7 +39,7 @@ removes it after, and nothing leaks between tests.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +48,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from exai.errors import ExaiError
-from exai.tracing.current import current_span, enter, leave
+from exai.tracing.current import SPAN_KEY, current_context, current_span, enter, leave
 from exai.tracing.errors import ERROR_TEXT_MAX, describe_error, error_code, stack_without_message
 from exai.tracing.propagation import carrier, extract, extract_from, links_to
 from exai.tracing.spans import OK_STATUS as _OK
@@ -75,12 +75,14 @@ __all__ = [
     "finish",
     "install",
     "leaf",
+    "leaf_of",
     "links_to",
     "reset",
     "set_attributes",
     "span",
     "start",
     "state",
+    "submit_under",
     "succeed",
     "take_over_end",
     "trace_id",
@@ -208,6 +210,28 @@ def end_with_task(sp: Span | None, task: Any) -> None:
         task.add_done_callback(lambda _task: finish(sp))
 
 
+def submit_under(sp: Span | None, submit: Callable[..., Any], *args: Any) -> Any:
+    """``submit(*args)`` with ``sp`` current, so the task it starts inherits it; ``sp``
+    then ends as :func:`end_with_task` says with that task, or at once (a success
+    unless marked failed) when it returns None. A face's span around the call it
+    hands to the core, in one step."""
+    if sp is None:
+        return submit(*args)
+    token = enter(sp)
+    try:
+        task = submit(*args)
+    finally:
+        leave(token)
+    if task is None:
+        finish(sp)
+    elif type(sp) is RecordedSpan:
+        sp.ends_with = task  # type: ignore[attr-defined]
+        task.add_done_callback(sp.end_ok)  # type: ignore[attr-defined]
+    else:
+        end_with_task(sp, task)
+    return task
+
+
 def take_over_end(parent: Span, task: Any) -> bool:
     """True if ``parent`` was to end with ``task`` (:func:`end_with_task`), and now
     ends when the caller says, its done callback removed."""
@@ -332,25 +356,33 @@ def span(
                                     links=links))  # fmt: skip
 
 
-class _LeafBlock:
-    """What :func:`leaf` returns for one of exai's spans' children."""
+class _LeafBlock(Leaf):
+    """A :class:`~exai.tracing.spans.Leaf` as the block :func:`leaf` returns."""
 
-    __slots__ = ("leaf",)
-
-    def __init__(self, leaf: Leaf) -> None:
-        self.leaf = leaf
+    __slots__ = ()
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is None:
-            self.leaf.end_ok()
+            self.end_ok()
             return
-        sp = self.leaf.span()
+        sp = self.span()
         if not isinstance(exc, (GeneratorExit, KeyboardInterrupt, SystemExit)):
             fail(sp, _Cancelled() if _is_cancel(exc) else exc)
         sp.end()
+
+
+def leaf_of(parent: Span, name: str) -> contextlib.AbstractContextManager[Any]:
+    """:func:`leaf` under ``parent``, the current span: what :func:`leaf` would find,
+    given."""
+    tracer = state.tracer
+    if tracer is None:
+        return _OFF
+    if type(parent) is RecordedSpan and tracer.inherits:
+        return _LeafBlock(parent, name)
+    return _Block(tracer.start_span(name))
 
 
 def leaf(name: str) -> contextlib.AbstractContextManager[Any]:
@@ -362,9 +394,9 @@ def leaf(name: str) -> contextlib.AbstractContextManager[Any]:
     tracer = state.tracer
     if tracer is None:
         return _OFF
-    found = tracer.leaf(name)
-    if found is not None:
-        return _LeafBlock(found)
+    parent = current_context().get(SPAN_KEY)
+    if type(parent) is RecordedSpan and tracer.inherits:
+        return _LeafBlock(parent, name)
     return _Block(tracer.start_span(name))
 
 

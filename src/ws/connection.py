@@ -243,12 +243,7 @@ class _Frames:
                         "exai.request.id": frame.request_id,
                         "exai.principal": session.principal.name},
         )  # fmt: skip
-        with tracing.activate(span):
-            task = self.submit(session, frame, raw)
-        if task is None or span is None:
-            tracing.finish(span)
-        else:
-            tracing.end_with_task(span, task)
+        tracing.submit_under(span, self.submit, session, frame, raw)
 
     def _other(self, frame: Any) -> None:
         core, session = self.core, self.session

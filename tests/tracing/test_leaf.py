@@ -97,3 +97,27 @@ def tracing_sampler() -> object:
     from opentelemetry.sdk.trace.sampling import DEFAULT_ON
 
     return DEFAULT_ON
+
+
+async def test_a_span_submitted_under_is_current_for_the_task_and_ends_with_it(spans):
+    """tracing.submit_under: the task the submit starts inherits the span, which ends
+    when the task is done; a submit that answers at once ends it at once."""
+    seen: list[object] = []
+
+    async def call() -> None:
+        seen.append(current_span())
+        await asyncio.sleep(0)
+
+    def submit(name: str) -> asyncio.Task[None] | None:
+        return asyncio.get_running_loop().create_task(call()) if name == "runs" else None
+
+    face = tracing.start("call_tool runs")
+    task = tracing.submit_under(face, submit, "runs")
+    assert current_span() is not face  # current only while submitting
+    assert spans.named("call_tool runs") == []
+    await task
+    await asyncio.sleep(0)  # the done callback
+    assert seen == [face] and spans.one("call_tool runs").status.status_code is StatusCode.OK
+    at_once = tracing.start("call_tool answered")
+    assert tracing.submit_under(at_once, submit, "answered") is None
+    assert spans.one("call_tool answered").end_time is not None
