@@ -183,7 +183,8 @@ class PostgresMemoryStore(MemoryStore):
         async with self._pool.acquire() as conn, conn.transaction():
             for dim in {len(v) for _, v in memories if v is not None}:
                 await self._index(conn, dim)
-            stored = (int(await conn.fetchval(f"SELECT count(*) FROM {self.schema}.memories"))
+            count = f"SELECT count(*) FROM {self.schema}.memories"
+            stored = (int(await conn.fetchval(count, timeout=3600.0))
                       if len(memories) >= self._bulk_min else 0)  # fmt: skip
             rebuild = rebuilds_indexes(len(memories), stored, self._bulk_min)
             return await copy_memories(conn, self.schema, memories, model, self._clock(),

@@ -39,6 +39,9 @@ BULK_MIN_ROWS: Final = 10_000
 # maintenance_work_mem is raised for the build to what the graph needs, to at
 # most this: an HNSW graph that outgrows it is finished on disk, row by row.
 BUILD_MEMORY_MAX: Final = 2 * 1024**3
+# A load's statements are bounded by the server, not by the pool's command timeout
+# (60 s, for queries): copying and indexing a million memories takes minutes.
+_LOAD_TIMEOUT_S: Final = 6 * 3600.0
 _STAGING_COLUMNS = ("id", "owner", "project", "type", "content", "tags", "content_hash",
                     "source", "created_at", "embedding_model", "dimension",
                     "embedding_array")  # fmt: skip
@@ -94,7 +97,8 @@ async def copy_memories(
         " embedding_model text, dimension integer, embedding_array real[]) ON COMMIT DROP"
     )
     await conn.copy_records_to_table("memory_import", records=_records(memories, model, now),
-                                     columns=_STAGING_COLUMNS)  # fmt: skip
+                                     columns=_STAGING_COLUMNS,
+                                     timeout=_LOAD_TIMEOUT_S)  # fmt: skip
     indexes = await _search_indexes(conn, schema) if rebuild else []
     for name, _ in indexes:
         await conn.execute(f'DROP INDEX {schema}."{name}"')
@@ -105,11 +109,13 @@ async def copy_memories(
         f" source, created_at, updated_at, embedding_model, dimension, embedding_array{vector})"
         " SELECT id, owner, project, type, content, tags::jsonb, content_hash, source,"
         f" created_at, created_at, embedding_model, dimension, embedding_array{cast}"
-        " FROM memory_import ON CONFLICT (owner, content_hash) DO NOTHING"
+        " FROM memory_import ON CONFLICT (owner, content_hash) DO NOTHING",
+        timeout=_LOAD_TIMEOUT_S,
     )
     await conn.execute("DROP TABLE memory_import")
     if indexes:
-        rows = int(await conn.fetchval(f"SELECT count(*) FROM {schema}.memories"))
+        rows = int(await conn.fetchval(f"SELECT count(*) FROM {schema}.memories",
+                                       timeout=_LOAD_TIMEOUT_S))  # fmt: skip
         dimension = next((len(v) for _, v in memories if v is not None), None)
         wanted = build_memory(rows, dimension)
         have = int(await conn.fetchval(
@@ -118,8 +124,9 @@ async def copy_memories(
         if wanted > have:
             await conn.execute(f"SET LOCAL maintenance_work_mem = '{wanted // 1024}kB'")
         for _, definition in indexes:
-            await conn.execute(definition)
+            await conn.execute(definition, timeout=_LOAD_TIMEOUT_S)
         # The planner's statistics (and the keyword search's choice of words) would
         # otherwise judge the grown table by its old size until autovacuum came by.
-        await conn.execute(f"ANALYZE {schema}.memories; ANALYZE {schema}.memory_terms")
+        await conn.execute(f"ANALYZE {schema}.memories; ANALYZE {schema}.memory_terms",
+                           timeout=_LOAD_TIMEOUT_S)  # fmt: skip
     return int(status.rsplit(" ", 1)[1])
