@@ -8,18 +8,19 @@ order, so a request is always kept after the one it continues (an agent sends
 the next request only once it has the answer, and that answer was queued
 first).
 
-The worker waits ``linger_s`` after a turn is queued and then keeps the turns
-queued by then, up to ``_BATCH`` of them, in one transaction. Each hop to the
-store (in the daemon: the session writer process, :mod:`exai.store.session_writer`)
-and each transaction costs more than the turn's own statements, and an agent
-answered at once sends its next request within milliseconds: written one by one,
-its turns would take CPU from the requests they follow. Larger batches save CPU
-(100 ms gathers about twenty turns of such an agent and halves the writer's CPU per
-turn) but take it in longer slices, which the requests that meet them feel: their
-p99 rose about a fifth on two cores (docs/performance.md). A store that cannot be
-written keeps the turns queued and tried again, one at a time, with backoff, like the cost rows
-(:class:`~exai.accounting.ledger.Ledger`); a turn the store refuses as such (an
-:class:`~exai.errors.ExaiError`) is logged and counted as failed.
+The worker writes in the lulls between answers: once a turn is queued it waits
+until none has been queued for ``quiet_s`` (10 ms), then keeps what waited, up to
+``_BATCH`` turns a transaction. Each hop to the store (in the daemon: the session
+writer process, :mod:`exai.store.session_writer`) and each transaction costs more
+than the turn's own statements, and its CPU, on a busy machine, is CPU the
+requests it meets do not get: an agent answered at once sends its next request
+within milliseconds, so its turns are kept after its burst, not between its
+requests. Under traffic with no such lull the turns are written all the same, at
+the latest ``max_wait_s`` (1 s) after the oldest was queued. A store that cannot
+be written keeps the turns queued and tried again, one at a time, with backoff,
+like the cost rows (:class:`~exai.accounting.ledger.Ledger`); a turn the store
+refuses as such (an :class:`~exai.errors.ExaiError`) is logged and counted as
+failed.
 
 With memory extraction on (the keeper is handed the memory service), what a
 person asked in each kept turn is queued for extraction with its thread.
@@ -35,6 +36,7 @@ import asyncio
 import collections
 import contextlib
 import itertools
+import time
 from typing import Any
 
 from exai.errors import ExaiError
@@ -54,13 +56,14 @@ _BATCH = 32
 class SessionKeeper:
     def __init__(
         self, store: Any, *, memory: Any = None, max_queued: int = 10_000, drain_s: float = 10.0,
-        linger_s: float = 0.02, closes_store: bool = False,
+        quiet_s: float = 0.01, max_wait_s: float = 1.0, closes_store: bool = False,
     ) -> None:  # fmt: skip
         # The store, or what keeps turns like it (exai.store.session_writer), which the
         # keeper closes when it is its own (closes_store).
         self._store = store
         self._closes_store = closes_store
-        self._linger_s = linger_s
+        self._quiet_s, self._max_wait_s = quiet_s, max_wait_s
+        self._last_queued = 0.0  # time.monotonic() when the last turn was queued
         self._queue: collections.deque[SessionTurn] = collections.deque()
         self._max = max_queued
         self._drain_s = drain_s
@@ -84,6 +87,7 @@ class SessionKeeper:
             log.error("session_turn_dropped", principal=dropped.owner,
                       request_id=dropped.request_id, queued=len(self._queue))  # fmt: skip
         self._queue.append(turn)
+        self._last_queued = time.monotonic()
         self._idle.clear()
         self._wake.set()
 
@@ -98,9 +102,7 @@ class SessionKeeper:
         delay, attempts, batch = 0.05, 0, _BATCH
         while True:
             await self._wake.wait()
-            # The turn was queued as the call returned, before the face wrote its
-            # answer: let the answer go out first, and the turns after it gather.
-            await asyncio.sleep(self._linger_s)
+            await self._lull()
             self._wake.clear()
             while self._queue:
                 turns = list(itertools.islice(self._queue, batch))
@@ -128,6 +130,17 @@ class SessionKeeper:
                         self._learn(turn, kept)
                 self._let_go(turns)
             self._idle.set()
+
+    async def _lull(self) -> None:
+        """Return once no turn has been queued for ``quiet_s`` (the first was queued
+        as its call returned, before the face wrote the answer, which goes out
+        first), or ``max_wait_s`` after the first."""
+        deadline = time.monotonic() + self._max_wait_s
+        while True:  # each answer queued meanwhile moves the end of the lull on
+            wait = min(self._last_queued + self._quiet_s, deadline) - time.monotonic()
+            if wait <= 0:
+                return
+            await asyncio.sleep(wait)
 
     def _let_go(self, turns: list[SessionTurn]) -> None:
         """Take ``turns`` off the queue's head, unless the bound already let them go."""

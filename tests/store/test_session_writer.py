@@ -110,7 +110,7 @@ async def test_a_writer_killed_mid_session_is_started_again_and_loses_nothing(
     store_and_settings,
 ) -> None:
     store, settings = store_and_settings
-    keeper = SessionKeeper(SessionWriter(settings), closes_store=True, linger_s=0)
+    keeper = SessionKeeper(SessionWriter(settings), closes_store=True, quiet_s=0)
     keeper.start()
     writer: Any = keeper._store
     try:

@@ -1,10 +1,13 @@
 """The session keeper's queue over a real SQLite store: turns queued together are
-kept in one transaction; a store that cannot be written keeps the turns and gets
-them later, in order; a turn the store refuses is counted and does not hold the
+kept in one transaction, in the lull after a burst of answers, or a second after
+the first under traffic with no lull; a store that cannot be written keeps the
+turns and gets them later, in order; a turn the store refuses is counted and does not hold the
 others back; the bound lets the oldest go, counted."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -22,9 +25,11 @@ class _Outage:
 
     def __init__(self, store: SqliteStore, failures: int) -> None:
         self.store, self.failures, self.calls = store, failures, 0
+        self.written_at: list[float] = []  # time.monotonic() of each call
 
     async def keep_session_turns(self, turns: list[SessionTurn]) -> list[Any]:
         self.calls += 1
+        self.written_at.append(time.monotonic())
         if self.failures > 0:
             self.failures -= 1
             raise ConnectionRefusedError("the database is down")
@@ -60,6 +65,46 @@ async def test_turns_queued_together_are_kept_in_one_transaction_in_order(tmp_pa
         assert counted.calls == 1
         (thread,) = await store.list_threads(ANY_OWNER)
         assert thread.turns == 10  # each continued the one before, in the same transaction
+    finally:
+        await keeper.aclose()
+        await store.aclose()
+
+
+async def test_a_burst_of_answers_is_kept_in_the_lull_after_it(tmp_path) -> None:
+    store = await SqliteStore.open(tmp_path / "c.sqlite3", StoreLimits())
+    counted = _Outage(store, failures=0)
+    keeper = SessionKeeper(counted, quiet_s=0.3, max_wait_s=10)
+    keeper.start()
+    try:
+        for n in range(8):  # an agent answered every 20 ms: no 300 ms lull within it
+            keeper.keep(_turn(n))
+            await asyncio.sleep(0.02)
+        last = time.monotonic()
+        assert counted.calls == 0  # nothing written while the answers kept coming
+        await keeper.settled()
+        assert counted.calls == 1 and counted.written_at[0] >= last
+        (thread,) = await store.list_threads(ANY_OWNER)
+        assert thread.turns == 8
+    finally:
+        await keeper.aclose()
+        await store.aclose()
+
+
+async def test_traffic_with_no_lull_is_kept_within_the_longest_wait(tmp_path) -> None:
+    store = await SqliteStore.open(tmp_path / "c.sqlite3", StoreLimits())
+    counted = _Outage(store, failures=0)
+    keeper = SessionKeeper(counted, quiet_s=0.3, max_wait_s=0.2)
+    keeper.start()
+    try:
+        first = time.monotonic()
+        for n in range(30):  # 0.6 s of answers 20 ms apart
+            keeper.keep(_turn(n))
+            await asyncio.sleep(0.02)
+        assert counted.calls >= 2  # written while they kept coming, not after
+        assert counted.written_at[0] - first < 0.6
+        await keeper.settled()
+        (thread,) = await store.list_threads(ANY_OWNER)
+        assert thread.turns == 30  # in order, in one thread, across the writes
     finally:
         await keeper.aclose()
         await store.aclose()
