@@ -93,20 +93,25 @@ async def test_agent_loops_benchmark_finishes_every_loop():
 
 async def test_agent_sessions_benchmark_keeps_every_conversation_as_one_thread():
     small = {"conversations": 2, "steps": 3, "rounds": 1, "warmup": 0}
-    results = await agent_sessions.run(**small, loops=3, loop_steps=3, loop_rounds=1, latency_ms=50)
+    results = await agent_sessions.run(**small, loops=3, loop_steps=3, loop_rounds=1, latency_ms=50,
+                                       saturating=3, saturated_rounds=1)  # fmt: skip
     latency = results["latency"]
     paths = ["direct"] + [f"{s}_{face}" for face in ("chat", "messages", "responses")
                           for s in ("on", "off")]  # fmt: skip
     assert {path: latency[path]["n"] for path in paths} == dict.fromkeys(paths, 6)
     assert all(0 < latency[path]["p50_ms"] <= latency[path]["p99_ms"] for path in paths)
-    # Two conversations per face in the latency phase and one loop per face in the
-    # loops' "on" set, each one thread of three turns; nothing kept with sessions off.
-    assert results["verified"] and results["sent_on"] == 27
-    assert results["expected"] == dict.fromkeys(("openai", "anthropic", "responses"), 3)
+    # Two conversations per face in the latency phase and one loop per face in each of
+    # the loops' and the saturated "on" sets, each one thread of three turns; nothing
+    # kept with sessions off.
+    assert results["verified"] and results["sent_on"] == 36
+    assert results["expected"] == dict.fromkeys(("openai", "anthropic", "responses"), 4)
+    assert 0 <= latency["written_in_blocks"] <= latency["on_requests"] == 18
     assert results["kept"]["off"]["threads"] == 0
     loops = results["loops"]
     assert len(loops["walls_s"]["on"]) == len(loops["walls_s"]["off"]) == 1
     assert loops["walls_s"]["on"][0] >= 0.15  # three requests of 50 ms, one after the other
+    assert len(results["saturated"]["walls_s"]["on"]) == 1
     table = agent_sessions.report(results)
     assert re.search(r"^\| `/v1/responses` \|.* \| 6 \|$", table, re.M)
+    assert "answered at once" in table and "while one of its blocks was measured" in table
     assert "**Verified.**" in table
