@@ -7,7 +7,10 @@ others back; the bound lets the oldest go, counted."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,29 +56,34 @@ def _malformed() -> SessionTurn:
                        request_id="malformed", face="openai")  # fmt: skip
 
 
-async def test_turns_queued_together_are_kept_in_one_transaction_in_order(tmp_path) -> None:
+@contextlib.asynccontextmanager
+async def _keeping(
+    tmp_path: Path, **kw: Any
+) -> AsyncIterator[tuple[SqliteStore, _Outage, SessionKeeper]]:
+    """A keeper started over a real store that counts its writes (none failing)."""
     store = await SqliteStore.open(tmp_path / "c.sqlite3", StoreLimits())
     counted = _Outage(store, failures=0)
-    keeper = SessionKeeper(counted)
+    keeper = SessionKeeper(counted, **kw)
     keeper.start()
     try:
-        for n in range(10):  # one agent answered ten times faster than the keeper lingers
-            keeper.keep(_turn(n))
-        await keeper.settled()
-        assert counted.calls == 1
-        (thread,) = await store.list_threads(ANY_OWNER)
-        assert thread.turns == 10  # each continued the one before, in the same transaction
+        yield store, counted, keeper
     finally:
         await keeper.aclose()
         await store.aclose()
 
 
+async def test_turns_queued_together_are_kept_in_one_transaction_in_order(tmp_path) -> None:
+    async with _keeping(tmp_path) as (store, counted, keeper):
+        for n in range(10):  # one agent answered ten times at once
+            keeper.keep(_turn(n))
+        await keeper.settled()
+        assert counted.calls == 1
+        (thread,) = await store.list_threads(ANY_OWNER)
+        assert thread.turns == 10  # each continued the one before, in the same transaction
+
+
 async def test_a_burst_of_answers_is_kept_in_the_lull_after_it(tmp_path) -> None:
-    store = await SqliteStore.open(tmp_path / "c.sqlite3", StoreLimits())
-    counted = _Outage(store, failures=0)
-    keeper = SessionKeeper(counted, quiet_s=0.3, max_wait_s=10)
-    keeper.start()
-    try:
+    async with _keeping(tmp_path, quiet_s=0.3, max_wait_s=10) as (store, counted, keeper):
         for n in range(8):  # an agent answered every 20 ms: no 300 ms lull within it
             keeper.keep(_turn(n))
             await asyncio.sleep(0.02)
@@ -85,17 +93,10 @@ async def test_a_burst_of_answers_is_kept_in_the_lull_after_it(tmp_path) -> None
         assert counted.calls == 1 and counted.written_at[0] >= last
         (thread,) = await store.list_threads(ANY_OWNER)
         assert thread.turns == 8
-    finally:
-        await keeper.aclose()
-        await store.aclose()
 
 
 async def test_traffic_with_no_lull_is_kept_within_the_longest_wait(tmp_path) -> None:
-    store = await SqliteStore.open(tmp_path / "c.sqlite3", StoreLimits())
-    counted = _Outage(store, failures=0)
-    keeper = SessionKeeper(counted, quiet_s=0.3, max_wait_s=0.2)
-    keeper.start()
-    try:
+    async with _keeping(tmp_path, quiet_s=0.3, max_wait_s=0.2) as (store, counted, keeper):
         first = time.monotonic()
         for n in range(30):  # 0.6 s of answers 20 ms apart
             keeper.keep(_turn(n))
@@ -105,9 +106,6 @@ async def test_traffic_with_no_lull_is_kept_within_the_longest_wait(tmp_path) ->
         await keeper.settled()
         (thread,) = await store.list_threads(ANY_OWNER)
         assert thread.turns == 30  # in order, in one thread, across the writes
-    finally:
-        await keeper.aclose()
-        await store.aclose()
 
 
 async def test_turns_wait_out_an_outage_and_are_kept_in_order(tmp_path) -> None:
