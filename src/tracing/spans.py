@@ -382,10 +382,12 @@ class Leaf:
     made current (exai's admission and audit steps): timed, and sent in its
     parent's record when it ends well, so it costs a span id and two clock reads
     instead of a span object, a context of its own and a record. The span
-    writer (and :class:`~exai.tracing.provider.ProcessorSink`) makes a span of
-    it like any other (:func:`exai.tracing.records.expand`). One that fails, or
-    outlives its parent, becomes a :class:`RecordedSpan` with the same ids and
-    start (:meth:`span`)."""
+    writer's encoder writes it as a span of its own from its parent's record
+    (:meth:`exai.tracing.otlp.Encoder.span`); :func:`exai.tracing.records.expand`
+    makes the same span for tail keeping and for
+    :class:`~exai.tracing.provider.ProcessorSink`. One that fails, or outlives
+    its parent, becomes a :class:`RecordedSpan` with the same ids and start
+    (:meth:`span`). Used as a block, it is :func:`exai.tracing.leaf`'s."""
 
     __slots__ = ("name", "parent", "span_id", "start")
 
