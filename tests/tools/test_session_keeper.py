@@ -83,8 +83,8 @@ async def test_turns_queued_together_are_kept_in_one_transaction_in_order(tmp_pa
 
 
 async def test_a_burst_of_answers_is_kept_in_the_lull_after_it(tmp_path) -> None:
-    async with _keeping(tmp_path, quiet_s=0.3, max_wait_s=10) as (store, counted, keeper):
-        for n in range(8):  # an agent answered every 20 ms: no 300 ms lull within it
+    async with _keeping(tmp_path, quiet_s=1.0, max_wait_s=10) as (store, counted, keeper):
+        for n in range(8):  # an agent answered every 20 ms: no 1 s lull within it
             keeper.keep(_turn(n))
             await asyncio.sleep(0.02)
         last = time.monotonic()
@@ -96,7 +96,7 @@ async def test_a_burst_of_answers_is_kept_in_the_lull_after_it(tmp_path) -> None
 
 
 async def test_traffic_with_no_lull_is_kept_within_the_longest_wait(tmp_path) -> None:
-    async with _keeping(tmp_path, quiet_s=0.3, max_wait_s=0.2) as (store, counted, keeper):
+    async with _keeping(tmp_path, quiet_s=1.0, max_wait_s=0.2) as (store, counted, keeper):
         first = time.monotonic()
         for n in range(30):  # 0.6 s of answers 20 ms apart
             keeper.keep(_turn(n))
