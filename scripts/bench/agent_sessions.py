@@ -297,7 +297,7 @@ async def measure_latency(
     # The daemon's CPU seconds over the path's blocks, and its writer process's.
     cpu = dict.fromkeys(paths, 0.0)
     writer = dict.fromkeys(paths, 0.0)
-    windows: list[tuple[float, float]] = []  # the "on" blocks, wall clock
+    windows: dict[str, list[tuple[float, float]]] = {face: [] for face in FACES}  # "on" blocks
     async with _client(1) as client:
         for path in paths:  # warm-up: a few whole conversations per path, not counted
             for _ in range(warmup):
@@ -313,7 +313,7 @@ async def measure_latency(
                 for _ in range(block):
                     samples[path] += await converse(client, b.url(path), b.agent(path), steps)
                 if path.startswith("on_"):
-                    windows.append((started, time.time()))
+                    windows[path[3:]].append((started, time.time()))
                 b.count(path, block * steps, block)
                 if path.startswith("on_"):  # its writes stay in its own block
                     await settle(b.daemons["on"][1], b.sent_on)
@@ -323,16 +323,15 @@ async def measure_latency(
     results: dict[str, Any] = {path: summarize(s) for path, s in samples.items()}
     # The keeper writes in lulls (none in a block, where each answer follows the last
     # within milliseconds): how many turns it wrote while a block was measured anyway.
-    results["written_in_blocks"] = written_during(b.daemons["on"][1], windows)
+    results["written_in_blocks"] = {face: written_during(b.daemons["on"][1], spans)
+                                    for face, spans in windows.items()}  # fmt: skip
     results["on_requests"] = sum(results[f"on_{face}"]["n"] for face in FACES)
-    for path, figures in results.items():
-        if not isinstance(figures, dict):
-            continue
-        if path != "direct":
-            figures["cpu_ms"] = cpu[path] * 1000 / figures["n"]
-            figures["writer_cpu_ms"] = writer[path] * 1000 / figures["n"]
-            figures["added_p50_ms"] = figures["p50_ms"] - results["direct"]["p50_ms"]
-            figures["added_p99_ms"] = figures["p99_ms"] - results["direct"]["p99_ms"]
+    for path in paths[1:]:  # the faces' paths ("direct" is first)
+        figures = results[path]
+        figures["cpu_ms"] = cpu[path] * 1000 / figures["n"]
+        figures["writer_cpu_ms"] = writer[path] * 1000 / figures["n"]
+        figures["added_p50_ms"] = figures["p50_ms"] - results["direct"]["p50_ms"]
+        figures["added_p99_ms"] = figures["p99_ms"] - results["direct"]["p99_ms"]
     for face in FACES:
         on, off = results[f"on_{face}"], results[f"off_{face}"]
         for p in ("p50", "p99"):
@@ -429,12 +428,14 @@ def report(results: dict[str, Any]) -> str:
             f"| {off['cpu_ms']:.2f} / {on['cpu_ms']:.2f} ms ({on['writer_cpu_ms']:.2f}) "
             f"| {on['n']} |"
         )
+    written = latency["written_in_blocks"]
+    by_face = ", ".join(f"{n} in `{FACES[face]}` blocks" for face, n in written.items())
     lines = [
         f"Emulator directly: p50 {direct['p50_ms']:.2f} ms, p99 {direct['p99_ms']:.2f} ms "
         f"({direct['n']} calls).\n",
         "\n".join(rows),
         f"\nTurns the \"on\" daemon wrote while one of its blocks was measured: "
-        f"{latency['written_in_blocks']} of {latency['on_requests']} (the rest in the "
+        f"{sum(written.values())} of {latency['on_requests']} ({by_face}; the rest in the "
         "lulls after them).\n",
         "Sessions on add at most 10% to exai's added latency: "
         + ("**held** on every face at p50 and p99.\n" if not missed else
