@@ -3,7 +3,7 @@
 The SDK's encoder builds a protobuf object per span, attribute and value and
 serializes the tree: about 15 µs a span here. This writes the wire format
 straight from :mod:`exai.tracing.records` tuples, with the encodings that
-repeat (an attribute's key with a short string value, a span name) kept in a
+repeat (an attribute's key with a short string or a number, a span name) kept in a
 bounded cache, in a few microseconds a span. It writes what the SDK's encoder
 writes for the same span (``opentelemetry-proto``'s ``trace.proto`` and
 ``common.proto``; ``tests/tracing/test_encoding.py`` parses both and compares
@@ -28,6 +28,7 @@ _D: Final = struct.Struct("<d").pack
 _I: Final = struct.Struct("<I").pack
 _CACHE_MAX: Final = 16384
 _SHORT: Final = 256  # string values up to this length are cached with their key
+_SCALARS: Final = frozenset({bool, int, float})
 _HAS_IS_REMOTE: Final = 0x100
 _IS_REMOTE: Final = 0x200
 _LOW64: Final = (1 << 64) - 1
@@ -70,7 +71,7 @@ class Encoder:
                  text: Callable[[str], str] | None = None) -> None:  # fmt: skip
         self._text = text or str
         # One cache per field tag: the same pair is a span's, an event's or a link's.
-        self._kv: dict[int, dict[tuple[str, str], bytes]] = {0x0A: {}, 0x1A: {}, 0x22: {}, 0x4A: {}}
+        self._kv: dict[int, dict[tuple[Any, ...], bytes]] = {0x0A: {}, 0x1A: {}, 0x22: {}, 0x4A: {}}
         self._names: dict[str, bytes] = {}
         # A leaf's Span field header and name field, by its name and trace state.
         self._leaves: dict[tuple[str, str], tuple[bytes, bytes, bytes]] = {}
@@ -175,6 +176,14 @@ class Encoder:
                     if len(cache) > _CACHE_MAX:
                         cache.clear()
                     encoded = cache[(key, value)] = self._kv_field(key, value, tag)
+                out.append(encoded)
+            elif type(value) in _SCALARS:
+                # bool, int and float by type too: True, 1 and 1.0 are equal keys.
+                encoded = cache.get((key, type(value), value))
+                if encoded is None:
+                    if len(cache) > _CACHE_MAX:
+                        cache.clear()
+                    encoded = cache[(key, type(value), value)] = self._kv_field(key, value, tag)
                 out.append(encoded)
             else:
                 out.append(self._kv_field(key, value, tag))

@@ -147,3 +147,21 @@ def test_the_sampler_decides_as_the_sdks_would():
     assert child.is_recording()
     unsampled = default.start_span("z", context=tracing.extract(CALLER[:-2] + "00"))
     assert not unsampled.is_recording()
+
+
+def test_equal_numbers_of_different_types_under_one_key_keep_their_own_encodings():
+    # The encoder caches a number's KeyValue by its type as well: True, 1 and 1.0 are
+    # equal as dict keys and encoded differently.
+    records: list = []
+    tracer = RecordingTracer(SpanSource(DEFAULT_ON, records.append))
+    for value in (True, 1, 1.0, 1, True, 1.0):
+        tracer.start_span("turn", attributes={"v": value}).end()
+    resource = Resource.create({"service.name": "exai"})
+    scope = InstrumentationScope("exai", "1")
+    sdk = encode_spans([to_readable(r, resource, scope) for r in records])
+    encoder = Encoder(dict(resource.attributes), ("exai", "1"))
+    ours = ExportTraceServiceRequest.FromString(encoder.request(encoder.span(r) for r in records))
+    assert ours == sdk
+    values = [s.attributes[0].value for s in ours.resource_spans[0].scope_spans[0].spans]
+    kinds = ["bool_value", "int_value", "double_value"] * 2
+    assert [v.WhichOneof("value") for v in values] == [kinds[i] for i in (0, 1, 2, 1, 0, 2)]
