@@ -138,7 +138,10 @@ class RecordingTracer(trace.Tracer):
         if not (record_exception and set_status_on_exception):
             sp._exc = (record_exception, set_status_on_exception)
         if attributes:
-            sp.set_attributes(attributes)
+            if _PLAIN.issuperset(map(type, attributes.values())):
+                sp.attributes.update(attributes)  # nothing to clean: one step, not one a key
+            else:
+                sp.set_attributes(attributes)
         if links:
             sp.links = [(lk.context, dict(lk.attributes or {})) for lk in links
                         if lk.context.is_valid]  # fmt: skip

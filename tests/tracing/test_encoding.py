@@ -165,3 +165,14 @@ def test_equal_numbers_of_different_types_under_one_key_keep_their_own_encodings
     values = [s.attributes[0].value for s in ours.resource_spans[0].scope_spans[0].spans]
     kinds = ["bool_value", "int_value", "double_value"] * 2
     assert [v.WhichOneof("value") for v in values] == [kinds[i] for i in (0, 1, 2, 1, 0, 2)]
+
+
+def test_a_spans_attributes_are_its_own_copy_of_what_the_caller_gave():
+    records: list = []
+    tracer = RecordingTracer(SpanSource(DEFAULT_ON, records.append))
+    given = {"s": "text", "n": 3}
+    sp = tracer.start_span("turn", attributes=given)
+    given["s"] = "changed"
+    given["later"] = True
+    sp.end()
+    assert records[0][ATTRIBUTES] == {"s": "text", "n": 3}
