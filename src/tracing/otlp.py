@@ -32,6 +32,7 @@ _SCALARS: Final = frozenset({bool, int, float})
 _HAS_IS_REMOTE: Final = 0x100
 _IS_REMOTE: Final = 0x200
 _LOW64: Final = (1 << 64) - 1
+_NONE_DROPPED: Final = (0, 0, 0)
 # trace_id (field 1, 16 bytes) and span_id (field 2, 8 bytes), big-endian as OTLP has them.
 _IDS: Final = struct.Struct(">HQQHQ").pack
 _PARENT: Final = struct.Struct(">HQ").pack  # parent_span_id (field 4)
@@ -61,7 +62,11 @@ def _varint(n: int) -> bytes:
 def _field(tag: int, payload: bytes) -> bytes:
     """A length-delimited field (``tag`` is the whole key byte)."""
     n = len(payload)
-    return bytes((tag, n)) + payload if n < 0x80 else bytes((tag,)) + _varint(n) + payload
+    if n < 0x80:
+        return bytes((tag, n)) + payload
+    if n < 0x4000:  # a span's body: its length in two bytes, no call
+        return bytes((tag, n & 0x7F | 0x80, n >> 7)) + payload
+    return bytes((tag,)) + _varint(n) + payload
 
 
 class Encoder:
@@ -85,7 +90,7 @@ class Encoder:
         scope_spans = self._scope + b"".join(spans)
         return _field(0x0A, self._resource + _field(0x12, scope_spans))
 
-    def span(self, r: Record, dropped: tuple[int, int, int] = (0, 0, 0)) -> bytes:
+    def span(self, r: Record, dropped: tuple[int, int, int] = _NONE_DROPPED) -> bytes:
         """One ``Span``, as a ``ScopeSpans.spans`` field, after a field for each of its
         leaves (what :func:`~exai.tracing.records.expand` would make of them, in its
         order); ``dropped``: the attributes, events and links the span limits took
@@ -95,19 +100,44 @@ class Encoder:
         high, low = trace_id >> 64, trace_id & _LOW64
         # The fixed fields in one pack each (a call's spans differ in little else).
         if trace_state:
-            parts = [_IDS(0x0A10, high, low, 0x1208, span_id), _field(0x1A, trace_state.encode())]
+            ids = _IDS(0x0A10, high, low, 0x1208, span_id) + _field(0x1A, trace_state.encode())
             if parent_id:
-                parts.append(_PARENT(0x2208, parent_id))
+                ids += _PARENT(0x2208, parent_id)
         elif parent_id:
-            parts = [_IDS_PARENT(0x0A10, high, low, 0x1208, span_id, 0x2208, parent_id)]
+            ids = _IDS_PARENT(0x0A10, high, low, 0x1208, span_id, 0x2208, parent_id)
         else:
-            parts = [_IDS(0x0A10, high, low, 0x1208, span_id)]
+            ids = _IDS(0x0A10, high, low, 0x1208, span_id)
         encoded = self._names.get(name)
         if encoded is None:
             encoded = self._names[name] = _field(0x2A, self._text(name).encode())
             if len(self._names) > _CACHE_MAX:
                 self._names.clear()
-        parts += (encoded, _KIND_TIMES(0x30, kind + 1, 0x39, start, 0x41, end))
+        kind_times = _KIND_TIMES(0x30, kind + 1, 0x39, start, 0x41, end)
+        flags = _REMOTE_FLAGS if parent_remote else _LOCAL_FLAGS
+        if not (events or links or status_message) and dropped is _NONE_DROPPED:
+            # Nearly every span: its fields in one join.
+            body = b"".join((ids, encoded, kind_times,
+                             self.attributes(attributes, 0x4A) if attributes else b"",
+                             _STATUS[status_code], flags))  # fmt: skip
+        else:
+            body = b"".join(self._rest(ids, encoded, kind_times, attributes, events, links,
+                                       status_code, status_message, flags, dropped))  # fmt: skip
+        n = len(body)
+        if n < 0x4000:  # _field's, inline: nearly every span is 128 bytes or more
+            field = bytes((0x12, n & 0x7F | 0x80, n >> 7) if n >= 0x80 else (0x12, n)) + body
+        else:
+            field = _field(0x12, body)
+        if leaves:
+            return b"".join([self._leaf(leaf, high, low, span_id, trace_state) for leaf in leaves]
+                            + [field])  # fmt: skip
+        return field
+
+    def _rest(self, ids: bytes, name: bytes, kind_times: bytes, attributes: Mapping[str, Any],
+              events: Any, links: Any, status_code: int, status_message: str | None,
+              flags: bytes, dropped: tuple[int, int, int]) -> list[bytes]:  # fmt: skip
+        """A span's fields, in order, when it has events, links, a status message or
+        something the span limits dropped."""
+        parts = [ids, name, kind_times]
         if attributes:
             parts.append(self.attributes(attributes, 0x4A))
         if dropped[0]:
@@ -136,11 +166,8 @@ class Encoder:
             parts.append(_field(0x7A, status))
         else:
             parts.append(_STATUS[status_code])
-        parts.append(_REMOTE_FLAGS if parent_remote else _LOCAL_FLAGS)
-        if leaves:
-            return b"".join([self._leaf(leaf, high, low, span_id, trace_state) for leaf in leaves]
-                            + [_field(0x12, b"".join(parts))])  # fmt: skip
-        return _field(0x12, b"".join(parts))
+        parts.append(flags)
+        return parts
 
     def _leaf(self, leaf: tuple[str, int, int, int], high: int, low: int, parent_id: int,
               trace_state: str) -> bytes:  # fmt: skip

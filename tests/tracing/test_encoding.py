@@ -176,3 +176,18 @@ def test_a_spans_attributes_are_its_own_copy_of_what_the_caller_gave():
     given["later"] = True
     sp.end()
     assert records[0][ATTRIBUTES] == {"s": "text", "n": 3}
+
+
+def test_spans_of_every_length_class_are_encoded_as_the_sdks_encoder_writes_them():
+    # A span's length is written in one byte under 128, two under 16,384, more above.
+    records: list = []
+    tracer = RecordingTracer(SpanSource(DEFAULT_ON, records.append))
+    for size in (0, 200, 20_000, 70_000):
+        tracer.start_span("turn", attributes={"v": "x" * size} if size else None).end()
+    resource = Resource.create({"service.name": "exai"})
+    scope = InstrumentationScope("exai", "1")
+    sdk = encode_spans([to_readable(r, resource, scope) for r in records])
+    encoder = Encoder(dict(resource.attributes), ("exai", "1"))
+    ours = ExportTraceServiceRequest.FromString(encoder.request(encoder.span(r) for r in records))
+    assert ours == sdk
+    assert len(ours.resource_spans[0].scope_spans[0].spans) == 4
