@@ -62,7 +62,6 @@ import sqlite3
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -72,7 +71,14 @@ from typing import Any
 import httpx
 
 from exai.emulators.provider import KIMI_PREFIX
-from scripts.bench.common import daemon_process, free_port, prose, summarize, wait_for_http
+from scripts.bench.common import (
+    bench_dir,
+    daemon_process,
+    free_port,
+    prose,
+    summarize,
+    wait_for_http,
+)
 from scripts.bench.model_faces import MODEL, TOKEN, TOOL
 
 __all__ = ["Agent", "main", "report", "run"]
@@ -237,7 +243,7 @@ async def bench(max_inflight: int) -> AsyncIterator[Bench]:
         async with AsyncExitStack() as stack:
             daemons = {}
             for sessions, value in SESSIONS.items():
-                data_dir, http_port = Path(tempfile.mkdtemp(prefix="exai-bench-")), free_port()
+                data_dir, http_port = Path(bench_dir("exai-bench-")), free_port()
                 _, pid = await stack.enter_async_context(daemon_process(
                     KIMI_API_KEY="sk-bench", KIMI_BASE_URL=provider_url, EXAI_WS_TOKEN=TOKEN,
                     EXAI_HTTP_PORT=str(http_port), EXAI_DATA_DIR=str(data_dir),

@@ -18,7 +18,6 @@ Run alone with ``python -m scripts.bench.cluster``.
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 from exai.client import ExaiClient
 from exai.emulators.postgres import TempPostgres
 from exai.emulators.provider import EmulatorServer
-from scripts.bench.common import daemon_process, summarize
+from scripts.bench.common import bench_dir, daemon_process, summarize
 from tests.cluster.phases import rate_limit, throughput
 
 __all__ = ["main", "report", "run"]
@@ -94,7 +93,7 @@ async def run(
         # Another daemon on the same database: each hello looks its session up.
         async with daemon_process(EXAI_STORE_URL=url, **limits) as (other_url, _):
             out["hello_resumed_elsewhere"] = await _hellos(other_url, list(written))
-        work = Path(tempfile.mkdtemp(prefix="exai-bench-cluster-"))
+        work = Path(bench_dir("exai-bench-cluster-"))
         out["throughput"] = []
         for n in (1, 2, 3):
             row = await throughput(work / f"n{n}", pg, emulator, daemons=n, clients=50,

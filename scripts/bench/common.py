@@ -7,8 +7,10 @@ client measuring it does not share its event loop or its core.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -64,13 +66,21 @@ async def wait_for_http(port: int, timeout: float = 30.0) -> None:
     raise RuntimeError(f"nothing listening on {port}")
 
 
+def bench_dir(prefix: str = "exai-bench-") -> str:
+    """A new temporary directory, removed when the benchmark's process exits (a run
+    leaves no data directories behind in /tmp)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 @asynccontextmanager
 async def daemon_process(**env: str) -> AsyncIterator[tuple[str, int]]:
     """``exai serve`` in a subprocess with ``env`` on top of quiet, isolated defaults.
 
     Yields the daemon's URL and process id.
     """
-    data_dir = tempfile.mkdtemp(prefix="exai-bench-")
+    data_dir = bench_dir()
     port = free_port()
     base = {
         "EXAI_WS_PORT": str(port), "EXAI_HTTP_PORT": "0", "EXAI_DATA_DIR": data_dir,

@@ -25,7 +25,6 @@ import asyncio
 import random
 import re
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ from exai.memory.ranking import content_hash
 from exai.settings import Settings
 from exai.store import open_store
 from exai.store.costs import CostRow
-from scripts.bench.common import daemon_process, free_port, prose, summarize
+from scripts.bench.common import bench_dir, daemon_process, free_port, prose, summarize
 
 __all__ = ["main"]
 
@@ -216,7 +215,7 @@ def in_browser(base: str, pages: dict[str, str]) -> dict[str, Any]:
 
 
 async def run(with_browser: bool) -> dict[str, Any]:
-    data_dir = Path(tempfile.mkdtemp(prefix="exai-bench-console-"))
+    data_dir = Path(bench_dir("exai-bench-console-"))
     started = time.monotonic()
     ids = await fill(data_dir)
     fill_s = time.monotonic() - started

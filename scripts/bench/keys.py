@@ -20,14 +20,13 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
 
-from scripts.bench.common import daemon_process
+from scripts.bench.common import bench_dir, daemon_process
 
 __all__ = ["main"]
 
@@ -80,7 +79,7 @@ def _pct(samples: list[float], p: float) -> float:
 
 
 async def run(rounds: int = ROUNDS, per_round: int = PER_ROUND, hellos: int = HELLOS) -> dict:
-    tmp = Path(tempfile.mkdtemp(prefix="exai-bench-keys-"))
+    tmp = Path(bench_dir("exai-bench-keys-"))
     store = tmp / "store.sqlite3"
     key = await _make_key(store)
     credentials = {"environment token": ENV_TOKEN, "key": key}

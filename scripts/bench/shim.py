@@ -23,7 +23,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,6 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from exai.client import ExaiClient
 from exai.emulators.ports import free_port
+from scripts.bench.common import bench_dir
 
 __all__ = ["main", "report", "run"]
 
@@ -150,7 +150,7 @@ async def _wait_listening(port: int, timeout_s: float = 20.0) -> None:
 async def run(
     n: int = 3000, sdk_n: int = 1000, rounds: int = 10, warmup: int = 200
 ) -> dict[str, Any]:
-    tmp = tempfile.mkdtemp(prefix="exai-bench-shim-")
+    tmp = bench_dir("exai-bench-shim-")
     port, http_port = free_port(), free_port()
     env = {**os.environ, "EXAI_WS_PORT": str(port), "EXAI_WS_HOST": "127.0.0.1",
            "EXAI_HTTP_PORT": str(http_port), "EXAI_DATA_DIR": tmp, "EXAI_LOG_LEVEL": "warning",
