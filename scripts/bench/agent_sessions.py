@@ -309,6 +309,7 @@ async def measure_latency(
             for _ in range(warmup):
                 await converse(client, b.url(path), b.agent(path), steps)
             b.count(path, warmup * steps, warmup)
+        await settle(b.daemons["on"][1], b.sent_on)  # its turns, too, before any block
         for round_ in range(rounds):
             order = paths[round_ % len(paths) :] + paths[: round_ % len(paths)]
             for path in order:

@@ -9,7 +9,7 @@ the next request only once it has the answer, and that answer was queued
 first).
 
 The worker writes in the lulls between answers: once a turn is queued it waits
-until none has been queued for ``quiet_s`` (50 ms), then keeps what waited, up to
+until none has been queued for ``quiet_s`` (200 ms), then keeps what waited, up to
 ``_BATCH`` turns a transaction. Each hop to the store (in the daemon: the session
 writer process, :mod:`exai.store.session_writer`) and each transaction costs more
 than the turn's own statements, and its CPU, on a busy machine, is CPU the
@@ -56,7 +56,7 @@ _BATCH = 32
 class SessionKeeper:
     def __init__(
         self, store: Any, *, memory: Any = None, max_queued: int = 10_000, drain_s: float = 10.0,
-        quiet_s: float = 0.05, max_wait_s: float = 1.0, closes_store: bool = False,
+        quiet_s: float = 0.2, max_wait_s: float = 1.0, closes_store: bool = False,
     ) -> None:  # fmt: skip
         # The store, or what keeps turns like it (exai.store.session_writer), which the
         # keeper closes when it is its own (closes_store).
