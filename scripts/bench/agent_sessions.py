@@ -22,7 +22,9 @@ waits until its turns are all in the store, so that no block inherits another's
 writes. The keeper writes in the lulls between answers (``exai.tools.session_keeper``),
 and within a block each answer follows the one before within milliseconds, so most
 turns are written in the pause after their block: how many were written while a
-block was measured is counted from the store's timestamps and reported. The 64
+block was measured is counted from the store's timestamps and reported. Beside
+on/off, the "off" daemon's own samples split by the parity of their round (two
+halves of one daemon's work) give the ratio the bench's noise alone makes. The 64
 agent loops below are the case where writes and requests meet. Target: sessions
 on add at most 10% to exai's added latency.
 
@@ -300,6 +302,9 @@ async def measure_latency(
     await _emulator(b, 0)
     paths = ["direct"] + [f"{s}_{face}" for face in FACES for s in SESSIONS]
     samples: dict[str, list[float]] = {path: [] for path in paths}
+    # The "off" daemon's samples again, by the parity of their round: two halves of one
+    # daemon's work, whose ratio is what this bench's noise alone makes of on/off.
+    halves: dict[str, tuple[list[float], list[float]]] = {face: ([], []) for face in FACES}
     # The daemon's CPU seconds over the path's blocks, and its writer process's.
     cpu = dict.fromkeys(paths, 0.0)
     writer = dict.fromkeys(paths, 0.0)
@@ -318,7 +323,10 @@ async def measure_latency(
                 before = cpu_s(pid) if pid else (0.0, 0.0)
                 started = time.time()
                 for _ in range(block):
-                    samples[path] += await converse(client, b.url(path), b.agent(path), steps)
+                    times = await converse(client, b.url(path), b.agent(path), steps)
+                    samples[path] += times
+                    if path.startswith("off_"):
+                        halves[path[4:]][round_ % 2].extend(times)
                 if path.startswith("on_"):
                     windows[path[3:]].append((started, time.time()))
                 b.count(path, block * steps, block)
@@ -339,11 +347,17 @@ async def measure_latency(
         figures["writer_cpu_ms"] = writer[path] * 1000 / figures["n"]
         figures["added_p50_ms"] = figures["p50_ms"] - results["direct"]["p50_ms"]
         figures["added_p99_ms"] = figures["p99_ms"] - results["direct"]["p99_ms"]
+    direct = results["direct"]
     for face in FACES:
         on, off = results[f"on_{face}"], results[f"off_{face}"]
         for p in ("p50", "p99"):
             more, base = on[f"added_{p}_ms"] - off[f"added_{p}_ms"], off[f"added_{p}_ms"]
             on[f"{p}_share"] = more / base if base > 0 else (0.0 if more <= 0 else float("inf"))
+            if not all(halves[face]):  # a single round: no second half
+                off[f"{p}_aa"] = float("nan")
+                continue
+            even, odd = (summarize(h)[f"{p}_ms"] - direct[f"{p}_ms"] for h in halves[face])
+            off[f"{p}_aa"] = odd / even if even > 0 else float("inf")
     return results
 
 
@@ -420,9 +434,9 @@ def report(results: dict[str, Any]) -> str:
     direct = latency["direct"]
     rows = [
         "| face | added p50, off | added p50, on | on/off at p50 | added p99, off "
-        "| added p99, on | on/off at p99 | daemon CPU per call, off / on (of which the "
-        "session writer) | calls each |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| added p99, on | on/off at p99 | off/off, rounds odd/even, p50 and p99 | daemon CPU "
+        "per call, off / on (of which the session writer) | calls each |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     missed = []
     for face, route in FACES.items():
@@ -432,6 +446,7 @@ def report(results: dict[str, Any]) -> str:
             f"| `{route}` | {off['added_p50_ms']:+.2f} ms | {on['added_p50_ms']:+.2f} ms "
             f"| {1 + on['p50_share']:.2f}x | {off['added_p99_ms']:+.2f} ms "
             f"| {on['added_p99_ms']:+.2f} ms | {1 + on['p99_share']:.2f}x "
+            f"| {off['p50_aa']:.2f}x, {off['p99_aa']:.2f}x "
             f"| {off['cpu_ms']:.2f} / {on['cpu_ms']:.2f} ms ({on['writer_cpu_ms']:.2f}) "
             f"| {on['n']} |"
         )

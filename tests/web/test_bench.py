@@ -115,4 +115,5 @@ async def test_agent_sessions_benchmark_keeps_every_conversation_as_one_thread()
     table = agent_sessions.report(results)
     assert re.search(r"^\| `/v1/responses` \|.* \| 6 \|$", table, re.M)
     assert "answered at once" in table and "while one of its blocks was measured" in table
+    assert "off/off, rounds odd/even" in table  # the A/A column, empty in a single round
     assert "**Verified.**" in table
