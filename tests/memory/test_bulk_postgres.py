@@ -3,9 +3,7 @@ and that the memories loaded either way are found by both searches."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 
 import asyncpg
 import pytest
@@ -14,7 +12,7 @@ from exai.memory.postgres import PostgresMemoryStore
 from exai.memory.postgres_import import BUILD_MEMORY_MAX, build_memory, rebuilds_indexes
 from tests.memory.conftest import vec
 from tests.memory.test_contract import MODEL, new
-from tests.memory.test_keyword_postgres import PG_BACKENDS, _server
+from tests.memory.test_keyword_postgres import PG_BACKENDS, _fresh_store
 
 
 def test_a_batch_rebuilds_the_indexes_when_it_is_large_and_at_least_what_is_stored() -> None:
@@ -32,19 +30,11 @@ def test_the_build_memory_follows_the_rows_up_to_a_cap() -> None:
     assert build_memory(10_000_000, 1536) == BUILD_MEMORY_MAX
 
 
-@asynccontextmanager
-async def _store(
+def _store(
     request: pytest.FixtureRequest, backend: str
-) -> AsyncIterator[tuple[PostgresMemoryStore, asyncpg.Connection, str]]:
-    server = _server(request, backend)
-    schema = f"m_{uuid.uuid4().hex[:16]}"
-    store = await PostgresMemoryStore.open(server.url, schema=schema, max_size=2, bulk_min=40)
-    conn = await asyncpg.connect(server.url)
-    try:
-        yield store, conn, schema
-    finally:
-        await conn.close()
-        await store.aclose()
+) -> AbstractAsyncContextManager[tuple[PostgresMemoryStore, asyncpg.Connection, str]]:
+    """A fresh store whose batches of 40 or more count as bulk loads."""
+    return _fresh_store(request, backend, bulk_min=40)
 
 
 async def _indexes(conn: asyncpg.Connection, schema: str) -> dict[str, int]:

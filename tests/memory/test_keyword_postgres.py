@@ -27,13 +27,13 @@ def _server(request: pytest.FixtureRequest, backend: str) -> TempPostgres:
 
 @asynccontextmanager
 async def _fresh_store(
-    request: pytest.FixtureRequest, backend: str
+    request: pytest.FixtureRequest, backend: str, **options: int
 ) -> AsyncIterator[tuple[PostgresMemoryStore, asyncpg.Connection, str]]:
-    """A store in a schema of its own, and a connection of the test's to ``ANALYZE``
-    its words (what autovacuum does) as the store grows."""
+    """A store in a schema of its own (``options`` to its ``open``), and a connection of
+    the test's to ``ANALYZE`` its words (what autovacuum does) as the store grows."""
     server = _server(request, backend)
     schema = f"m_{uuid.uuid4().hex[:16]}"
-    store = await PostgresMemoryStore.open(server.url, schema=schema, max_size=2)
+    store = await PostgresMemoryStore.open(server.url, schema=schema, max_size=2, **options)
     conn = await asyncpg.connect(server.url)
     try:
         yield store, conn, schema

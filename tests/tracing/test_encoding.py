@@ -149,6 +149,16 @@ def test_the_sampler_decides_as_the_sdks_would():
     assert not unsampled.is_recording()
 
 
+def _both_encodings(records: list) -> tuple[ExportTraceServiceRequest, ExportTraceServiceRequest]:
+    """``records`` encoded by exai's encoder and by the SDK's, each decoded."""
+    resource = Resource.create({"service.name": "exai"})
+    scope = InstrumentationScope("exai", "1")
+    sdk = encode_spans([to_readable(r, resource, scope) for r in records])
+    encoder = Encoder(dict(resource.attributes), ("exai", "1"))
+    ours = ExportTraceServiceRequest.FromString(encoder.request(encoder.span(r) for r in records))
+    return ours, sdk
+
+
 def test_equal_numbers_of_different_types_under_one_key_keep_their_own_encodings():
     # The encoder caches a number's KeyValue by its type as well: True, 1 and 1.0 are
     # equal as dict keys and encoded differently.
@@ -156,11 +166,7 @@ def test_equal_numbers_of_different_types_under_one_key_keep_their_own_encodings
     tracer = RecordingTracer(SpanSource(DEFAULT_ON, records.append))
     for value in (True, 1, 1.0, 1, True, 1.0):
         tracer.start_span("turn", attributes={"v": value}).end()
-    resource = Resource.create({"service.name": "exai"})
-    scope = InstrumentationScope("exai", "1")
-    sdk = encode_spans([to_readable(r, resource, scope) for r in records])
-    encoder = Encoder(dict(resource.attributes), ("exai", "1"))
-    ours = ExportTraceServiceRequest.FromString(encoder.request(encoder.span(r) for r in records))
+    ours, sdk = _both_encodings(records)
     assert ours == sdk
     values = [s.attributes[0].value for s in ours.resource_spans[0].scope_spans[0].spans]
     kinds = ["bool_value", "int_value", "double_value"] * 2
@@ -184,10 +190,6 @@ def test_spans_of_every_length_class_are_encoded_as_the_sdks_encoder_writes_them
     tracer = RecordingTracer(SpanSource(DEFAULT_ON, records.append))
     for size in (0, 200, 20_000, 70_000):
         tracer.start_span("turn", attributes={"v": "x" * size} if size else None).end()
-    resource = Resource.create({"service.name": "exai"})
-    scope = InstrumentationScope("exai", "1")
-    sdk = encode_spans([to_readable(r, resource, scope) for r in records])
-    encoder = Encoder(dict(resource.attributes), ("exai", "1"))
-    ours = ExportTraceServiceRequest.FromString(encoder.request(encoder.span(r) for r in records))
+    ours, sdk = _both_encodings(records)
     assert ours == sdk
     assert len(ours.resource_spans[0].scope_spans[0].spans) == 4
