@@ -374,7 +374,7 @@ class _LeafBlock(Leaf):
         sp.end()
 
 
-def leaf_of(parent: Span, name: str) -> contextlib.AbstractContextManager[Any]:
+def leaf_of(parent: Span | None, name: str) -> contextlib.AbstractContextManager[Any]:
     """:func:`leaf` under ``parent``, the current span: what :func:`leaf` would find,
     given."""
     tracer = state.tracer
@@ -391,13 +391,7 @@ def leaf(name: str) -> contextlib.AbstractContextManager[Any]:
     current span is still its parent. Under one of exai's own spans it is a
     :class:`~exai.tracing.spans.Leaf`, sent in its parent's record; under any
     other, a :func:`span`."""
-    tracer = state.tracer
-    if tracer is None:
-        return _OFF
-    parent = current_context().get(SPAN_KEY)
-    if type(parent) is RecordedSpan and tracer.inherits:
-        return _LeafBlock(parent, name)
-    return _Block(tracer.start_span(name))
+    return leaf_of(current_context().get(SPAN_KEY), name)
 
 
 def set_attributes(sp: Span | None, attributes: Mapping[str, Any]) -> None:

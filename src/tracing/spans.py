@@ -163,17 +163,6 @@ class RecordingTracer(trace.Tracer):
         sp.attributes = attributes
         return sp
 
-    def leaf(self, name: str) -> Leaf | None:
-        """A :class:`Leaf` of the current span, when that is one of these and a child's
-        sampling is its parent's (as in :meth:`start_span`'s first branch); else None."""
-        return self.leaf_of(current_context().get(SPAN_KEY), name)
-
-    def leaf_of(self, parent: Any, name: str) -> Leaf | None:
-        """:meth:`leaf` of ``parent`` rather than of the current span."""
-        if type(parent) is RecordedSpan and self.inherits:
-            return Leaf(parent, name)
-        return None
-
     def _start(self, source: SpanSource, current: trace.Span, name: str, context: Any,
                kind: SpanKind, attributes: Mapping[str, Any] | None,
                links: Sequence[Link] | None, start_time: int | None) -> trace.Span:  # fmt: skip
