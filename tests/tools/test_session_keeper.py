@@ -97,12 +97,13 @@ async def test_a_burst_of_answers_is_kept_in_the_lull_after_it(tmp_path) -> None
 
 async def test_traffic_with_no_lull_is_kept_within_the_longest_wait(tmp_path) -> None:
     async with _keeping(tmp_path, quiet_s=1.0, max_wait_s=0.2) as (store, counted, keeper):
-        first = time.monotonic()
-        for n in range(30):  # 0.6 s of answers 20 ms apart
+        for n in range(30):  # 0.6 s or more of answers 20 ms apart
             keeper.keep(_turn(n))
+            last = time.monotonic()
             await asyncio.sleep(0.02)
-        assert counted.calls >= 2  # written while they kept coming, not after
-        assert counted.written_at[0] - first < 0.6
+        # Written while they kept coming (the first batch before the last answer), not
+        # after: however slow the machine, for the longest wait is counted from the first.
+        assert counted.calls >= 2 and counted.written_at[0] < last
         await keeper.settled()
         (thread,) = await store.list_threads(ANY_OWNER)
         assert thread.turns == 30  # in order, in one thread, across the writes
