@@ -24,12 +24,12 @@ shows that its call failed and with which code.
 from __future__ import annotations
 
 import contextlib
-import functools
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry.trace import INVALID_SPAN
+
 from exai import tracing
-from exai.tracing.current import current_span, enter, leave
+from exai.tracing.current import SPAN_KEY, current_context, enter, leave
 from exai.tracing.spans import OK_STATUS, UNSET_STATUS, RecordedSpan
 
 if TYPE_CHECKING:
@@ -50,6 +50,11 @@ class CallSpan:
     def __init__(self, span: tracing.Span, parent: tracing.Span, task: Any) -> None:
         self.span = span
         self.parent = parent
+        if span is parent:  # the face's span, nested (RecordedSpan.nest): current already
+            self.token = None
+            self.ends_parent = False
+            self.trace_id = f"{span._head[0]:032x}"
+            return
         self.token = enter(span)
         if type(span) is RecordedSpan and type(parent) is RecordedSpan:  # in fewest steps
             self.trace_id = f"{span._head[0]:032x}"
@@ -70,8 +75,9 @@ class CallSpan:
     def step(self, name: str) -> contextlib.AbstractContextManager[Any]:
         """A step of the call that starts no span inside it (its audit): a leaf of the
         call's span, which is current."""
-        if type(self.span) is RecordedSpan:
-            return tracing.leaf_of(self.span, name)  # what tracing.leaf finds, found
+        sp = self.span
+        if type(sp) is RecordedSpan and tracing.state.tracer.inherits:
+            return tracing.LeafBlock(sp, name)  # what tracing.leaf would make, made
         return tracing.leaf(name)
 
     def end(self, result: ToolResult | None, error: ExaiError | None) -> None:
@@ -81,35 +87,41 @@ class CallSpan:
                 sp.set_attributes(_result_attributes(result.metadata))
             if sp.status is UNSET_STATUS:  # end_ok's rule, one call fewer
                 sp.status = OK_STATUS
-            sp.end()
-            leave(self.token)
+            sp.end()  # a nested face's span ends with it (RecordedSpan.nest)
+            if self.token is not None:
+                leave(self.token)
             if self.ends_parent:
                 parent: Any = self.parent  # a RecordedSpan
                 if parent.status is UNSET_STATUS:
                     parent.status = OK_STATUS
                 parent.end()
             return
+        parent = self.parent
+        ends_parent = self.ends_parent
+        if sp is parent:  # nested: the face's span is marked failed as a span of its own
+            parent, ends_parent = sp.unnest(), True
         if result is not None and sp.is_recording():
             attributes = _result_attributes(result.metadata)
             if attributes:
                 sp.set_attributes(attributes)
         if error is not None:
-            tracing.fail(self.parent, error)
+            tracing.fail(parent, error)
             tracing.finish(sp, error)
         elif type(sp) is RecordedSpan:
             sp.end_ok()
         else:
             tracing.finish(sp)
-        leave(self.token)
-        if self.ends_parent:
-            self.parent.end_ok()  # a RecordedSpan
+        if self.token is not None:
+            leave(self.token)
+        if ends_parent:
+            parent.end_ok()  # a RecordedSpan
 
 
 def call_span(session: Session, call: Call, tool: str) -> CallSpan | None:
     tracer = tracing.state.tracer
     if tracer is None:
         return None
-    parent = current_span()
+    parent = current_context().get(SPAN_KEY)
     attributes = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": tool,
@@ -118,15 +130,36 @@ def call_span(session: Session, call: Call, tool: str) -> CallSpan | None:
         "exai.request.id": call.request_id,
         "exai.timeout_s": call.timeout_s,
     }
+    task = call.task
     if type(parent) is RecordedSpan:  # under one of exai's spans (a face's)
+        if (
+            parent.ends_with is task
+            and task is not None
+            and tracer.inherits
+            and parent.outer is None
+            and parent.events is None
+            and parent.links is None
+        ):
+            # The face's span, to end with this task: it becomes this call's span, its
+            # face's kept in it (RecordedSpan.nest), and the task's context is left as
+            # it is.
+            parent.nest(f"execute_tool {tool}", attributes, task)
+            return CallSpan(parent, parent, task)
         sp = tracer.child(parent, f"execute_tool {tool}", attributes)
     else:
+        if not isinstance(parent, tracing.Span):
+            parent = INVALID_SPAN
         sp = tracer.start_span(f"execute_tool {tool}", attributes=attributes)
-    return CallSpan(sp, parent, call.task)
+    return CallSpan(sp, parent, task)
 
 
-# A partial rather than a function: one Python call fewer on every traced call.
-admission_span: Callable[[], Any] = functools.partial(tracing.leaf, "admission")
+def admission_span() -> contextlib.AbstractContextManager[Any]:
+    """:func:`exai.tracing.leaf` ``("admission")``, in fewer steps: it runs for every
+    traced call."""
+    parent = current_context().get(SPAN_KEY)
+    if type(parent) is RecordedSpan and tracing.state.tracer.inherits:
+        return tracing.LeafBlock(parent, "admission")
+    return tracing.leaf("admission")
 
 
 def queue_span(limiter: Any) -> Any:

@@ -56,6 +56,7 @@ __all__ = ["OK_STATUS", "UNSET_STATUS", "Leaf", "RecordedSpan", "RecordingTracer
 _FLAGS: Final = tuple(TraceFlags(i) for i in range(4))
 _SAMPLED, _RANDOM = TraceFlags.SAMPLED, TraceFlags.RANDOM_TRACE_ID
 _ROOT_FLAGS: Final = int(_SAMPLED | _RANDOM)
+_SERVER: Final = SpanKind.SERVER.value
 UNSET_STATUS: Final = Status(StatusCode.UNSET)
 OK_STATUS: Final = Status(StatusCode.OK)
 _UNSET, _OK = UNSET_STATUS, OK_STATUS
@@ -147,6 +148,21 @@ class RecordingTracer(trace.Tracer):
                         if lk.context.is_valid]  # fmt: skip
         return sp
 
+    def server(self, name: str, parent: Any, attributes: dict[str, Any]) -> trace.Span:
+        """A face's span for a call it took (kind ``SERVER``), whose ``attributes`` are
+        plain values (str, bool, int, float), continuing ``parent`` (a context a
+        ``traceparent`` carried), or the current span when None: :meth:`start_span`
+        in fewer steps for a trace this process starts under a sampler that samples
+        every root (the default)."""
+        source = self._source
+        if parent is None and source._decide[0] is True and current_context().get(SPAN_KEY) is None:
+            trace_id = _NS() // 1_000_000 << 80 | _GETRANDBITS(80)
+            head = (trace_id, _GETRANDBITS(64) or 1, 0, False, _ROOT_FLAGS, "", _SERVER)
+            sp = RecordedSpan(name, head, _NO_STATE, source.sink, _NS())
+            sp.attributes = attributes
+            return sp
+        return self.start_span(name, parent, SpanKind.SERVER, attributes)
+
     def child(self, parent: RecordedSpan, name: str, attributes: dict[str, Any]) -> trace.Span:
         """A child of ``parent`` with ``attributes`` as its own dict: the call path's way
         to its ``execute_tool`` span, whose attribute values are plain (str, bool, int,
@@ -237,7 +253,7 @@ class RecordedSpan(trace.Span):
     # The rarely set ones (below) go in the instance's __dict__ (the API's Span has one),
     # made only for a span that has them.
     __slots__ = ("_ctx", "_head", "_sink", "_state", "attributes", "end_time", "ends_with",
-                 "leaves", "name", "start_time", "status")  # fmt: skip
+                 "leaves", "name", "outer", "start_time", "status")  # fmt: skip
     events: list[tuple[str, int, dict[str, Any]]] | None = None
     links: list[tuple[SpanContext, dict[str, Any]]] | None = None
     _exc: tuple[bool, bool] = (True, True)  # record_exception, set_status_on_exception
@@ -259,6 +275,9 @@ class RecordedSpan(trace.Span):
         # The task whose end ends this span (exai.tracing.end_with_task), while its done
         # callback still waits.
         self.ends_with: Any = None
+        # What this span was before :meth:`nest` made it its own child: (name, head,
+        # start, attributes, status, leaves).
+        self.outer: tuple[Any, ...] | None = None
 
     def get_span_context(self) -> SpanContext:
         ctx = self._ctx
@@ -354,6 +373,50 @@ class RecordedSpan(trace.Span):
                 self.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         self.end()
 
+    def nest(self, name: str, attributes: dict[str, Any], task: Any = None) -> None:
+        """Become a child of the span this was, named ``name`` with ``attributes`` (plain
+        values, as :meth:`RecordingTracer.child` takes them), starting now: what this
+        was is kept (:attr:`outer`) and ends with it, as :meth:`end_ok` would end it.
+        ``task``: the task this span was to end with (:func:`exai.tracing.end_with_task`),
+        whose done callback is removed; the nested span's owner ends it.
+
+        A face's span, current in the task of the call it took, becomes that call's
+        ``execute_tool`` span (:func:`exai.daemon.traced.call_span`): one object
+        instead of two, made current once, with no context of its own made in the
+        task. The spans sent are the ones a child would have made. Only for a span
+        with no events or links, whose children are sampled as it is (a built-in
+        sampler), and whose :class:`opentelemetry.trace.SpanContext` its owner no
+        longer needs: from here on it is the child's.
+        """
+        head = self._head
+        # What the outer span's record begins with, made once: only its end, attributes,
+        # status and leaves wait for the end.
+        self.outer = ((self.name, *head, self.start_time), self.attributes, self.status,
+                      self.leaves)  # fmt: skip
+        self.name = name
+        self._head = (head[0], _GETRANDBITS(64) or 1, head[1], False, head[4], head[5], 0)
+        self._ctx = None
+        self.start_time = _NS()
+        if None in attributes.values():
+            attributes = {k: v for k, v in attributes.items() if v is not None}
+        self.attributes = attributes
+        self.status = _UNSET
+        self.leaves = None
+        if task is not None:
+            self.ends_with = None
+            task.remove_done_callback(self.end_ok)
+
+    def unnest(self) -> RecordedSpan:
+        """What :meth:`nest` kept, as a span of its own that the caller ends (a call
+        that failed marks both)."""
+        outer = self.outer
+        assert outer is not None
+        self.outer = None
+        (name, *head, start), attributes, status, leaves = outer
+        sp = RecordedSpan(name, tuple(head), self._state, self._sink, start)
+        sp.attributes, sp.status, sp.leaves = attributes, status, leaves
+        return sp
+
     def end(self, end_time: int | None = None) -> None:
         if self.end_time is not None:
             return
@@ -364,9 +427,17 @@ class RecordedSpan(trace.Span):
         if self.links:
             links = tuple((c.trace_id, c.span_id, int(c.trace_flags), "", c.is_remote, a)
                           for c, a in self.links)  # fmt: skip
-        self._sink((self.name, *self._head, self.start_time, end, self.attributes,
-                    tuple(self.events) if self.events else None, links,
-                    code, None if code < 2 else status.description, self.leaves))  # fmt: skip
+        sink = self._sink
+        sink((self.name, *self._head, self.start_time, end, self.attributes,
+              tuple(self.events) if self.events else None, links,
+              code, None if code < 2 else status.description, self.leaves))  # fmt: skip
+        outer = self.outer
+        if outer is not None:  # the span this was, ended as end_ok ends a span
+            begun, attributes, status, leaves = outer
+            code = 1 if status is _UNSET or status is _OK else status.status_code._value_
+            # A concatenation: one step, where unpacking builds a list first.
+            sink(begun + (end, attributes, None, None, code,  # noqa: RUF005
+                          None if code < 2 else status.description, leaves))  # fmt: skip
 
 
 class Leaf:

@@ -234,16 +234,14 @@ class _Frames:
         """Submit a call under this face's span, which the frame's ``traceparent``
         parents and which ends when the call's task does (its result sent)."""
         session = self.session
-        span = tracing.start(
-            f"call_tool {frame.name}",
-            kind=tracing.SERVER,
-            parent=tracing.extract(frame.traceparent, frame.tracestate),
-            attributes={"exai.face": "websocket", "network.protocol.name": "websocket",
-                        "gen_ai.tool.name": frame.name, "exai.session.id": session.id,
-                        "exai.request.id": frame.request_id,
-                        "exai.principal": session.principal.name},
-        )  # fmt: skip
-        tracing.submit_under(span, self.submit, session, frame, raw)
+        name = frame.name
+        tracing.serve(f"call_tool {name}",
+                      {"exai.face": "websocket", "network.protocol.name": "websocket",
+                       "gen_ai.tool.name": name, "exai.session.id": session.id,
+                       "exai.request.id": frame.request_id,
+                       "exai.principal": session.principal.name},
+                      frame.traceparent, frame.tracestate,
+                      self.submit, session, frame, raw)  # fmt: skip
 
     def _other(self, frame: Any) -> None:
         core, session = self.core, self.session

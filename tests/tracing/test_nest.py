@@ -1,0 +1,174 @@
+"""A face's span that becomes its call's span (RecordedSpan.nest, tracing.serve and
+exai.daemon.traced.call_span): one object in the process, the same spans out as a
+child span would have made, and the face's span failed, ended or kept as before."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, StatusCode
+
+from exai import tracing
+from exai.daemon import traced
+from exai.errors import ValidationError_
+from exai.tracing.current import current_span
+from exai.tracing.spans import RecordedSpan
+
+FACE_ATTRIBUTES = {"exai.face": "websocket", "exai.request.id": "r1"}
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def _session() -> Any:
+    return SimpleNamespace(id="s1", principal=SimpleNamespace(name="alice"))
+
+
+async def _serve(run: Any, traceparent: str | None = None) -> tuple[Any, list[Any]]:
+    """A call served as the WebSocket face serves one: ``run(call)`` is its task's body.
+    Returns the task and what the body saw as current."""
+    loop = asyncio.get_running_loop()
+    seen: list[Any] = []
+
+    async def body(call: Any) -> None:
+        seen.append(current_span())
+        await run(call)
+
+    def submit() -> asyncio.Task[None]:
+        with traced.admission_span():
+            pass
+        call = SimpleNamespace(request_id="r1", timeout_s=30.0, task=None)
+        call.task = loop.create_task(body(call))
+        return call.task
+
+    task = tracing.serve("call_tool echo", dict(FACE_ATTRIBUTES), traceparent, None, submit)
+    await asyncio.gather(task, return_exceptions=True)
+    await asyncio.sleep(0)  # any done callback
+    return task, seen
+
+
+async def test_the_faces_span_becomes_the_calls_span_and_both_are_sent(spans):
+    inside: list[Any] = []
+
+    async def run(call: Any) -> None:
+        span = traced.call_span(_session(), call, "echo")
+        assert span is not None
+        inside.append((span.span, current_span(), span.trace_id))
+        with tracing.span("turn"):  # a child of the call's span, as any tool makes
+            pass
+        with span.step("audit"):
+            pass
+        span.end(None, None)
+
+    _, seen = await _serve(run)
+    face, call = spans.one("call_tool echo"), spans.one("execute_tool echo")
+    nested, current, trace_id = inside[0]
+    assert type(nested) is RecordedSpan and nested is current is seen[0]  # one object
+    assert face.kind is SpanKind.SERVER and face.parent is None
+    assert call.kind is SpanKind.INTERNAL and call.parent.span_id == face.context.span_id
+    assert (
+        call.context.trace_id == face.context.trace_id
+        and trace_id == f"{face.context.trace_id:032x}"
+    )
+    assert call.context.span_id != face.context.span_id
+    assert nested.get_span_context().span_id == call.context.span_id  # the child's, from nest on
+    assert dict(face.attributes) == FACE_ATTRIBUTES
+    assert (
+        call.attributes["exai.principal"] == "alice"
+        and call.attributes["gen_ai.tool.name"] == "echo"
+    )
+    assert {s.name for s in spans.children(face)} == {"admission", "execute_tool echo"}
+    assert {s.name for s in spans.children(call)} == {"turn", "audit"}
+    assert face.status.status_code is StatusCode.OK and call.status.status_code is StatusCode.OK
+    assert face.start_time <= call.start_time <= call.end_time <= face.end_time
+    assert len(spans.all) == 5
+
+
+async def test_a_call_that_fails_marks_the_faces_span_and_its_own(spans):
+    async def run(call: Any) -> None:
+        span = traced.call_span(_session(), call, "echo")
+        assert span is not None
+        span.end(None, ValidationError_("bad arguments"))
+
+    await _serve(run)
+    face, call = spans.one("call_tool echo"), spans.one("execute_tool echo")
+    for sp in (face, call):
+        assert sp.status.status_code is StatusCode.ERROR
+        assert sp.attributes["error.type"] == "VALIDATION_ERROR"
+    assert call.parent.span_id == face.context.span_id
+    assert {s.name for s in spans.children(face)} == {"admission", "execute_tool echo"}
+
+
+async def test_the_faces_span_continues_a_traceparent_when_nested(spans):
+    async def run(call: Any) -> None:
+        span = traced.call_span(_session(), call, "echo")
+        assert span is not None
+        span.end(None, None)
+
+    await _serve(run, TRACEPARENT)
+    face, call = spans.one("call_tool echo"), spans.one("execute_tool echo")
+    assert f"{face.context.trace_id:032x}" == TRACEPARENT[3:35]
+    assert face.parent.span_id == int(TRACEPARENT[36:52], 16) and face.parent.is_remote
+    assert call.parent.span_id == face.context.span_id and not call.parent.is_remote
+
+
+async def test_a_call_that_never_ran_sends_only_the_faces_span(spans):
+    loop = asyncio.get_running_loop()
+
+    async def body() -> None:
+        raise AssertionError("never runs")
+
+    def submit() -> asyncio.Task[None]:
+        task = loop.create_task(body())
+        task.cancel()  # before its first step
+        return task
+
+    task = tracing.serve("call_tool echo", dict(FACE_ATTRIBUTES), None, None, submit)
+    await asyncio.gather(task, return_exceptions=True)
+    await asyncio.sleep(0)
+    assert [s.name for s in spans.all] == ["call_tool echo"]
+    assert spans.one("call_tool echo").status.status_code is StatusCode.OK
+
+
+async def test_a_call_answered_at_once_ends_the_faces_span_at_once(spans):
+    assert tracing.serve("call_tool echo", dict(FACE_ATTRIBUTES), None, None, lambda: None) is None
+    assert spans.one("call_tool echo").end_time is not None
+
+
+async def test_a_faces_span_for_another_task_is_a_parent_not_nested(spans):
+    """A face's span that is not waiting for this call's task (another face's way of
+    submitting) stays a span of its own, the call's span its child."""
+    face = tracing.start("call_tool echo", kind=tracing.SERVER)
+    call = SimpleNamespace(request_id="r1", timeout_s=30.0,
+                           task=asyncio.get_running_loop().create_future())  # fmt: skip
+    with tracing.activate(face):
+        span = traced.call_span(_session(), call, "echo")
+    assert span is not None and span.span is not face
+    span.end(None, None)
+    face.end()
+    assert (
+        spans.one("execute_tool echo").parent.span_id == spans.one("call_tool echo").context.span_id
+    )
+
+
+def test_serve_under_a_current_span_makes_a_child_of_it(spans):
+    with tracing.span("outer") as outer:
+        assert (
+            tracing.serve("call_tool echo", dict(FACE_ATTRIBUTES), None, None, lambda: None) is None
+        )
+    face = spans.one("call_tool echo")
+    assert face.parent.span_id == outer.get_span_context().span_id
+    assert face.kind is trace.SpanKind.SERVER
+
+
+def test_serve_with_tracing_off_only_submits():
+    provider = tracing.reset()
+    try:
+        assert (
+            tracing.serve("call_tool echo", {}, TRACEPARENT, None, lambda: "submitted")
+            == "submitted"
+        )
+    finally:
+        if provider is not None:
+            tracing.install(provider)
