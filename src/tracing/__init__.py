@@ -253,10 +253,11 @@ def serve(
     tracer = state.tracer
     if tracer is None:
         return submit(*args)
-    sp = tracer.server(name, extract(traceparent, tracestate) if traceparent else None,
-                       attributes)  # fmt: skip
-    if type(sp) is not RecordedSpan:
-        return submit_under(sp, submit, *args)
+    sp: Any = None if traceparent else tracer.root_server(name, attributes)
+    if sp is None:
+        sp = tracer.server(name, extract(traceparent, tracestate), attributes)
+        if type(sp) is not RecordedSpan:
+            return submit_under(sp, submit, *args)
     token = enter(sp)
     try:
         task = submit(*args)

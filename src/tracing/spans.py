@@ -49,6 +49,7 @@ from opentelemetry.trace import (
 from opentelemetry.trace.span import TraceState
 
 from exai.tracing.current import SPAN_KEY, current_context
+from exai.tracing.records import CALL as _CALL
 from exai.tracing.records import Record, clean_value
 
 __all__ = ["OK_STATUS", "UNSET_STATUS", "Leaf", "RecordedSpan", "RecordingTracer", "SpanSource"]
@@ -151,17 +152,26 @@ class RecordingTracer(trace.Tracer):
     def server(self, name: str, parent: Any, attributes: dict[str, Any]) -> trace.Span:
         """A face's span for a call it took (kind ``SERVER``), whose ``attributes`` are
         plain values (str, bool, int, float), continuing ``parent`` (a context a
-        ``traceparent`` carried), or the current span when None: :meth:`start_span`
-        in fewer steps for a trace this process starts under a sampler that samples
-        every root (the default)."""
-        source = self._source
-        if parent is None and source._decide[0] is True and current_context().get(SPAN_KEY) is None:
-            trace_id = _NS() // 1_000_000 << 80 | _GETRANDBITS(80)
-            head = (trace_id, _GETRANDBITS(64) or 1, 0, False, _ROOT_FLAGS, "", _SERVER)
-            sp = RecordedSpan(name, head, _NO_STATE, source.sink, _NS())
-            sp.attributes = attributes
-            return sp
+        ``traceparent`` carried), or the current span when None."""
+        if parent is None:
+            sp = self.root_server(name, attributes)
+            if sp is not None:
+                return sp
         return self.start_span(name, parent, SpanKind.SERVER, attributes)
+
+    def root_server(self, name: str, attributes: dict[str, Any]) -> RecordedSpan | None:
+        """:meth:`server` for a call that names no parent, in the fewest steps: the root
+        of a trace this process starts, under a sampler that samples every root
+        (the default); None when that is not what :meth:`start_span` would make (a
+        span is current, or the sampler must be asked)."""
+        source = self._source
+        if source._decide[0] is not True or current_context().get(SPAN_KEY) is not None:
+            return None
+        trace_id = _NS() // 1_000_000 << 80 | _GETRANDBITS(80)
+        head = (trace_id, _GETRANDBITS(64) or 1, 0, False, _ROOT_FLAGS, "", _SERVER)
+        sp = RecordedSpan(name, head, _NO_STATE, source.sink, _NS())
+        sp.attributes = attributes
+        return sp
 
     def child(self, parent: RecordedSpan, name: str, attributes: dict[str, Any]) -> trace.Span:
         """A child of ``parent`` with ``attributes`` as its own dict: the call path's way
@@ -375,7 +385,7 @@ class RecordedSpan(trace.Span):
 
     def nest(self, name: str, attributes: dict[str, Any], task: Any = None) -> None:
         """Become a child of the span this was, named ``name`` with ``attributes`` (plain
-        values, as :meth:`RecordingTracer.child` takes them), starting now: what this
+        values, none of them None: the dict becomes the span's), starting now: what this
         was is kept (:attr:`outer`) and ends with it, as :meth:`end_ok` would end it.
         ``task``: the task this span was to end with (:func:`exai.tracing.end_with_task`),
         whose done callback is removed; the nested span's owner ends it.
@@ -397,8 +407,6 @@ class RecordedSpan(trace.Span):
         self._head = (head[0], _GETRANDBITS(64) or 1, head[1], False, head[4], head[5], 0)
         self._ctx = None
         self.start_time = _NS()
-        if None in attributes.values():
-            attributes = {k: v for k, v in attributes.items() if v is not None}
         self.attributes = attributes
         self.status = _UNSET
         self.leaves = None
@@ -423,6 +431,17 @@ class RecordedSpan(trace.Span):
         self.end_time = end = end_time or _NS()
         status = self.status
         code = 1 if status is _OK else 0 if status is _UNSET else status.status_code._value_
+        outer = self.outer
+        if outer is not None and code == 1 and self.events is None and self.links is None:
+            begun, attributes, was, leaves = outer
+            mine = self.leaves
+            if ((was is _UNSET or was is _OK) and leaves is not None and len(leaves) == 1
+                    and mine is not None and len(mine) == 1):  # fmt: skip
+                # The common call, face and call span and a leaf each, as one call record
+                # (exai.tracing.records.CALL).
+                self._sink((_CALL, *begun, attributes, *leaves[0], self.name, self._head[1],
+                            self.start_time, end, self.attributes, *mine[0]))  # fmt: skip
+                return
         links = None
         if self.links:
             links = tuple((c.trace_id, c.span_id, int(c.trace_flags), "", c.is_remote, a)

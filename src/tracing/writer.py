@@ -44,7 +44,16 @@ from exai.tracing.keep import TailKeeper
 from exai.tracing.limits import SpanLimits
 from exai.tracing.otlp import Encoder
 from exai.tracing.post import Poster, PostOptions
-from exai.tracing.records import ATTRIBUTES, EVENTS, LEAVES, LINKS, Record, expand, spans_in
+from exai.tracing.records import (
+    ATTRIBUTES,
+    EVENTS,
+    LEAVES,
+    LINKS,
+    Record,
+    expand,
+    spans_in,
+    standard,
+)
 from exai.tracing.wire import encode_frame, read_config, read_frame
 
 __all__ = ["SpanWriter", "main"]
@@ -114,6 +123,7 @@ class SpanWriter:
     def _take(self, records: list[Record], decided: bool = False) -> None:
         """Queue ``records``; a record's leaves stay in it, each counted as a span, and
         are encoded from it (:meth:`exai.tracing.otlp.Encoder.span`)."""
+        records = list(standard(records))  # call records as the two records they stand for
         if self.keeper is not None and not decided:
             records = self.keeper.add(expand(records))
             self.counts["discarded"] = self.keeper.spans_discarded

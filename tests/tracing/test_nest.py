@@ -172,3 +172,50 @@ def test_serve_with_tracing_off_only_submits():
     finally:
         if provider is not None:
             tracing.install(provider)
+
+
+def test_a_nested_call_that_ends_well_is_one_call_record_standing_for_four_spans():
+    """The common call crosses to the writer as one record (exai.tracing.records.CALL);
+    every reader of records makes the same spans of it as of the two records it
+    stands for (the shape a failed call still sends)."""
+    from opentelemetry.sdk.trace.sampling import DEFAULT_ON
+
+    from exai.tracing.records import CALL, expand, spans_in, standard
+    from exai.tracing.spans import Leaf, RecordingTracer, SpanSource
+
+    sent: list[Any] = []
+    tracer = RecordingTracer(SpanSource(DEFAULT_ON, sent.append))
+    face = tracer.root_server("call_tool echo", dict(FACE_ATTRIBUTES))
+    assert face is not None
+    Leaf(face, "admission").end_ok()
+    face.nest("execute_tool echo", {"gen_ai.tool.name": "echo"})
+    Leaf(face, "audit").end_ok()
+    face.end_ok()
+    (record,) = sent
+    assert record[0] == CALL and spans_in([record]) == 4
+    call, outer = standard([record])
+    assert call[0] == "execute_tool echo" and call[3] == outer[2]  # its parent: the face's span
+    assert [leaf[0] for leaf in call[15]] == ["audit"] and [leaf[0] for leaf in outer[15]] == [
+        "admission"
+    ]
+    assert call[9] == outer[9] == face.end_time and outer[10] == FACE_ATTRIBUTES
+    spans = expand([record])
+    assert [s[0] for s in spans] == ["audit", "execute_tool echo", "admission", "call_tool echo"]
+    assert expand([call, outer]) == spans and spans_in([call, outer]) == 4
+
+
+def test_a_nested_call_with_an_event_is_sent_as_two_records():
+    from opentelemetry.sdk.trace.sampling import DEFAULT_ON
+
+    from exai.tracing.records import spans_in
+    from exai.tracing.spans import RecordingTracer, SpanSource
+
+    sent: list[Any] = []
+    tracer = RecordingTracer(SpanSource(DEFAULT_ON, sent.append))
+    face = tracer.root_server("call_tool echo", dict(FACE_ATTRIBUTES))
+    assert face is not None
+    face.nest("execute_tool echo", {"gen_ai.tool.name": "echo"})
+    face.add_event("retry")
+    face.end_ok()
+    assert [r[0] for r in sent] == ["execute_tool echo", "call_tool echo"]
+    assert sent[0][11][0][0] == "retry" and spans_in(sent) == 2
