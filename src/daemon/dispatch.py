@@ -109,9 +109,14 @@ class Dispatcher:
                 return None
             if tracing_state.tracer is None:
                 tool, arguments = self._admit(session, frame)
-            else:
-                with traced.admission_span():
+            else:  # timed here, not in a block: every traced call runs it
+                started = time.time_ns()
+                try:
                     tool, arguments = self._admit(session, frame)
+                except BaseException as exc:
+                    traced.admitted(started, exc)
+                    raise
+                traced.admitted(started)
         except ExaiError as exc:
             self._refuse(session, frame, exc)
             return None

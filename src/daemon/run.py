@@ -123,8 +123,7 @@ async def run_call(
         if span is None:
             _audit_finished(d, session, call, tool.name, error, charges, latency_ms)
         else:
-            with span.step("audit"):
-                _audit_finished(d, session, call, tool.name, error, charges, latency_ms)
+            span.audit(_audit_finished, d, session, call, tool.name, error, charges, latency_ms)
             span.end(result, error)
 
 

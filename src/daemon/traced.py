@@ -23,7 +23,8 @@ shows that its call failed and with which code.
 
 from __future__ import annotations
 
-import contextlib
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import INVALID_SPAN
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from exai.errors import ExaiError
     from exai.tools.base import ToolResult
 
-__all__ = ["CallSpan", "admission_span", "call_span", "queue_span"]
+__all__ = ["CallSpan", "admitted", "call_span", "queue_span"]
 
 
 class CallSpan:
@@ -72,13 +73,16 @@ class CallSpan:
         self.trace_id = tracing.trace_id_of(span) if sampled else None
         self.ends_parent = tracing.take_over_end(parent, task)
 
-    def step(self, name: str) -> contextlib.AbstractContextManager[Any]:
-        """A step of the call that starts no span inside it (its audit): a leaf of the
-        call's span, which is current."""
-        sp = self.span
-        if type(sp) is RecordedSpan and tracing.state.tracer.inherits:
-            return tracing.LeafBlock(sp, name)  # what tracing.leaf would make, made
-        return tracing.leaf(name)
+    def audit(self, record: Callable[..., Any], *args: Any) -> None:
+        """``record(*args)``, the call's audit step: a leaf of the call's span, timed
+        here rather than in a block (:func:`exai.tracing.step_done`)."""
+        started = time.time_ns()
+        try:
+            record(*args)
+        except BaseException as exc:
+            tracing.step_done(self.span, "audit", started, exc)
+            raise
+        tracing.step_done(self.span, "audit", started)
 
     def end(self, result: ToolResult | None, error: ExaiError | None) -> None:
         sp: Any = self.span
@@ -153,13 +157,10 @@ def call_span(session: Session, call: Call, tool: str) -> CallSpan | None:
     return CallSpan(sp, parent, task)
 
 
-def admission_span() -> contextlib.AbstractContextManager[Any]:
-    """:func:`exai.tracing.leaf` ``("admission")``, in fewer steps: it runs for every
-    traced call."""
-    parent = current_context().get(SPAN_KEY)
-    if type(parent) is RecordedSpan and tracing.state.tracer.inherits:
-        return tracing.LeafBlock(parent, "admission")
-    return tracing.leaf("admission")
+def admitted(started: int, error: BaseException | None = None) -> None:
+    """The call's admission, which began at ``started`` (``time.time_ns()``) and ends
+    now (failed with ``error``): a leaf of the face's span, which is current."""
+    tracing.step_done(current_context().get(SPAN_KEY), "admission", started, error)
 
 
 def queue_span(limiter: Any) -> Any:
