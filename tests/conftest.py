@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
+import re
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -26,6 +29,25 @@ from exai.tools.registry import ToolRegistry
 # Logs go to a buffer that tests can read (the secret scans do), not to the terminal.
 LOG_BUFFER = io.StringIO()
 configure_logging("json", "info", stream=LOG_BUFFER, scrubber=log_scrubber())
+
+
+def _trust_from_a_hashed_directory() -> None:
+    """Every HTTP client the daemon makes (GLM's pool shards, the job runner's, each SDK's)
+    builds a TLS context, and from a CA bundle file (``SSL_CERT_FILE``, or certifi's when
+    unset) that parses every certificate in it: ~20 ms of CPU a client, several hundred
+    seconds a run, though the tests speak plain HTTP on loopback. From the system's
+    hashed directory (``SSL_CERT_DIR``) a certificate is read when a handshake asks for
+    it. Set here, before the xdist workers start, so they and every process the tests
+    start inherit it."""
+    capath = os.environ.get("SSL_CERT_DIR") or ssl.get_default_verify_paths().capath
+    if not capath or not os.path.isdir(capath):
+        return
+    if any(re.fullmatch(r"[0-9a-f]{8}\.\d+", name) for name in os.listdir(capath)):
+        os.environ.pop("SSL_CERT_FILE", None)
+        os.environ["SSL_CERT_DIR"] = capath
+
+
+_trust_from_a_hashed_directory()
 
 
 class _FailuresAsTheyHappen:
