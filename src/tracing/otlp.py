@@ -132,6 +132,51 @@ class Encoder:
                             + [field])  # fmt: skip
         return field
 
+    def call(self, r: Record) -> bytes:
+        """A call record (:data:`exai.tracing.records.CALL`) as its four spans, in the
+        order :func:`~exai.tracing.records.expand` makes them: the call's leaf, the
+        call's span, the face's leaf, the face's span; the same bytes as :meth:`span`
+        writes for the two records :func:`~exai.tracing.records.standard` makes of it,
+        with what they share (the trace's id and state, the call's end) taken once."""
+        (_, face_name, trace_id, face_id, face_parent, face_remote, _flags, state, face_kind,
+         face_start, face_attributes, adm_name, adm_id, adm_start, adm_end, name, span_id,
+         start, end, attributes, aud_name, aud_id, aud_start, aud_end) = r  # fmt: skip
+        high, low = trace_id >> 64, trace_id & _LOW64
+        return b"".join((
+            self._leaf((aud_name, aud_id, aud_start, aud_end), high, low, span_id, state),
+            self._plain(name, high, low, span_id, face_id, False, state, 0, start, end,
+                        attributes),
+            self._leaf((adm_name, adm_id, adm_start, adm_end), high, low, face_id, state),
+            self._plain(face_name, high, low, face_id, face_parent, face_remote, state,
+                        face_kind, face_start, end, face_attributes),
+        ))  # fmt: skip
+
+    def _plain(self, name: str, high: int, low: int, span_id: int, parent_id: int,
+               parent_remote: bool, trace_state: str, kind: int, start: int, end: int,
+               attributes: Mapping[str, Any]) -> bytes:  # fmt: skip
+        """A span with status OK and no events, links, leaves or dropped counts, as a
+        ``ScopeSpans.spans`` field: what :meth:`span` writes of one."""
+        if trace_state:
+            ids = _IDS(0x0A10, high, low, 0x1208, span_id) + _field(0x1A, trace_state.encode())
+            if parent_id:
+                ids += _PARENT(0x2208, parent_id)
+        elif parent_id:
+            ids = _IDS_PARENT(0x0A10, high, low, 0x1208, span_id, 0x2208, parent_id)
+        else:
+            ids = _IDS(0x0A10, high, low, 0x1208, span_id)
+        encoded = self._names.get(name)
+        if encoded is None:
+            encoded = self._names[name] = _field(0x2A, self._text(name).encode())
+            if len(self._names) > _CACHE_MAX:
+                self._names.clear()
+        body = b"".join((ids, encoded, _KIND_TIMES(0x30, kind + 1, 0x39, start, 0x41, end),
+                         self.attributes(attributes, 0x4A) if attributes else b"", _STATUS[1],
+                         _REMOTE_FLAGS if parent_remote else _LOCAL_FLAGS))  # fmt: skip
+        n = len(body)
+        if n < 0x4000:
+            return bytes((0x12, n & 0x7F | 0x80, n >> 7) if n >= 0x80 else (0x12, n)) + body
+        return _field(0x12, body)
+
     def _rest(self, ids: bytes, name: bytes, kind_times: bytes, attributes: Mapping[str, Any],
               events: Any, links: Any, status_code: int, status_message: str | None,
               flags: bytes, dropped: tuple[int, int, int]) -> list[bytes]:  # fmt: skip

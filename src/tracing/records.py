@@ -56,8 +56,11 @@ from opentelemetry.trace.span import TraceState
 __all__ = [
     "ATTRIBUTES",
     "CALL",
+    "CALL_ATTRIBUTES",
+    "CALL_SPANS",
     "END",
     "EVENTS",
+    "FACE_ATTRIBUTES",
     "LEAVES",
     "LINKS",
     "PARENT_ID",
@@ -78,7 +81,8 @@ Record = tuple[Any, ...]
  ATTRIBUTES, EVENTS, LINKS, STATUS_CODE, STATUS_MESSAGE, LEAVES) = range(16)  # fmt: skip
 
 CALL: Final = 0  # a call record's first field (see the module's docstring)
-_CALL_SPANS: Final = 4  # the face's span, its leaf, the call's span, its leaf
+CALL_SPANS: Final = 4  # the face's span, its leaf, the call's span, its leaf
+FACE_ATTRIBUTES, CALL_ATTRIBUTES = 10, 19  # a call record's two attribute maps
 _PLAIN: Final = frozenset({str, bool, int, float})
 _KINDS: Final = {kind.value: kind for kind in SpanKind}
 _CODES: Final = {code.value: code for code in StatusCode}
@@ -161,7 +165,7 @@ def expand(records: Sequence[Record]) -> list[Record]:
 def spans_in(records: Sequence[Record]) -> int:
     """How many spans ``records`` carry, leaves included (a call record four)."""
     return len(records) + sum(
-        _CALL_SPANS - 1 if type(r[0]) is int else len(r[LEAVES])
+        CALL_SPANS - 1 if type(r[0]) is int else len(r[LEAVES])
         for r in records
         if type(r[0]) is int or r[LEAVES]
     )

@@ -193,3 +193,33 @@ def test_spans_of_every_length_class_are_encoded_as_the_sdks_encoder_writes_them
     ours, sdk = _both_encodings(records)
     assert ours == sdk
     assert len(ours.resource_spans[0].scope_spans[0].spans) == 4
+
+
+def test_a_call_record_is_encoded_as_the_sdks_encoder_writes_its_four_spans():
+    """Encoder.call writes a call record (a face's span nested into its call's) as the
+    SDK's encoder writes the spans it stands for, in expand's order, under a
+    caller's tracestate and without one."""
+    from exai.tracing.records import CALL
+
+    records: list = []
+    tracer = RecordingTracer(SpanSource(DEFAULT_ON, records.append))
+    for context in (tracing.extract(CALLER, "vendor=1"), None):
+        attributes = {"exai.face": "websocket", "exai.request.id": "r1", "n": 3, "f": 1.5}
+        face = tracer.server("call_tool echo", context, attributes)
+        assert isinstance(face, tracing.RecordedSpan)
+        Leaf(face, "admission").end_ok()
+        face.nest("execute_tool echo", {"gen_ai.tool.name": "echo", "exai.timeout_s": 30.0})
+        Leaf(face, "audit").end_ok()
+        face.end_ok()
+    assert [r[0] for r in records] == [CALL, CALL]
+    resource = Resource.create({"service.name": "exai"})
+    scope = InstrumentationScope("exai", "1.2.3")
+    encoder = Encoder(dict(resource.attributes), ("exai", "1.2.3"))
+    for record in records:
+        expanded = expand([record])
+        assert encoder.call(record) == b"".join(encoder.span(r) for r in expanded)
+        sdk = encode_spans([to_readable(r, resource, scope) for r in expanded])
+        ours = ExportTraceServiceRequest.FromString(encoder.request([encoder.call(record)]))
+        assert [s.name for s in ours.resource_spans[0].scope_spans[0].spans] == [
+            "audit", "execute_tool echo", "admission", "call_tool echo"]  # fmt: skip
+        assert ours == sdk

@@ -4,7 +4,10 @@ from a real daemon; one that hangs costs a bounded, counted number of spans."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 from exai.tracing import setup
 from tests.conftest import make_settings, running_daemon
@@ -64,6 +67,61 @@ def test_a_batch_holds_at_most_the_batch_size_in_spans_leaves_included(
     assert len(leaves) == 10
     assert all(by_id[s.parent_span_id].name.startswith("call ") for s in leaves)
     assert report is not None and report.spans_exported == 15
+
+
+def test_call_records_cross_the_writer_as_their_four_spans_batched_and_limited(
+    tmp_path, collector, monkeypatch
+):
+    """A call record (a face's span nested into its call's) reaches the collector as
+    the four spans it stands for, parents and all, split across batches of three
+    spans; a span limit that would cut its attributes is applied to them too."""
+    import asyncio
+
+    from exai import tracing
+    from exai.daemon import traced
+
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "3")
+    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "2")
+    settings = make_settings(tmp_path, otel_exporter_otlp_endpoint=collector.url,
+                             otel_traces_sampler="always_on")  # fmt: skip
+    session = SimpleNamespace(id="s1", principal=SimpleNamespace(name="alice"))
+
+    async def serve(i: int) -> None:
+        loop = asyncio.get_running_loop()
+
+        async def run(call: Any) -> None:
+            span = traced.call_span(session, call, "echo")
+            assert span is not None
+            span.audit(lambda: None)
+            span.end(None, None)
+
+        def submit() -> Any:
+            traced.admitted(time.time_ns())
+            call = SimpleNamespace(request_id=f"r{i}", timeout_s=30.0, task=None)
+            call.task = loop.create_task(run(call))
+            return call.task
+
+        await tracing.serve("call_tool echo", {"exai.request.id": f"r{i}"}, None, None, submit)
+
+    assert setup.configure(settings)
+    try:
+        for i in range(3):
+            asyncio.run(serve(i))
+        assert setup.flush(timeout_s=30)
+    finally:
+        report = setup.shutdown()
+    assert sum(collector.sizes) == 12 and max(collector.sizes) <= 3
+    by_id = {s.span_id: s for s in collector.spans}
+    names = sorted(s.name for s in collector.spans)
+    assert names == sorted(["call_tool echo", "admission", "execute_tool echo", "audit"] * 3)
+    for s in collector.spans:
+        parent = {"admission": "call_tool echo", "execute_tool echo": "call_tool echo",
+                  "audit": "execute_tool echo"}.get(s.name)  # fmt: skip
+        if parent is not None:
+            assert by_id[s.parent_span_id].name == parent
+    calls = [s for s in collector.spans if s.name == "execute_tool echo"]
+    assert all(len(s.attributes) == 2 and s.dropped_attributes_count == 4 for s in calls)
+    assert report is not None and report.spans_exported == 12
 
 
 def test_a_hanging_collector_costs_a_bounded_counted_number_of_spans(tmp_path, monkeypatch):
