@@ -251,27 +251,14 @@ def serve(
     """A face's span (kind ``SERVER``) for a call it took, continuing ``traceparent``
     and ``tracestate`` (:func:`extract`), with ``attributes`` of plain values, and
     ``submit(*args)`` under it (:func:`submit_under`): the two in one step, and in
-    the fewest for the common case, a trace this process starts (every step here
-    runs for every traced call)."""
+    the fewest for the common case, a trace this process starts."""
     tracer = state.tracer
     if tracer is None:
         return submit(*args)
-    sp: Any = None if traceparent else tracer.root_server(name, attributes)
+    sp = None if traceparent else tracer.root_server(name, attributes)
     if sp is None:
         sp = tracer.server(name, extract(traceparent, tracestate), attributes)
-        if type(sp) is not RecordedSpan:
-            return submit_under(sp, submit, *args)
-    token = enter(sp)
-    try:
-        task = submit(*args)
-    finally:
-        leave(token)
-    if task is None:
-        sp.end_ok()
-    else:
-        sp.ends_with = task
-        task.add_done_callback(sp.end_ok)
-    return task
+    return submit_under(sp, submit, *args)
 
 
 def take_over_end(parent: Span, task: Any) -> bool:

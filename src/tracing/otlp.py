@@ -98,20 +98,7 @@ class Encoder:
         (name, trace_id, span_id, parent_id, parent_remote, _flags, trace_state, kind, start, end,
          attributes, events, links, status_code, status_message, leaves) = r  # fmt: skip
         high, low = trace_id >> 64, trace_id & _LOW64
-        # The fixed fields in one pack each (a call's spans differ in little else).
-        if trace_state:
-            ids = _IDS(0x0A10, high, low, 0x1208, span_id) + _field(0x1A, trace_state.encode())
-            if parent_id:
-                ids += _PARENT(0x2208, parent_id)
-        elif parent_id:
-            ids = _IDS_PARENT(0x0A10, high, low, 0x1208, span_id, 0x2208, parent_id)
-        else:
-            ids = _IDS(0x0A10, high, low, 0x1208, span_id)
-        encoded = self._names.get(name)
-        if encoded is None:
-            encoded = self._names[name] = _field(0x2A, self._text(name).encode())
-            if len(self._names) > _CACHE_MAX:
-                self._names.clear()
+        ids, encoded = self._head(name, high, low, span_id, parent_id, trace_state)
         kind_times = _KIND_TIMES(0x30, kind + 1, 0x39, start, 0x41, end)
         flags = _REMOTE_FLAGS if parent_remote else _LOCAL_FLAGS
         if not (events or links or status_message) and dropped is _NONE_DROPPED:
@@ -156,6 +143,19 @@ class Encoder:
                attributes: Mapping[str, Any]) -> bytes:  # fmt: skip
         """A span with status OK and no events, links, leaves or dropped counts, as a
         ``ScopeSpans.spans`` field: what :meth:`span` writes of one."""
+        ids, encoded = self._head(name, high, low, span_id, parent_id, trace_state)
+        body = b"".join((ids, encoded, _KIND_TIMES(0x30, kind + 1, 0x39, start, 0x41, end),
+                         self.attributes(attributes, 0x4A) if attributes else b"", _STATUS[1],
+                         _REMOTE_FLAGS if parent_remote else _LOCAL_FLAGS))  # fmt: skip
+        n = len(body)
+        if n < 0x4000:
+            return bytes((0x12, n & 0x7F | 0x80, n >> 7) if n >= 0x80 else (0x12, n)) + body
+        return _field(0x12, body)
+
+    def _head(self, name: str, high: int, low: int, span_id: int, parent_id: int,
+              trace_state: str) -> tuple[bytes, bytes]:  # fmt: skip
+        """A span's ids (and trace state) and its name, encoded: the fixed fields in one
+        pack each (a call's spans differ in little else)."""
         if trace_state:
             ids = _IDS(0x0A10, high, low, 0x1208, span_id) + _field(0x1A, trace_state.encode())
             if parent_id:
@@ -169,13 +169,7 @@ class Encoder:
             encoded = self._names[name] = _field(0x2A, self._text(name).encode())
             if len(self._names) > _CACHE_MAX:
                 self._names.clear()
-        body = b"".join((ids, encoded, _KIND_TIMES(0x30, kind + 1, 0x39, start, 0x41, end),
-                         self.attributes(attributes, 0x4A) if attributes else b"", _STATUS[1],
-                         _REMOTE_FLAGS if parent_remote else _LOCAL_FLAGS))  # fmt: skip
-        n = len(body)
-        if n < 0x4000:
-            return bytes((0x12, n & 0x7F | 0x80, n >> 7) if n >= 0x80 else (0x12, n)) + body
-        return _field(0x12, body)
+        return ids, encoded
 
     def _rest(self, ids: bytes, name: bytes, kind_times: bytes, attributes: Mapping[str, Any],
               events: Any, links: Any, status_code: int, status_message: str | None,
