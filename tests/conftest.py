@@ -4,6 +4,7 @@ daemon on an ephemeral loopback port, and real protocol clients."""
 from __future__ import annotations
 
 import asyncio
+import compileall
 import io
 import os
 import re
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import exai
 from exai.app import App
 from exai.audit.scrub import log_scrubber
 from exai.client import ExaiClient
@@ -76,11 +78,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Stop the throwaway Postgres servers of an earlier run that was killed before its
-    watchdogs could (only those whose owning process is gone); once per run, in the
-    controller rather than in each xdist worker."""
+    """Once per run, in the controller rather than in each xdist worker: compile exai's
+    bytecode, and stop the throwaway Postgres servers of an earlier run that was killed
+    before its watchdogs could (only those whose owning process is gone).
+
+    Every daemon, shim, CLI and writer process the tests start imports exai afresh. In
+    a new checkout, or where PYTHONDONTWRITEBYTECODE is set, none of them writes the
+    bytecode it compiles, so each compiles the modules again (~0.3 s of CPU for all of
+    them, in several hundred processes a run). Compiling them here, before the workers
+    start, costs that once; afterwards only what changed is compiled again."""
     if hasattr(session.config, "workerinput"):
         return
+    compileall.compile_dir(Path(exai.__file__).parent, quiet=1)
     reaped = reap_orphans()
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reaped and reporter is not None:
