@@ -2,21 +2,20 @@
 
 ``store_factory`` opens a store on the backend of the current parameter; calling it
 again opens another store on the same data (a restart, or a second daemon). The
-Postgres server is started once per session with :class:`TempPostgres`; each test
-gets its own schema in it.
+Postgres server is the session's (``postgres_server`` of tests/conftest.py, which the
+other packages' Postgres tests share); each test gets its own schema in it.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from exai.emulators.postgres import TempPostgres
 from exai.store import postgres as _postgres
 from exai.store import sqlite as _sqlite
 from exai.store.base import ConversationStore, StoreLimits
@@ -41,12 +40,6 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[TempPostgres]:
-    with TempPostgres() as server:
-        yield server
 
 
 @pytest.fixture
