@@ -10,6 +10,7 @@ from typing import Any
 
 from exai.app import App
 from exai.emulators.provider import EmulatorServer
+from exai.settings import Settings
 from tests.conftest import emulated_providers, make_settings, running_daemon
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "agent_turn",
     "base_url",
     "faces_daemon",
+    "faces_settings",
     "last_sent",
     "sent_bodies",
 ]
@@ -33,14 +35,17 @@ BASH = {"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}  # fmt: skip
 
 
+def faces_settings(tmp_path: Path, emulator: EmulatorServer, **overrides: Any) -> Settings:
+    tokens = ",".join(f"{name}={token}" for name, token in TOKENS.items())
+    return make_settings(tmp_path, ws_tokens=tokens, stream_min_chunk_chars=1,
+                         **{**emulated_providers(emulator), **overrides})  # fmt: skip
+
+
 @asynccontextmanager
 async def faces_daemon(
     tmp_path: Path, emulator: EmulatorServer, **overrides: Any
 ) -> AsyncIterator[App]:
-    tokens = ",".join(f"{name}={token}" for name, token in TOKENS.items())
-    settings = make_settings(tmp_path, ws_tokens=tokens, stream_min_chunk_chars=1,
-                             **{**emulated_providers(emulator), **overrides})  # fmt: skip
-    async with running_daemon(settings) as daemon:
+    async with running_daemon(faces_settings(tmp_path, emulator, **overrides)) as daemon:
         yield daemon
 
 

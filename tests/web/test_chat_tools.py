@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import openai
@@ -18,7 +19,17 @@ from openai import AsyncOpenAI
 
 from exai.memory.block import BLOCK_START
 from tests.clients.recorder import RecordingProxy, write_round
-from tests.web.faces import BASH, READ, TOKENS, base_url, faces_daemon, last_sent, sent_bodies
+from tests.console.live import LiveDaemon
+from tests.web.faces import (
+    BASH,
+    READ,
+    TOKENS,
+    base_url,
+    faces_daemon,
+    faces_settings,
+    last_sent,
+    sent_bodies,
+)
 
 QUESTION = [{"role": "user", "content": "what does notes.txt say?"}]
 STEP = {
@@ -31,6 +42,16 @@ NO_THINKING = {"thinking": {"type": "disabled"}}
 
 def _client(daemon, principal: str = "alice") -> AsyncOpenAI:
     return AsyncOpenAI(base_url=base_url(daemon), api_key=TOKENS[principal], max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def one_daemon(provider_emulator, tmp_path_factory) -> Iterator[LiveDaemon]:
+    """One daemon, on a loop of its own, for the checks that each make one request
+    whose answer depends on nothing stored before it; starting and stopping a daemon for
+    each took most of its time."""
+    live = LiveDaemon(faces_settings(tmp_path_factory.mktemp("faces"), provider_emulator))
+    yield live.start()
+    live.stop()
 
 
 def _run_tool(call) -> str:
@@ -123,8 +144,8 @@ async def test_a_function_calling_loop_runs_streamed(tmp_path, emulator):
     ],
     ids=["none", "required", "named"],
 )
-async def test_tool_choice_is_applied(tmp_path, emulator, choice, called):
-    async with faces_daemon(tmp_path, emulator) as daemon, _client(daemon) as client:
+async def test_tool_choice_is_applied(one_daemon, emulator, choice, called):
+    async with _client(one_daemon.app) as client:
         completion = await client.chat.completions.create(
             model="kimi-k2.6",
             messages=QUESTION,
@@ -207,10 +228,10 @@ PARAMETERS = [
 @pytest.mark.parametrize(("name", "value"), PARAMETERS, ids=[p[0] for p in PARAMETERS])
 @pytest.mark.parametrize("model", ["kimi-k2.6", "glm-4.6"])
 async def test_each_parameter_is_applied_adapted_with_a_note_or_refused_by_name(
-    tmp_path, emulator, model, name, value
+    one_daemon, emulator, model, name, value
 ):
     extra = {"tools": [READ]} if name == "parallel_tool_calls" else {}
-    async with faces_daemon(tmp_path, emulator) as daemon, _client(daemon) as client:
+    async with _client(one_daemon.app) as client:
         try:
             completion = await client.chat.completions.create(
                 model=model,
@@ -238,8 +259,8 @@ async def test_each_parameter_is_applied_adapted_with_a_note_or_refused_by_name(
         ({"top_logprobs": 2}, "top_logprobs"),
     ],
 )
-async def test_what_exai_does_not_apply_is_refused_by_name(tmp_path, emulator, extra, param):
-    async with faces_daemon(tmp_path, emulator) as daemon, _client(daemon) as client:
+async def test_what_exai_does_not_apply_is_refused_by_name(one_daemon, emulator, extra, param):
+    async with _client(one_daemon.app) as client:
         with pytest.raises(openai.BadRequestError) as caught:
             await client.chat.completions.create(model="kimi-k2.6", messages=QUESTION, **extra)
     assert caught.value.body["param"] == param
