@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import openai
@@ -19,14 +18,12 @@ from openai import AsyncOpenAI
 
 from exai.memory.block import BLOCK_START
 from tests.clients.recorder import RecordingProxy, write_round
-from tests.console.live import LiveDaemon
 from tests.web.faces import (
     BASH,
     READ,
     TOKENS,
     base_url,
     faces_daemon,
-    faces_settings,
     last_sent,
     sent_bodies,
 )
@@ -42,16 +39,6 @@ NO_THINKING = {"thinking": {"type": "disabled"}}
 
 def _client(daemon, principal: str = "alice") -> AsyncOpenAI:
     return AsyncOpenAI(base_url=base_url(daemon), api_key=TOKENS[principal], max_retries=0)
-
-
-@pytest.fixture(scope="module")
-def one_daemon(provider_emulator, tmp_path_factory) -> Iterator[LiveDaemon]:
-    """One daemon, on a loop of its own, for the checks that each make one request
-    whose answer depends on nothing stored before it; starting and stopping a daemon for
-    each took most of its time."""
-    live = LiveDaemon(faces_settings(tmp_path_factory.mktemp("faces"), provider_emulator))
-    yield live.start()
-    live.stop()
 
 
 def _run_tool(call) -> str:

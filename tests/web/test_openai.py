@@ -335,11 +335,14 @@ async def test_the_rate_limit_is_a_rate_limit_error_with_retry_after(tmp_path, e
     ],
     ids=["logit_bias", "n", "temperature", "thread"],
 )
-async def test_requests_exai_cannot_serve_are_bad_requests(daemon, sdk, emulator, extra, param):
-    with pytest.raises(openai.BadRequestError) as caught:
-        await sdk["alice"].chat.completions.create(
-            model=KIMI, messages=[{"role": "user", "content": "x"}], **extra
-        )
+async def test_requests_exai_cannot_serve_are_bad_requests(one_daemon, emulator, extra, param):
+    alice = AsyncOpenAI(base_url=_base_url(one_daemon.app), api_key=TOKENS["alice"],
+                        max_retries=0)  # fmt: skip
+    async with alice:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await alice.chat.completions.create(
+                model=KIMI, messages=[{"role": "user", "content": "x"}], **extra
+            )
     assert caught.value.body["param"] == param and caught.value.body["message"]
     assert emulator.requests == []
 

@@ -146,8 +146,8 @@ async def test_a_stream_has_the_responses_events_and_a_function_call(tmp_path, e
         ({"top_logprobs": 2}, "top_logprobs"),
     ],
 )
-async def test_what_exai_does_not_apply_is_refused_by_name(tmp_path, emulator, extra, param):
-    async with faces_daemon(tmp_path, emulator) as daemon, _client(daemon) as client:
+async def test_what_exai_does_not_apply_is_refused_by_name(one_daemon, emulator, extra, param):
+    async with _client(one_daemon.app) as client:
         with pytest.raises(openai.BadRequestError) as caught:
             await client.responses.create(model="glm-4.6", input="hi", **extra)
     assert caught.value.body["param"] == param
