@@ -15,7 +15,10 @@ and inherited by the call's task):
 - ``audit``: metrics, the cost rows and the ``call_finished`` event.
 
 Admission and audit start no span inside them and need none current, so they
-are :func:`exai.tracing.leaf` spans: sent in their parent's record.
+are leaves, timed where they run (:func:`admitted`, :meth:`CallSpan.audit`,
+:func:`exai.tracing.step_done`) and sent in their parent's record. Under the
+WebSocket face's span, the face's span itself becomes ``execute_tool``
+(:meth:`exai.tracing.spans.RecordedSpan.nest`): the spans sent are the same.
 
 An error also marks the span the call was made under, so the face's span
 shows that its call failed and with which code.

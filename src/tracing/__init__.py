@@ -22,10 +22,13 @@ What the rest of exai uses:
   error on the span as exai reports it (status ``ERROR`` with
   :func:`describe_error`'s text, ``error.type`` the exai error code);
   :func:`leaf` the same for a step that starts no span inside it and needs
-  none current (a call's admission and audit steps), at a fraction of the cost;
+  none current, at a fraction of the cost; :func:`step_done` the same for a
+  step the caller timed itself (a call's admission and audit steps);
 - :func:`start` / :func:`finish`: the same for spans that begin in one place
   and end in another; :func:`end_with_task` for a face's span that ends when
-  the call's task does (a WebSocket call);
+  the call's task does; :func:`serve` a face's span made and its call
+  submitted under it in one step (a WebSocket call: its span becomes the
+  call's own, :meth:`~exai.tracing.spans.RecordedSpan.nest`);
 - :func:`extract`: the context a W3C ``traceparent`` and ``tracestate`` carry,
   from HTTP headers, MCP's ``_meta`` or the WebSocket ``call_tool`` frame;
   :func:`carrier` the same pair for the current span, to pass on;
