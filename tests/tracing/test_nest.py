@@ -218,3 +218,41 @@ def test_a_nested_call_with_an_event_is_sent_as_two_records():
     face.end_ok()
     assert [r[0] for r in sent] == ["execute_tool echo", "call_tool echo"]
     assert sent[0][11][0][0] == "retry" and spans_in(sent) == 2
+
+
+async def test_under_a_sampler_that_is_asked_the_steps_and_the_call_are_spans_of_their_own():
+    """A sampler exai does not decide for (it must be asked for every span) gets no
+    nested span and no leaves: the call's span is a child of the face's, admission
+    and audit ordinary spans with the times they were given, a failure marked."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
+
+    from exai.tracing.setup import build_provider
+
+    exporter = InMemorySpanExporter()
+    provider = build_provider(exporter, sampler=TraceIdRatioBased(1.0),
+                              processor=SimpleSpanProcessor)  # fmt: skip
+    tracing.install(provider)
+    started: list[int] = []
+    try:
+
+        async def run(call: Any) -> None:
+            span = traced.call_span(_session(), call, "echo")
+            assert span is not None and span.span is not span.parent  # a child, not nested
+            started.append(time.time_ns())
+            tracing.step_done(span.span, "audit", started[-1], ValidationError_("bad"))
+            span.end(None, None)
+
+        await _serve(run)
+    finally:
+        tracing.reset()
+        provider.shutdown()
+    by_name = {s.name: s for s in exporter.get_finished_spans()}
+    face, call = by_name["call_tool echo"], by_name["execute_tool echo"]
+    assert call.parent.span_id == face.context.span_id != call.context.span_id
+    assert by_name["admission"].parent.span_id == face.context.span_id
+    audit = by_name["audit"]
+    assert audit.parent.span_id == call.context.span_id and audit.start_time == started[0]
+    assert audit.status.status_code is StatusCode.ERROR
+    assert audit.attributes["error.type"] == "VALIDATION_ERROR"
