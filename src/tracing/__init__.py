@@ -224,15 +224,19 @@ def end_with_task(sp: Span | None, task: Any) -> None:
 def submit_under(sp: Span | None, submit: Callable[..., Any], *args: Any) -> Any:
     """``submit(*args)`` with ``sp`` current, so the task it starts inherits it; ``sp``
     then ends as :func:`end_with_task` says with that task, or at once (a success
-    unless marked failed) when it returns None. A face's span around the call it
-    hands to the core, in one step."""
+    unless marked failed) when it returns None, or failed when it raises (a bug:
+    the face answers it, and its span is sent all the same). A face's span around
+    the call it hands to the core, in one step."""
     if sp is None:
         return submit(*args)
     token = enter(sp)
     try:
         task = submit(*args)
-    finally:
+    except BaseException as exc:
         leave(token)
+        finish(sp, exc)
+        raise
+    leave(token)
     if task is None:
         finish(sp)
     elif type(sp) is RecordedSpan:

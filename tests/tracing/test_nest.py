@@ -9,6 +9,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -256,3 +257,20 @@ async def test_under_a_sampler_that_is_asked_the_steps_and_the_call_are_spans_of
     assert audit.parent.span_id == call.context.span_id and audit.start_time == started[0]
     assert audit.status.status_code is StatusCode.ERROR
     assert audit.attributes["error.type"] == "VALIDATION_ERROR"
+
+
+def test_a_submit_that_raises_ends_the_faces_span_failed(spans):
+    """A bug while a call is admitted reaches the face, which answers it; the face's
+    span is sent, failed, not left open."""
+
+    def submit() -> Any:
+        traced.admitted(time.time_ns(), RuntimeError("a bug"))
+        raise RuntimeError("a bug")
+
+    with pytest.raises(RuntimeError):
+        tracing.serve("call_tool echo", dict(FACE_ATTRIBUTES), None, None, submit)
+    face = spans.one("call_tool echo")
+    assert face.status.status_code is StatusCode.ERROR
+    assert face.attributes["error.type"] == "RuntimeError"
+    assert spans.one("admission").parent.span_id == face.context.span_id
+    assert current_span() is not face
