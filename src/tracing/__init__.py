@@ -69,7 +69,6 @@ __all__ = [
     "INTERNAL",
     "ROOT",
     "SERVER",
-    "LeafBlock",
     "Link",
     "Span",
     "activate",
@@ -359,13 +358,9 @@ class _Block:
             sp.end_ok()  # type: ignore[attr-defined]
             return
         try:
-            if exc is None:
-                succeed(sp)
-            elif not isinstance(exc, (GeneratorExit, KeyboardInterrupt, SystemExit)):
-                fail(sp, _Cancelled() if _is_cancel(exc) else exc)
+            _close(sp, exc)
         finally:
             leave(self.token)
-            sp.end()
 
 
 _OFF = _Block(None)
@@ -392,7 +387,19 @@ def span(
                                     links=links))  # fmt: skip
 
 
-class LeafBlock(Leaf):
+def _close(sp: Span, exc: BaseException | None) -> None:
+    """End ``sp`` as a block ends its span: a success unless marked failed, or failed
+    with ``exc`` (a cancellation as ``CANCELLED``; an interpreter's exit marks nothing)."""
+    try:
+        if exc is None:
+            succeed(sp)
+        elif not isinstance(exc, (GeneratorExit, KeyboardInterrupt, SystemExit)):
+            fail(sp, _Cancelled() if _is_cancel(exc) else exc)
+    finally:
+        sp.end()
+
+
+class _LeafBlock(Leaf):
     """A :class:`~exai.tracing.spans.Leaf` as the block :func:`leaf` returns."""
 
     __slots__ = ()
@@ -402,19 +409,9 @@ class LeafBlock(Leaf):
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is None:
-            parent = self.parent
-            if parent.end_time is None:  # Leaf.end_ok's common case, one call fewer
-                if parent.leaves is None:
-                    parent.leaves = [(self.name, self.span_id, self.start, _NS())]
-                else:
-                    parent.leaves.append((self.name, self.span_id, self.start, _NS()))
-            else:
-                self.end_ok()
-            return
-        sp = self.span()
-        if not isinstance(exc, (GeneratorExit, KeyboardInterrupt, SystemExit)):
-            fail(sp, _Cancelled() if _is_cancel(exc) else exc)
-        sp.end()
+            self.end_ok()
+        else:
+            _close(self.span(), exc)
 
 
 def step_done(parent: Span | None, name: str, started: int,
@@ -429,21 +426,22 @@ def step_done(parent: Span | None, name: str, started: int,
         return
     if type(parent) is RecordedSpan and tracer.inherits:
         rs: Any = parent
-        if error is None and rs.end_time is None:  # LeafBlock's common case
+        if error is None and rs.end_time is None:  # Leaf.end_ok's common case, no Leaf made
             leaf = (name, _GETRANDBITS(64) or 1, started, _NS())
             if rs.leaves is None:
                 rs.leaves = [leaf]
             else:
                 rs.leaves.append(leaf)
             return
-        block: Any = LeafBlock(rs, name)
-        block.start = started
-    else:
-        sp = tracer.start_span(name, trace.set_span_in_context(parent) if parent else None,
-                               start_time=started)  # fmt: skip
-        block = _Block(sp)
-        block.token = enter(sp)  # what _Block's end leaves
-    block.__exit__(type(error) if error is not None else None, error, None)
+        step = Leaf(rs, name)
+        step.start = started
+        if error is None:
+            step.end_ok()  # its parent has ended: a span of its own
+        else:
+            _close(step.span(), error)
+        return
+    _close(tracer.start_span(name, trace.set_span_in_context(parent) if parent else None,
+                             start_time=started), error)  # fmt: skip
 
 
 def leaf_of(parent: Span | None, name: str) -> contextlib.AbstractContextManager[Any]:
@@ -453,7 +451,7 @@ def leaf_of(parent: Span | None, name: str) -> contextlib.AbstractContextManager
     if tracer is None:
         return _OFF
     if type(parent) is RecordedSpan and tracer.inherits:
-        return LeafBlock(parent, name)
+        return _LeafBlock(parent, name)
     return _Block(tracer.start_span(name))
 
 

@@ -98,22 +98,16 @@ class Encoder:
         (name, trace_id, span_id, parent_id, parent_remote, _flags, trace_state, kind, start, end,
          attributes, events, links, status_code, status_message, leaves) = r  # fmt: skip
         high, low = trace_id >> 64, trace_id & _LOW64
-        ids, encoded = self._head(name, high, low, span_id, parent_id, trace_state)
-        kind_times = _KIND_TIMES(0x30, kind + 1, 0x39, start, 0x41, end)
-        flags = _REMOTE_FLAGS if parent_remote else _LOCAL_FLAGS
         if not (events or links or status_message) and dropped is _NONE_DROPPED:
-            # Nearly every span: its fields in one join.
-            body = b"".join((ids, encoded, kind_times,
-                             self.attributes(attributes, 0x4A) if attributes else b"",
-                             _STATUS[status_code], flags))  # fmt: skip
+            # Nearly every span.
+            field = self._plain(name, high, low, span_id, parent_id, parent_remote, trace_state,
+                                kind, start, end, attributes, status_code)  # fmt: skip
         else:
-            body = b"".join(self._rest(ids, encoded, kind_times, attributes, events, links,
-                                       status_code, status_message, flags, dropped))  # fmt: skip
-        n = len(body)
-        if n < 0x4000:  # _field's, inline: nearly every span is 128 bytes or more
-            field = bytes((0x12, n & 0x7F | 0x80, n >> 7) if n >= 0x80 else (0x12, n)) + body
-        else:
-            field = _field(0x12, body)
+            ids, encoded = self._head(name, high, low, span_id, parent_id, trace_state)
+            field = _field(0x12, b"".join(self._rest(
+                ids, encoded, _KIND_TIMES(0x30, kind + 1, 0x39, start, 0x41, end), attributes,
+                events, links, status_code, status_message,
+                _REMOTE_FLAGS if parent_remote else _LOCAL_FLAGS, dropped)))  # fmt: skip
         if leaves:
             return b"".join([self._leaf(leaf, high, low, span_id, trace_state) for leaf in leaves]
                             + [field])  # fmt: skip
@@ -140,15 +134,16 @@ class Encoder:
 
     def _plain(self, name: str, high: int, low: int, span_id: int, parent_id: int,
                parent_remote: bool, trace_state: str, kind: int, start: int, end: int,
-               attributes: Mapping[str, Any]) -> bytes:  # fmt: skip
-        """A span with status OK and no events, links, leaves or dropped counts, as a
-        ``ScopeSpans.spans`` field: what :meth:`span` writes of one."""
+               attributes: Mapping[str, Any], status_code: int = 1) -> bytes:  # fmt: skip
+        """A span with no events, links, status message, leaves or dropped counts (nearly
+        every span), as a ``ScopeSpans.spans`` field."""
         ids, encoded = self._head(name, high, low, span_id, parent_id, trace_state)
         body = b"".join((ids, encoded, _KIND_TIMES(0x30, kind + 1, 0x39, start, 0x41, end),
-                         self.attributes(attributes, 0x4A) if attributes else b"", _STATUS[1],
+                         self.attributes(attributes, 0x4A) if attributes else b"",
+                         _STATUS[status_code],
                          _REMOTE_FLAGS if parent_remote else _LOCAL_FLAGS))  # fmt: skip
         n = len(body)
-        if n < 0x4000:
+        if n < 0x4000:  # _field's, inline: nearly every span is 128 bytes or more
             return bytes((0x12, n & 0x7F | 0x80, n >> 7) if n >= 0x80 else (0x12, n)) + body
         return _field(0x12, body)
 

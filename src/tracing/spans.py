@@ -285,8 +285,8 @@ class RecordedSpan(trace.Span):
         # The task whose end ends this span (exai.tracing.end_with_task), while its done
         # callback still waits.
         self.ends_with: Any = None
-        # What this span was before :meth:`nest` made it its own child: (name, head,
-        # start, attributes, status, leaves).
+        # What this span was before :meth:`nest` made it its own child: ((name, *head,
+        # start), attributes, status, leaves).
         self.outer: tuple[Any, ...] | None = None
 
     def get_span_context(self) -> SpanContext:
