@@ -139,8 +139,9 @@ class Core:
         if isinstance(services.store, SqlStore):
             self.sign_ins = services.store
             self.keys = KeyWatcher(services.store, self.key_ring)
+            settle = services.ledger.flush if services.ledger is not None else None
             self.key_admin = StoreKeyAdmin(services.store, emit=services.audit.emit,
-                                           changed=self.keys.refresh)  # fmt: skip
+                                           changed=self.keys.refresh, settle=settle)  # fmt: skip
             await self.keys.load()
             self.keys.start()
             book = getattr(services.ledger, "limits", None)

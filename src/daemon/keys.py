@@ -111,7 +111,9 @@ class StoreKeyAdmin:
     id and who acted, never its secret; ``spent`` is what the key's principal spent
     this period in the key's budget currency (the cost rows every daemon writes, what
     the budget is checked against), ``key_spent`` what the key's own calls spent of it
-    (the daily usage sums, :mod:`exai.store.usage`)."""
+    (the daily usage sums, :mod:`exai.store.usage`). In a daemon, ``settle`` (its
+    ledger's flush) writes the rows it still holds before they are read, so a call
+    answered before the read is in both."""
 
     def __init__(
         self,
@@ -120,12 +122,14 @@ class StoreKeyAdmin:
         emit: Callable[..., None] | None = None,
         clock: Callable[[], float] = time.time,
         changed: Callable[[], Awaitable[object]] | None = None,
+        settle: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         self.store = store
         self._emit = emit
         self._clock = clock
         # Called after each change: a daemon's own ring sees it before the answer goes.
         self._changed = changed
+        self._settle = settle
 
     async def list_keys(self) -> list[dict[str, Any]]:
         _, keys, _ = await self.store.keys_and_jtis()
@@ -227,6 +231,8 @@ class StoreKeyAdmin:
         if budget is None:
             out["spent"] = out["key_spent"] = None
         else:
+            if self._settle is not None:
+                await self._settle()
             start, reset = period_window(budget.period, now)
             nanos = await self.store.spent(record.principal, budget.currency, start, reset)
             out["spent"] = format(from_nanos(nanos).normalize(), "f")
