@@ -115,7 +115,7 @@ class Sink(BaseHTTPRequestHandler):
 ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Sink).serve_forever()
 """
 
-# How long an audit writer must use no CPU to count as done (see _writer_idle).
+# How long a daemon's deferred work must use no CPU to count as done (see _writer_idle).
 _WRITER_QUIET_S = 0.3
 
 FRAME = json.dumps({"op": "call_tool", "request_id": "r", "name": "echo",
@@ -124,7 +124,12 @@ FRAME = json.dumps({"op": "call_tool", "request_id": "r", "name": "echo",
 
 def _cpu_s(pid: int) -> float:
     """User plus system CPU time of a process, in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return _stat_cpu_s(Path(f"/proc/{pid}/stat"))
+
+
+def _stat_cpu_s(stat: Path) -> float:
+    """User plus system CPU time of a process or thread from its ``stat`` file."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -253,25 +258,43 @@ async def _concurrent_turns(
 
 
 async def _writer_idle(pid: int | None, timeout_s: float = 30.0) -> float:
-    """Wait until a daemon's child processes (its audit writer) have used no CPU for
-    ``_WRITER_QUIET_S``; the seconds until their last use. 0 for a server without one.
+    """Wait until a daemon's deferred work is done: its threads other than the event
+    loop (the store's, which writes the request log's rows every 0.2 s, and the
+    span hand-over) and its child processes (its audit or span writer) have used
+    no CPU for ``_WRITER_QUIET_S``; the seconds until their last use. 0 for a
+    server that is not a daemon.
 
-    The quiet spell is longer than the daemon's hand-over interval
-    (``EXAI_AUDIT_FLUSH_INTERVAL_S``, 0.2 s), so the slice's last batch, still in
-    the daemon's buffer when the slice ends, is handed over and stored within it.
+    The quiet spell is longer than the daemon's hand-over intervals
+    (``EXAI_AUDIT_FLUSH_INTERVAL_S`` and the ledger's, 0.2 s), so the slice's last
+    batch, still in the daemon's buffer when the slice ends, is handed over and
+    stored within it. Every daemon is waited for, with or without a writer: a
+    daemon's rows written after its slice would otherwise land in the next
+    server's slice, and only in the slice of a daemon that follows one without a
+    writer (a writer's daemon has its rows written during its own wait).
     """
-    if pid is None or not _children(pid):
+    if pid is None:
         return 0.0
     start = busy_until = time.perf_counter()
-    last = _cpu_snapshot(pid)[1]
+    last = _deferred_cpu_s(pid)
     while time.perf_counter() - start < timeout_s:
         await asyncio.sleep(0.05)
-        now, spent = time.perf_counter(), _cpu_snapshot(pid)[1]
+        now, spent = time.perf_counter(), _deferred_cpu_s(pid)
         if spent != last:
             last, busy_until = spent, now
         elif now - busy_until >= _WRITER_QUIET_S:
             break
     return busy_until - start
+
+
+def _deferred_cpu_s(pid: int) -> float:
+    """CPU seconds of a daemon's threads but its event loop's (the main thread), and
+    of its child processes."""
+    spent = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        if task.name != str(pid):
+            with contextlib.suppress(OSError):  # a thread that just ended
+                spent += _stat_cpu_s(task / "stat")
+    return spent + sum(_cpu_s(child) for child in _children(pid))
 
 
 def _median_round(rounds: list[dict[str, float]]) -> dict[str, float]:
