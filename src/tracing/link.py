@@ -25,6 +25,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
+from itertools import islice
 from typing import Any, Final
 
 from exai.logs import get_logger
@@ -134,7 +135,10 @@ class WriterLink:
         while len(queue) > self._max_queue:
             self._dropped += spans_in((queue.pop(),))
         while queue:
-            records = [queue.popleft() for _ in range(min(len(queue), self._batch))]
+            # Taken in one step (popleft called from C until the batch is full), as the
+            # span count below is made: on this thread every step holds the interpreter
+            # lock the event loop waits for.
+            records = list(islice(iter(queue.popleft, None), min(len(queue), self._batch)))
             spans = spans_in(records)
             self._shipped += spans
             self.stats.spans_ended = self._shipped + self._dropped
