@@ -122,9 +122,14 @@ async def run_call(
         # a send that failed is recorded all the same.
         if span is None:
             _audit_finished(d, session, call, tool.name, error, charges, latency_ms)
-        else:
-            span.audit(_audit_finished, d, session, call, tool.name, error, charges, latency_ms)
-            span.end(result, error)
+        else:  # the audit step timed here: a leaf of the call's span, which ends with it
+            started = time.time_ns()
+            try:
+                _audit_finished(d, session, call, tool.name, error, charges, latency_ms)
+            except BaseException as exc:
+                span.audited(started, result, error, exc)
+                raise
+            span.audited(started, result, error)
 
 
 async def _acquire_and_execute(

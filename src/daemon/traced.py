@@ -26,8 +26,8 @@ shows that its call failed and with which code.
 
 from __future__ import annotations
 
+import random
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import INVALID_SPAN
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 __all__ = ["CallSpan", "admitted", "call_span", "queue_span"]
 
+_NS = time.time_ns
+_GETRANDBITS = random.getrandbits
+
 
 class CallSpan:
     """The ``execute_tool`` span of one call, current in the call's task while it runs."""
@@ -57,11 +60,11 @@ class CallSpan:
         if span is parent:  # the face's span, nested (RecordedSpan.nest): current already
             self.token = None
             self.ends_parent = False
-            self.trace_id = f"{span._head[0]:032x}"
+            self.trace_id = span._head[0].to_bytes(16, "big").hex()
             return
         self.token = enter(span)
         if type(span) is RecordedSpan and type(parent) is RecordedSpan:  # in fewest steps
-            self.trace_id = f"{span._head[0]:032x}"
+            self.trace_id = span._head[0].to_bytes(16, "big").hex()
             # A face's span that was to end when this task is done ends right after
             # this one instead, in the task's last step (tracing.take_over_end).
             if parent.ends_with is task:
@@ -76,16 +79,22 @@ class CallSpan:
         self.trace_id = tracing.trace_id_of(span) if sampled else None
         self.ends_parent = tracing.take_over_end(parent, task)
 
-    def audit(self, record: Callable[..., Any], *args: Any) -> None:
-        """``record(*args)``, the call's audit step: a leaf of the call's span, timed
-        here rather than in a block (:func:`exai.tracing.step_done`)."""
-        started = time.time_ns()
-        try:
-            record(*args)
-        except BaseException as exc:
-            tracing.step_done(self.span, "audit", started, exc)
-            raise
-        tracing.step_done(self.span, "audit", started)
+    def audited(self, started: int, result: ToolResult | None, error: ExaiError | None,
+                audit_error: BaseException | None = None) -> None:  # fmt: skip
+        """The call's audit step, which began at ``started`` (``time.time_ns()``) and
+        ends now (failed with ``audit_error``), a leaf of the call's span; then the
+        call's span ends, as :meth:`end` ends it. Timed by the caller rather than in
+        a block (:func:`exai.tracing.step_done`); in the common case (a face's span
+        nested into the call's, no error) the leaf and the span end at one instant
+        in one step (:meth:`~exai.tracing.spans.RecordedSpan.end_after`)."""
+        sp: Any = self.span
+        if audit_error is None and error is None and sp is self.parent:  # nested: RecordedSpan
+            if result is not None and not _RESULT_SOURCES.isdisjoint(result.metadata):
+                sp.set_attributes(_result_attributes(result.metadata))
+            sp.end_after("audit", started)
+            return
+        tracing.step_done(sp, "audit", started, audit_error)
+        self.end(result, error)
 
     def end(self, result: ToolResult | None, error: ExaiError | None) -> None:
         sp: Any = self.span
@@ -162,8 +171,20 @@ def call_span(session: Session, call: Call, tool: str) -> CallSpan | None:
 
 def admitted(started: int, error: BaseException | None = None) -> None:
     """The call's admission, which began at ``started`` (``time.time_ns()``) and ends
-    now (failed with ``error``): a leaf of the face's span, which is current."""
-    tracing.step_done(current_context().get(SPAN_KEY), "admission", started, error)
+    now (failed with ``error``): a leaf of the face's span, which is current.
+    What :func:`exai.tracing.step_done` makes of it, its common case written out
+    (every traced call runs it)."""
+    parent = current_context().get(SPAN_KEY)
+    if error is None and type(parent) is RecordedSpan and parent.end_time is None:
+        tracer = tracing.state.tracer
+        if tracer is not None and tracer.inherits:
+            leaf = ("admission", _GETRANDBITS(64) or 1, started, _NS())
+            if parent.leaves is None:
+                parent.leaves = [leaf]
+            else:
+                parent.leaves.append(leaf)
+            return
+    tracing.step_done(parent, "admission", started, error)
 
 
 def queue_span(limiter: Any) -> Any:

@@ -50,10 +50,11 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from exai.errors import ExaiError
-from exai.tracing.current import SPAN_KEY, current_context, current_span, enter, leave
+from exai.tracing.current import SPAN_KEY, current_context, current_span, enter, leave, set_context
 from exai.tracing.errors import ERROR_TEXT_MAX, describe_error, error_code, stack_without_message
 from exai.tracing.propagation import carrier, extract, extract_from, links_to
 from exai.tracing.spans import OK_STATUS as _OK
@@ -256,15 +257,37 @@ def serve(
 ) -> Any:
     """A face's span (kind ``SERVER``) for a call it took, continuing ``traceparent``
     and ``tracestate`` (:func:`extract`), with ``attributes`` of plain values, and
-    ``submit(*args)`` under it (:func:`submit_under`): the two in one step, and in
-    the fewest for the common case, a trace this process starts."""
+    ``submit(*args)`` under it (:func:`submit_under`): the two in one step.
+
+    The common case, a trace this process starts (no ``traceparent``, no span
+    current, a sampler that samples every root), is written out here rather than
+    through :meth:`~exai.tracing.spans.RecordingTracer.root_server` and
+    :func:`submit_under`: it runs for every traced WebSocket call, and on the
+    event loop each step of it costs every call."""
     tracer = state.tracer
     if tracer is None:
         return submit(*args)
-    sp = None if traceparent else tracer.root_server(name, attributes)
-    if sp is None:
-        sp = tracer.server(name, extract(traceparent, tracestate), attributes)
-    return submit_under(sp, submit, *args)
+    if traceparent or not tracer.roots_sampled:
+        return submit_under(tracer.server(name, extract(traceparent, tracestate), attributes),
+                            submit, *args)  # fmt: skip
+    outside = current_context()
+    if outside.get(SPAN_KEY) is not None:
+        return submit_under(tracer.server(name, None, attributes), submit, *args)
+    sp = tracer.root_server(name, attributes)
+    token = set_context(Context({**outside, SPAN_KEY: sp}))
+    try:
+        task = submit(*args)
+    except BaseException as exc:
+        leave(token)
+        finish(sp, exc)
+        raise
+    leave(token)
+    if task is None:
+        sp.end_ok()
+    else:
+        sp.ends_with = task
+        task.add_done_callback(sp.end_ok)
+    return task
 
 
 def take_over_end(parent: Span, task: Any) -> bool:

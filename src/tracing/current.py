@@ -29,7 +29,16 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import INVALID_SPAN, Span
 
-__all__ = ["SPAN_KEY", "current_context", "current_span", "enter", "leave", "span_in", "variable"]
+__all__ = [
+    "SPAN_KEY",
+    "current_context",
+    "current_span",
+    "enter",
+    "leave",
+    "set_context",
+    "span_in",
+    "variable",
+]
 
 # The key the API stores the current span under (a name with a random suffix,
 # made when opentelemetry.trace is imported), read back through its public call.
@@ -67,6 +76,9 @@ if _VAR is not None:
     _get, _set, _reset = _VAR.get, _VAR.set, _VAR.reset
     # ``otel_context.get_current()``, as the variable's own method (no Python call).
     current_context = _get
+    # ``otel_context.attach(context)``, the same way: for a caller that made the context
+    # from the current one it already holds (:func:`enter` reads it again).
+    set_context = _set
 
     def current_span() -> Span:
         """``trace.get_current_span()``."""
@@ -87,6 +99,7 @@ if _VAR is not None:
 
 else:  # pragma: no cover - only with OTEL_PYTHON_CONTEXT naming another runtime context
     current_context = otel_context.get_current  # type: ignore[assignment]
+    set_context = otel_context.attach
 
     def current_span() -> Span:
         return trace.get_current_span()

@@ -81,6 +81,7 @@ class Encoder:
         # A leaf's Span field header and name field, by its name and trace state.
         self._leaves: dict[tuple[str, str], tuple[bytes, bytes, bytes]] = {}
         self._keys: dict[str, bytes] = {}  # an attribute's key as a KeyValue.key field
+        self._calls: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # by call shape (call)
         self._resource = _field(0x0A, self.attributes(resource))
         name, version = scope
         self._scope = _field(0x0A, _field(0x0A, name.encode()) + _field(0x12, version.encode()))
@@ -117,20 +118,75 @@ class Encoder:
         """A call record (:data:`exai.tracing.records.CALL`) as its four spans, in the
         order :func:`~exai.tracing.records.expand` makes them: the call's leaf, the
         call's span, the face's leaf, the face's span; the same bytes as :meth:`span`
-        writes for the two records :func:`~exai.tracing.records.standard` makes of it,
-        with what they share (the trace's id and state, the call's end) taken once."""
+        writes for the two records :func:`~exai.tracing.records.standard` makes of it.
+
+        Written out, with what the four share taken once (the trace's id and state,
+        the call's end) and what a call's spans have in common with the last call's
+        of the same names (every field but ids, times and attributes) made once
+        (:meth:`_call_shape`): the writer runs it for nearly every call."""
         (_, face_name, trace_id, face_id, face_parent, face_remote, _flags, state, face_kind,
          face_start, face_attributes, adm_name, adm_id, adm_start, adm_end, name, span_id,
          start, end, attributes, aud_name, aud_id, aud_start, aud_end) = r  # fmt: skip
+        key = (face_name, adm_name, name, aud_name, state, face_kind, face_remote)
+        shape = self._calls.get(key)
+        if shape is None:
+            shape = self._call_shape(key)
+        (aud_head, adm_head, state_field, aud_name_field, adm_name_field, call_name_field,
+         face_name_field, face_kind_1, face_tail) = shape  # fmt: skip
         high, low = trace_id >> 64, trace_id & _LOW64
+        if state_field:
+            call_ids = _IDS(0x0A10, high, low, 0x1208, span_id) + state_field
+            face_ids = _IDS(0x0A10, high, low, 0x1208, face_id) + state_field
+            aud_ids = (_IDS(0x0A10, high, low, 0x1208, aud_id) + state_field
+                       + _PARENT(0x2208, span_id))  # fmt: skip
+            adm_ids = (_IDS(0x0A10, high, low, 0x1208, adm_id) + state_field
+                       + _PARENT(0x2208, face_id))  # fmt: skip
+            call_ids += _PARENT(0x2208, face_id)
+            if face_parent:
+                face_ids += _PARENT(0x2208, face_parent)
+        else:
+            aud_ids = _IDS_PARENT(0x0A10, high, low, 0x1208, aud_id, 0x2208, span_id)
+            call_ids = _IDS_PARENT(0x0A10, high, low, 0x1208, span_id, 0x2208, face_id)
+            adm_ids = _IDS_PARENT(0x0A10, high, low, 0x1208, adm_id, 0x2208, face_id)
+            face_ids = (_IDS_PARENT(0x0A10, high, low, 0x1208, face_id, 0x2208, face_parent)
+                        if face_parent else _IDS(0x0A10, high, low, 0x1208, face_id))  # fmt: skip
+        call_body = b"".join((call_ids, call_name_field,
+                              _KIND_TIMES(0x30, 1, 0x39, start, 0x41, end),
+                              self.attributes(attributes, 0x4A) if attributes else b"",
+                              _LEAF_TAIL))  # fmt: skip
+        face_body = b"".join((face_ids, face_name_field,
+                              _KIND_TIMES(0x30, face_kind_1, 0x39, face_start, 0x41, end),
+                              self.attributes(face_attributes, 0x4A) if face_attributes else b"",
+                              face_tail))  # fmt: skip
+        n, m = len(call_body), len(face_body)
         return b"".join((
-            self._leaf((aud_name, aud_id, aud_start, aud_end), high, low, span_id, state),
-            self._plain(name, high, low, span_id, face_id, False, state, 0, start, end,
-                        attributes),
-            self._leaf((adm_name, adm_id, adm_start, adm_end), high, low, face_id, state),
-            self._plain(face_name, high, low, face_id, face_parent, face_remote, state,
-                        face_kind, face_start, end, face_attributes),
+            aud_head, aud_ids, aud_name_field, _KIND_TIMES(0x30, 1, 0x39, aud_start, 0x41, aud_end),
+            _LEAF_TAIL,
+            bytes((0x12, n & 0x7F | 0x80, n >> 7) if n >= 0x80 else (0x12, n))
+            if n < 0x4000 else b"\x12" + _varint(n),
+            call_body,
+            adm_head, adm_ids, adm_name_field, _KIND_TIMES(0x30, 1, 0x39, adm_start, 0x41, adm_end),
+            _LEAF_TAIL,
+            bytes((0x12, m & 0x7F | 0x80, m >> 7) if m >= 0x80 else (0x12, m))
+            if m < 0x4000 else b"\x12" + _varint(m),
+            face_body,
         ))  # fmt: skip
+
+    def _call_shape(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
+        """What every call record with these names, trace state, face kind and remote
+        parent encodes alike (:meth:`call`)."""
+        face_name, adm_name, name, aud_name, state, face_kind, face_remote = key
+        if len(self._calls) > _CACHE_MAX:
+            self._calls.clear()
+        aud_head, _, aud_name_field = self._leaf_fixed(aud_name, state)
+        adm_head, _, adm_name_field = self._leaf_fixed(adm_name, state)
+        shape = self._calls[key] = (
+            aud_head, adm_head, _field(0x1A, state.encode()) if state else b"", aud_name_field,
+            adm_name_field, self._head(name, 0, 0, 1, 0, "")[1],
+            self._head(face_name, 0, 0, 1, 0, "")[1], face_kind + 1,
+            _STATUS[1] + (_REMOTE_FLAGS if face_remote else _LOCAL_FLAGS),
+        )  # fmt: skip
+        return shape
 
     def _plain(self, name: str, high: int, low: int, span_id: int, parent_id: int,
                parent_remote: bool, trace_state: str, kind: int, start: int, end: int,
@@ -208,6 +264,18 @@ class Encoder:
         """A leaf of a span as the span :func:`~exai.tracing.records.expand` makes of it:
         internal, status ``OK``, no attributes; all but its ids and times cached."""
         name, span_id, start, end = leaf
+        head, state, name_field = self._leaf_fixed(name, trace_state)
+        if state:
+            ids = (_IDS(0x0A10, high, low, 0x1208, span_id) + state
+                   + _PARENT(0x2208, parent_id))  # fmt: skip
+        else:
+            ids = _IDS_PARENT(0x0A10, high, low, 0x1208, span_id, 0x2208, parent_id)
+        return b"".join((head, ids, name_field, _KIND_TIMES(0x30, 1, 0x39, start, 0x41, end),
+                         _LEAF_TAIL))  # fmt: skip
+
+    def _leaf_fixed(self, name: str, trace_state: str) -> tuple[bytes, bytes, bytes]:
+        """A leaf's ``Span`` field header, trace state field and name field, by its name
+        and trace state."""
         fixed = self._leaves.get((name, trace_state))
         if fixed is None:
             if len(self._leaves) > _CACHE_MAX:
@@ -217,14 +285,7 @@ class Encoder:
             size = _LEAF_FIXED + len(state) + len(name_field)
             fixed = self._leaves[(name, trace_state)] = (b"\x12" + _varint(size), state,
                                                          name_field)  # fmt: skip
-        head, state, name_field = fixed
-        if state:
-            ids = (_IDS(0x0A10, high, low, 0x1208, span_id) + state
-                   + _PARENT(0x2208, parent_id))  # fmt: skip
-        else:
-            ids = _IDS_PARENT(0x0A10, high, low, 0x1208, span_id, 0x2208, parent_id)
-        return b"".join((head, ids, name_field, _KIND_TIMES(0x30, 1, 0x39, start, 0x41, end),
-                         _LEAF_TAIL))  # fmt: skip
+        return fixed
 
     def attributes(self, attributes: Mapping[str, Any], tag: int = 0x0A) -> bytes:
         """Repeated ``KeyValue`` fields, each under ``tag``."""

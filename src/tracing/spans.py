@@ -102,6 +102,8 @@ class RecordingTracer(trace.Tracer):
         # Whether a child of one of these spans is sampled as its parent is, no sampler
         # asked (the built-in samplers): what a :class:`Leaf` needs of it.
         self.inherits = source._decide[0] is not None
+        # Whether every root is sampled, no sampler asked (the default, always_on).
+        self.roots_sampled = source._decide[0] is True
 
     def start_span(
         self,
@@ -153,23 +155,19 @@ class RecordingTracer(trace.Tracer):
         """A face's span for a call it took (kind ``SERVER``), whose ``attributes`` are
         plain values (str, bool, int, float), continuing ``parent`` (a context a
         ``traceparent`` carried), or the current span when None."""
-        if parent is None:
-            sp = self.root_server(name, attributes)
-            if sp is not None:
-                return sp
+        if parent is None and self.roots_sampled and current_context().get(SPAN_KEY) is None:
+            return self.root_server(name, attributes)
         return self.start_span(name, parent, SpanKind.SERVER, attributes)
 
-    def root_server(self, name: str, attributes: dict[str, Any]) -> RecordedSpan | None:
+    def root_server(self, name: str, attributes: dict[str, Any]) -> RecordedSpan:
         """:meth:`server` for a call that names no parent, in the fewest steps: the root
-        of a trace this process starts, under a sampler that samples every root
-        (the default); None when that is not what :meth:`start_span` would make (a
-        span is current, or the sampler must be asked)."""
-        source = self._source
-        if source._decide[0] is not True or current_context().get(SPAN_KEY) is not None:
-            return None
-        trace_id = _NS() // 1_000_000 << 80 | _GETRANDBITS(80)
-        head = (trace_id, _GETRANDBITS(64) or 1, 0, False, _ROOT_FLAGS, "", _SERVER)
-        sp = RecordedSpan(name, head, _NO_STATE, source.sink, _NS())
+        of a trace this process starts. Only where :meth:`start_span` would make
+        this span: the sampler samples every root (:attr:`roots_sampled`) and no
+        span is current; the caller checks."""
+        start = _NS()
+        head = (start // 1_000_000 << 80 | _GETRANDBITS(80), _GETRANDBITS(64) or 1, 0, False,
+                _ROOT_FLAGS, "", _SERVER)  # fmt: skip
+        sp = RecordedSpan(name, head, _NO_STATE, self._source.sink, start)
         sp.attributes = attributes
         return sp
 
@@ -424,6 +422,37 @@ class RecordedSpan(trace.Span):
         sp = RecordedSpan(name, tuple(head), self._state, self._sink, start)
         sp.attributes, sp.status, sp.leaves = attributes, status, leaves
         return sp
+
+    def end_after(self, name: str, started: int) -> None:
+        """A last child, a :class:`Leaf` named ``name`` that began at ``started`` and ends
+        now, and this span ending with it, at the same instant: a success unless
+        marked failed (:meth:`end_ok`). A call's audit step and the call's span
+        (:meth:`exai.daemon.traced.CallSpan.audited`): for the common call, its
+        record made at once, the leaf in it, no list made for the leaf."""
+        if self.end_time is not None:  # ended already: the leaf is a span of its own
+            step = Leaf(self, name)
+            step.start = started
+            step.end_ok()
+            return
+        end = _NS()
+        leaf = (name, _GETRANDBITS(64) or 1, started, end)
+        status, outer = self.status, self.outer
+        if status is _UNSET:
+            self.status = status = _OK
+        if (outer is not None and status is _OK and self.leaves is None and self.events is None
+                and self.links is None):  # fmt: skip
+            begun, attributes, was, leaves = outer
+            if (was is _UNSET or was is _OK) and leaves is not None and len(leaves) == 1:
+                # The common call, as one call record (exai.tracing.records.CALL).
+                self.end_time = end
+                self._sink((_CALL, *begun, attributes, *leaves[0], self.name, self._head[1],
+                            self.start_time, end, self.attributes, *leaf))  # fmt: skip
+                return
+        if self.leaves is None:
+            self.leaves = [leaf]
+        else:
+            self.leaves.append(leaf)
+        self.end(end)
 
     def end(self, end_time: int | None = None) -> None:
         if self.end_time is not None:

@@ -58,8 +58,7 @@ async def test_the_faces_span_becomes_the_calls_span_and_both_are_sent(spans):
         inside.append((span.span, current_span(), span.trace_id))
         with tracing.span("turn"):  # a child of the call's span, as any tool makes
             pass
-        span.audit(lambda: None)
-        span.end(None, None)
+        span.audited(time.time_ns(), None, None)
 
     _, seen = await _serve(run)
     face, call = spans.one("call_tool echo"), spans.one("execute_tool echo")
@@ -98,6 +97,25 @@ async def test_a_call_that_fails_marks_the_faces_span_and_its_own(spans):
         assert sp.attributes["error.type"] == "VALIDATION_ERROR"
     assert call.parent.span_id == face.context.span_id
     assert {s.name for s in spans.children(face)} == {"admission", "execute_tool echo"}
+
+
+async def test_a_nested_call_whose_audit_step_fails_still_sends_all_four_spans(spans):
+    """An audit step that raises is a failed span of its own, and the call's span and
+    the face's still end (they used to stay open, never sent)."""
+
+    async def run(call: Any) -> None:
+        span = traced.call_span(_session(), call, "echo")
+        assert span is not None and span.span is span.parent  # nested
+        span.audited(time.time_ns(), None, None, RuntimeError("the ledger broke"))
+
+    await _serve(run)
+    face, call = spans.one("call_tool echo"), spans.one("execute_tool echo")
+    audit = spans.one("audit")
+    assert audit.parent.span_id == call.context.span_id
+    assert audit.status.status_code is StatusCode.ERROR
+    assert audit.attributes["error.type"] == "RuntimeError"
+    assert call.status.status_code is StatusCode.OK and face.status.status_code is StatusCode.OK
+    assert call.parent.span_id == face.context.span_id
 
 
 async def test_the_faces_span_continues_a_traceparent_when_nested(spans):
@@ -242,8 +260,7 @@ async def test_under_a_sampler_that_is_asked_the_steps_and_the_call_are_spans_of
             span = traced.call_span(_session(), call, "echo")
             assert span is not None and span.span is not span.parent  # a child, not nested
             started.append(time.time_ns())
-            tracing.step_done(span.span, "audit", started[-1], ValidationError_("bad"))
-            span.end(None, None)
+            span.audited(started[-1], None, None, ValidationError_("bad"))
 
         await _serve(run)
     finally:
