@@ -284,7 +284,8 @@ class RecordedSpan(trace.Span):
         # callback still waits.
         self.ends_with: Any = None
         # What this span was before :meth:`nest` made it its own child: ((name, *head,
-        # start), attributes, status, leaves).
+        # start), attributes, status, leaves), or for the common call its call record's
+        # first fields (:func:`_kept` reads either).
         self.outer: tuple[Any, ...] | None = None
 
     def get_span_context(self) -> SpanContext:
@@ -397,10 +398,16 @@ class RecordedSpan(trace.Span):
         longer needs: from here on it is the child's.
         """
         head = self._head
-        # What the outer span's record begins with, made once: only its end, attributes,
-        # status and leaves wait for the end.
-        self.outer = ((self.name, *head, self.start_time), self.attributes, self.status,
-                      self.leaves)  # fmt: skip
+        leaves = self.leaves
+        if self.status is _UNSET and leaves is not None and len(leaves) == 1:
+            # The common call's: the first fields of its call record (its face's span and
+            # that span's one leaf, exai.tracing.records.CALL), made once.
+            self.outer = (_CALL, self.name, *head, self.start_time, self.attributes, *leaves[0])
+        else:
+            # What the outer span's record begins with, made once: only its end,
+            # attributes, status and leaves wait for the end.
+            self.outer = ((self.name, *head, self.start_time), self.attributes, self.status,
+                          leaves)  # fmt: skip
         self.name = name
         self._head = (head[0], _GETRANDBITS(64) or 1, head[1], False, head[4], head[5], 0)
         self._ctx = None
@@ -418,7 +425,7 @@ class RecordedSpan(trace.Span):
         outer = self.outer
         assert outer is not None
         self.outer = None
-        (name, *head, start), attributes, status, leaves = outer
+        (name, *head, start), attributes, status, leaves = _kept(outer)
         sp = RecordedSpan(name, tuple(head), self._state, self._sink, start)
         sp.attributes, sp.status, sp.leaves = attributes, status, leaves
         return sp
@@ -435,19 +442,17 @@ class RecordedSpan(trace.Span):
             step.end_ok()
             return
         end = _NS()
-        leaf = (name, _GETRANDBITS(64) or 1, started, end)
         status, outer = self.status, self.outer
         if status is _UNSET:
             self.status = status = _OK
-        if (outer is not None and status is _OK and self.leaves is None and self.events is None
-                and self.links is None):  # fmt: skip
-            begun, attributes, was, leaves = outer
-            if (was is _UNSET or was is _OK) and leaves is not None and len(leaves) == 1:
-                # The common call, as one call record (exai.tracing.records.CALL).
-                self.end_time = end
-                self._sink((_CALL, *begun, attributes, *leaves[0], self.name, self._head[1],
-                            self.start_time, end, self.attributes, *leaf))  # fmt: skip
-                return
+        if (outer is not None and type(outer[0]) is int and status is _OK and self.leaves is None
+                and self.events is None and self.links is None):  # fmt: skip
+            # The common call, as one call record (exai.tracing.records.CALL).
+            self.end_time = end
+            self._sink(outer + (self.name, self._head[1], self.start_time, end, self.attributes,
+                                name, _GETRANDBITS(64) or 1, started, end))  # fmt: skip
+            return
+        leaf = (name, _GETRANDBITS(64) or 1, started, end)
         if self.leaves is None:
             self.leaves = [leaf]
         else:
@@ -461,15 +466,14 @@ class RecordedSpan(trace.Span):
         status = self.status
         code = 1 if status is _OK else 0 if status is _UNSET else status.status_code._value_
         outer = self.outer
-        if outer is not None and code == 1 and self.events is None and self.links is None:
-            begun, attributes, was, leaves = outer
+        if (outer is not None and type(outer[0]) is int and code == 1 and self.events is None
+                and self.links is None):  # fmt: skip
             mine = self.leaves
-            if ((was is _UNSET or was is _OK) and leaves is not None and len(leaves) == 1
-                    and mine is not None and len(mine) == 1):  # fmt: skip
+            if mine is not None and len(mine) == 1:
                 # The common call, face and call span and a leaf each, as one call record
                 # (exai.tracing.records.CALL).
-                self._sink((_CALL, *begun, attributes, *leaves[0], self.name, self._head[1],
-                            self.start_time, end, self.attributes, *mine[0]))  # fmt: skip
+                self._sink(outer + (self.name, self._head[1], self.start_time, end,
+                                    self.attributes) + mine[0])  # fmt: skip
                 return
         links = None
         if self.links:
@@ -481,11 +485,20 @@ class RecordedSpan(trace.Span):
               code, None if code < 2 else status.description, self.leaves))  # fmt: skip
         outer = self.outer
         if outer is not None:  # the span this was, ended as end_ok ends a span
-            begun, attributes, status, leaves = outer
+            begun, attributes, status, leaves = _kept(outer)
             code = 1 if status is _UNSET or status is _OK else status.status_code._value_
             # A concatenation: one step, where unpacking builds a list first.
             sink(begun + (end, attributes, None, None, code,  # noqa: RUF005
                           None if code < 2 else status.description, leaves))  # fmt: skip
+
+
+def _kept(outer: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What :meth:`RecordedSpan.nest` kept, as ``(begun, attributes, status, leaves)``,
+    from either of its two shapes: that one, or a call record's first fields (its
+    first item :data:`~exai.tracing.records.CALL`, status unset, one leaf)."""
+    if type(outer[0]) is int:
+        return outer[1:10], outer[10], _UNSET, [outer[11:15]]
+    return outer
 
 
 class Leaf:
