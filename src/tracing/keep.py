@@ -16,6 +16,11 @@ Spans that end after their root follow the decision made for it (remembered
 for the last :data:`_DECIDED_MAX` traces). At most ``max_held`` spans are held:
 past it the oldest trace is decided by what is known of it so far (a failure
 seen keeps it). Pure: no clock, no I/O; the writer calls it.
+
+It takes records as the writer does, a call record (four spans that ended
+well: a face's span nested into its call's, each with its one leaf) as one:
+decided as a whole, without being made into its spans first, and counted as
+four spans held or discarded.
 """
 
 from __future__ import annotations
@@ -23,7 +28,21 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Final
 
-from exai.tracing.records import END, PARENT_ID, PARENT_REMOTE, START, STATUS_CODE, TRACE_ID, Record
+from exai.tracing.records import (
+    CALL_END,
+    CALL_PARENT_ID,
+    CALL_PARENT_REMOTE,
+    CALL_START,
+    CALL_TRACE_ID,
+    END,
+    PARENT_ID,
+    PARENT_REMOTE,
+    START,
+    STATUS_CODE,
+    TRACE_ID,
+    Record,
+    spans_in,
+)
 
 __all__ = ["TailKeeper"]
 
@@ -49,25 +68,29 @@ class TailKeeper:
         """Take ended spans; return the spans to export now (of traces kept)."""
         out: list[Record] = []
         for r in records:
-            trace_id = r[TRACE_ID]
+            if type(r[0]) is int:  # a call record: four spans that ended well, as one
+                trace_id, root = r[CALL_TRACE_ID], not r[CALL_PARENT_ID] or r[CALL_PARENT_REMOTE]
+                took = r[CALL_END] - r[CALL_START]
+            else:
+                trace_id, root = r[TRACE_ID], not r[PARENT_ID] or r[PARENT_REMOTE]
+                took = r[END] - r[START]
+                if r[STATUS_CODE] == _ERROR:
+                    self._failed.add(trace_id)
             decided = self._decided.get(trace_id)
             if decided is not None:
                 self._count(out, [r], decided)
                 continue
-            if r[STATUS_CODE] == _ERROR:
-                self._failed.add(trace_id)
-            if not r[PARENT_ID] or r[PARENT_REMOTE]:  # the local root: decide now
+            if root:  # the local root (the face's span of a call): decide now
                 spans = self._held.pop(trace_id, [])
-                self.held -= len(spans)
+                self.held -= spans_in(spans)
                 spans.append(r)
-                slow = r[END] - r[START] >= self.slow_ns
-                self._decide(out, trace_id, spans, slow)
+                self._decide(out, trace_id, spans, took >= self.slow_ns)
                 continue
             self._held.setdefault(trace_id, []).append(r)
-            self.held += 1
+            self.held += spans_in((r,))
         while self.held > self.max_held:
             trace_id, spans = self._held.popitem(last=False)
-            self.held -= len(spans)
+            self.held -= spans_in(spans)
             self._decide(out, trace_id, spans, False)
         return out
 
@@ -96,4 +119,4 @@ class TailKeeper:
         if keep:
             out.extend(spans)
         else:
-            self.spans_discarded += len(spans)
+            self.spans_discarded += spans_in(spans)

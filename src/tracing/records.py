@@ -58,7 +58,12 @@ __all__ = [
     "ATTRIBUTES",
     "CALL",
     "CALL_ATTRIBUTES",
+    "CALL_END",
+    "CALL_PARENT_ID",
+    "CALL_PARENT_REMOTE",
     "CALL_SPANS",
+    "CALL_START",
+    "CALL_TRACE_ID",
     "END",
     "EVENTS",
     "FACE_ATTRIBUTES",
@@ -84,6 +89,9 @@ Record = tuple[Any, ...]
 CALL: Final = 0  # a call record's first field (see the module's docstring)
 CALL_SPANS: Final = 4  # the face's span, its leaf, the call's span, its leaf
 FACE_ATTRIBUTES, CALL_ATTRIBUTES = 10, 19  # a call record's two attribute maps
+# A call record's trace id, its face's parent and whether that is remote, the face's
+# start and the call's end (the face's too).
+CALL_TRACE_ID, CALL_PARENT_ID, CALL_PARENT_REMOTE, CALL_START, CALL_END = 2, 4, 5, 9, 18
 _PLAIN: Final = frozenset({str, bool, int, float})
 _FIRST: Final = itemgetter(0)
 _KINDS: Final = {kind.value: kind for kind in SpanKind}

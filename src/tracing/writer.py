@@ -128,7 +128,7 @@ class SpanWriter:
         """Queue ``records``; a record's leaves stay in it, each counted as a span, and
         are encoded from it (:meth:`exai.tracing.otlp.Encoder.span`)."""
         if self.keeper is not None and not decided:
-            records = self.keeper.add(expand(records))
+            records = self.keeper.add(records)
             self.counts["discarded"] = self.keeper.spans_discarded
         spans = spans_in(records)
         with self._cond:

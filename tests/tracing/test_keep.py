@@ -59,6 +59,39 @@ def test_a_callers_span_is_not_the_root_here_and_the_held_spans_are_bounded():
     assert keeper.release() == [] and keeper.held == 0 and keeper.spans_discarded == 3
 
 
+def _call_record(trace_id, face_id, parent_id=0, *, ms=1, remote=False):
+    """A call record (exai.tracing.records.CALL): a face's span nested into its call's,
+    each with its one leaf, all four ended well."""
+    from exai.tracing.records import CALL
+
+    return (CALL, "call_tool echo", trace_id, face_id, parent_id, remote, 1, "", 1, 0, {},
+            "admission", face_id + 1, 0, MS // 2, "execute_tool echo", face_id + 2, MS // 2,
+            ms * MS, {}, "audit", face_id + 3, ms * MS - 10, ms * MS)  # fmt: skip
+
+
+def test_a_call_record_is_decided_as_its_four_spans_would_be():
+    """The writer's call records are kept or discarded whole, with the spans held
+    for their trace, and counted as four spans each."""
+    keeper = TailKeeper(slow_ms=100, share=0.5)
+    slow, failed, dropped = (8 << 64) | (LOW + 6), (7 << 64) | (LOW + 5), (3 << 64) | LOW
+    kept = 9 << 64  # its low 64 bits within the share
+    # A provider's span under the failed trace's call, ended first, is held.
+    assert keeper.add([_record(failed, 40, 12, error=True)]) == []
+    records = [_call_record(slow, 10, ms=150), _call_record(failed, 10),
+               _call_record(kept, 10), _call_record(dropped, 10)]  # fmt: skip
+    out = keeper.add(records)
+    assert out == [records[0], _record(failed, 40, 12, error=True), records[1], records[2]]
+    assert keeper.traces_kept == 3 and keeper.traces_discarded == 1
+    assert keeper.spans_discarded == 4 and keeper.held == 0
+    # A call under a span of this process is not the root here: held, as four spans.
+    local = _call_record(kept + 2, 20, parent_id=99)
+    assert keeper.add([local]) == [] and keeper.held == 4
+    assert keeper.add([_record(kept + 2, 99)]) == [local, _record(kept + 2, 99)]
+    # A caller's remote parent makes the call's face the root.
+    remote = _call_record(kept + 1, 30, parent_id=5, remote=True)
+    assert keeper.add([remote]) == [remote]
+
+
 def _trace(name: str, *, slow: bool = False, error: bool = False) -> int:
     """A call's trace: a root with a child, as a face and its call make them."""
     tracer = tracing.state.tracer
