@@ -449,8 +449,10 @@ class RecordedSpan(trace.Span):
                 and self.events is None and self.links is None):  # fmt: skip
             # The common call, as one call record (exai.tracing.records.CALL).
             self.end_time = end
-            self._sink(outer + (self.name, self._head[1], self.start_time, end, self.attributes,
-                                name, _GETRANDBITS(64) or 1, started, end))  # fmt: skip
+            # A concatenation: one step, where unpacking builds a list first.
+            self._sink(outer + (self.name, self._head[1], self.start_time, end,  # noqa: RUF005
+                                self.attributes, name, _GETRANDBITS(64) or 1, started,
+                                end))  # fmt: skip
             return
         leaf = (name, _GETRANDBITS(64) or 1, started, end)
         if self.leaves is None:
