@@ -17,6 +17,16 @@ handshakes and warm-up calls included; at 16 and 50 connections that thread,
 pinned to one core, and the CPU the other processes take from the two cores
 are what limit calls/s).
 
+The slices are short (100 calls a connection) and what a daemon left to do
+when its slice ended (the span writer's encoding and export, the request log's
+rows) is let finish before the next slice, outside the slice's time; so at 16
+connections most of the writer's work is not in the figure. Each round then
+measures the same two daemons under load that does not stop
+(:func:`_sustained`: 16 and 50 connections calling for two seconds a turn, two
+turns each), where the writer's work falls inside the time measured, as it
+does for a daemon under constant load; those calls/s are reported beside the
+slices', without a target of their own.
+
 The collector keeps every request's bytes and, after the round, counts the
 spans they carried (decoding them then, not while the daemons are measured):
 every span of every call must have arrived (four per ``echo`` call: the
@@ -39,6 +49,7 @@ import urllib.request
 from typing import Any
 
 from scripts.bench.common import daemon_process, free_port
+from scripts.bench.protocol import FRAME, _open, _roundtrip
 
 __all__ = ["COUNTING_COLLECTOR", "report", "run_rounds"]
 
@@ -76,6 +87,7 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Sink).serve_forever()
 
 SPANS_PER_CALL = 4  # call_tool echo, admission, execute_tool echo, audit
 CONNS = (1, 16, 50)
+SUSTAINED_CONNS = (16, 50)
 
 
 async def _listening(port: int, timeout_s: float = 30.0) -> None:
@@ -100,7 +112,8 @@ def _collector_count(port: int) -> tuple[int, int]:
 
 
 async def run_rounds(rounds: int = 3, sequential_n: int = 4000, per_conn: int = 400,
-                     slices: int = 4, pin: bool = True) -> dict[str, Any]:  # fmt: skip
+                     slices: int = 4, pin: bool = True,
+                     sustained_s: float = 2.0) -> dict[str, Any]:  # fmt: skip
     from scripts.bench.protocol import _concurrent_turns, _cpus, _pin, _settle
 
     cpus = _cpus() if pin else None
@@ -114,6 +127,8 @@ async def run_rounds(rounds: int = 3, sequential_n: int = 4000, per_conn: int = 
     figures: dict[int, dict[str, list[dict[str, float]]]] = {
         n: {"off": [], "on": []} for n in CONNS
     }
+    sustained: dict[int, dict[str, list[float]]] = {n: {"off": [], "on": []}
+                                                     for n in SUSTAINED_CONNS}  # fmt: skip
     cpu = {name: {"daemon_s": 0.0, "writer_s": 0.0, "calls": 0} for name in ("off", "on")}
     loop_cpu = {name: [0.0, 0] for name in ("off", "on")}  # event-loop thread: seconds, calls
     delivered: list[tuple[int, int, int]] = []  # (spans expected, spans taken, posts)
@@ -139,6 +154,11 @@ async def run_rounds(rounds: int = 3, sequential_n: int = 4000, per_conn: int = 
                         loop_cpu[name][1] += made
                     for name, result in turns.items():
                         figures[conns][name].append(result)
+                for conns in SUSTAINED_CONNS:
+                    rates, made_by = await _sustained(servers, conns, sustained_s)
+                    calls += made_by["on"]
+                    for name, rate in rates.items():
+                        sustained[conns][name].append(rate)
             # The traced daemon has stopped, exporting what it had queued.
             spans, posts = _collector_count(sink_port)
             delivered.append((calls * SPANS_PER_CALL, spans, posts))
@@ -152,6 +172,10 @@ async def run_rounds(rounds: int = 3, sequential_n: int = 4000, per_conn: int = 
     }
     return {
         "medians": medians,
+        "sustained": {
+            n: {name: statistics.median(r) for name, r in by_name.items()}
+            for n, by_name in sustained.items()
+        },
         "cpu_us_per_call": {
             name: {
                 "daemon": c["daemon_s"] / c["calls"] * 1e6,
@@ -165,6 +189,44 @@ async def run_rounds(rounds: int = 3, sequential_n: int = 4000, per_conn: int = 
         "pinned": cpus is not None,
         "load": os.getloadavg(),
     }
+
+
+async def _sustained(servers: list[tuple[str, str, int]], conns: int, seconds: float,
+                     turns: int = 2) -> tuple[dict[str, float], dict[str, int]]:  # fmt: skip
+    """Calls/s with ``conns`` connections calling without pause for ``seconds``, the
+    daemons taking ``turns`` turns each (in rotated order), and nothing left out:
+    whatever the traced daemon's span writer does meanwhile is in its turn, as
+    under load that does not stop. The median of each daemon's turns. After each
+    turn, the daemon's deferred work is let finish before the next daemon's
+    turn (:func:`scripts.bench.protocol._writer_idle`): what is left of it then
+    is at most one hand-over interval's. Returns the rates and each daemon's calls."""
+    from scripts.bench.protocol import _writer_idle
+
+    sockets = {name: [await _open(url, True) for _ in range(conns)] for name, url, _ in servers}
+    pids = {name: pid for name, _, pid in servers}
+    rates: dict[str, list[float]] = {name: [] for name in sockets}
+    made = dict.fromkeys(sockets, 0)
+    names = list(sockets)
+    for turn in range(turns):
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            group, count = sockets[name], [0]
+            stop = time.perf_counter() + seconds
+
+            async def worker(ws: Any, k: int, stop: float = stop, count: list[int] = count,
+                             tag: str = f"u{turn}") -> None:  # fmt: skip
+                i = 0
+                while time.perf_counter() < stop:
+                    await _roundtrip(ws, FRAME.replace('"r"', f'"{tag}-{k}-{i}"'))
+                    i += 1
+                count[0] += i
+
+            start = time.perf_counter()
+            await asyncio.gather(*(worker(ws, k) for k, ws in enumerate(group)))
+            rates[name].append(count[0] / (time.perf_counter() - start))
+            made[name] += count[0]
+            await _writer_idle(pids[name])
+    await asyncio.gather(*(ws.close() for group in sockets.values() for ws in group))
+    return {name: statistics.median(r) for name, r in rates.items()}, made
 
 
 def _thread_cpu_s(pid: int) -> float:
@@ -194,6 +256,10 @@ def report(r: dict[str, Any]) -> str:
                         f"{on[key] / off[key]:.2f}x | {target} |")  # fmt: skip
         rows.append(f"| span writer still busy after a slice, {label} | | "
                     f"{on['writer_tail_ms']:.0f} ms | | |")  # fmt: skip
+    for conns in SUSTAINED_CONNS:
+        off, on = r["sustained"][conns]["off"], r["sustained"][conns]["on"]
+        rows.append(f"| calls/s, {conns} conns calling without pause (sustained, all counted) | "
+                    f"{off:.0f} | {on:.0f} | {on / off:.2f}x | |")  # fmt: skip
     spent = r["cpu_us_per_call"]
     rows.append(f"| CPU per call (all slices): daemon | {spent['off']['daemon']:.1f} µs | "
                 f"{spent['on']['daemon']:.1f} µs | | |")  # fmt: skip
