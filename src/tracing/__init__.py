@@ -229,7 +229,11 @@ def submit_under(sp: Span | None, submit: Callable[..., Any], *args: Any) -> Any
     the call it hands to the core, in one step."""
     if sp is None:
         return submit(*args)
-    token = enter(sp)
+    return _submitted(sp, enter(sp), submit, args)
+
+
+def _submitted(sp: Span, token: Any, submit: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """:func:`submit_under` once ``sp`` is current (``token`` makes it current no more)."""
     try:
         task = submit(*args)
     except BaseException as exc:
@@ -260,10 +264,10 @@ def serve(
     ``submit(*args)`` under it (:func:`submit_under`): the two in one step.
 
     The common case, a trace this process starts (no ``traceparent``, no span
-    current, a sampler that samples every root), is written out here rather than
-    through :meth:`~exai.tracing.spans.RecordingTracer.root_server` and
-    :func:`submit_under`: it runs for every traced WebSocket call, and on the
-    event loop each step of it costs every call."""
+    current, a sampler that samples every root), takes the fewest steps: the span
+    made without the checks :meth:`~exai.tracing.spans.RecordingTracer.server`
+    repeats, and made current from the context already read. It runs for every
+    traced WebSocket call, and on the event loop each step of it costs every call."""
     tracer = state.tracer
     if tracer is None:
         return submit(*args)
@@ -274,20 +278,7 @@ def serve(
     if outside.get(SPAN_KEY) is not None:
         return submit_under(tracer.server(name, None, attributes), submit, *args)
     sp = tracer.root_server(name, attributes)
-    token = set_context(Context({**outside, SPAN_KEY: sp}))
-    try:
-        task = submit(*args)
-    except BaseException as exc:
-        leave(token)
-        finish(sp, exc)
-        raise
-    leave(token)
-    if task is None:
-        sp.end_ok()
-    else:
-        sp.ends_with = task
-        task.add_done_callback(sp.end_ok)
-    return task
+    return _submitted(sp, set_context(Context({**outside, SPAN_KEY: sp})), submit, args)
 
 
 def take_over_end(parent: Span, task: Any) -> bool:
