@@ -95,6 +95,8 @@ class ThreadConnection:
         in a transaction of its own (``BEGIN IMMEDIATE``), so the rows are in
         all together or not at all, as before."""
         split = _one_row_insert(sql)
+        if split is not None and not isinstance(rows, list | tuple):  # an iterator, once
+            rows = list(rows)
         if split is None or len(rows) < 2:
             self._conn.executemany(sql, rows)
             return
