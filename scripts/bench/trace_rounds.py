@@ -129,6 +129,7 @@ async def run_rounds(rounds: int = 3, sequential_n: int = 4000, per_conn: int = 
     }
     sustained: dict[int, dict[str, list[float]]] = {n: {"off": [], "on": []}
                                                      for n in SUSTAINED_CONNS}  # fmt: skip
+    sustained_tail: dict[int, list[float]] = {n: [] for n in SUSTAINED_CONNS}
     cpu = {name: {"daemon_s": 0.0, "writer_s": 0.0, "calls": 0} for name in ("off", "on")}
     loop_cpu = {name: [0.0, 0] for name in ("off", "on")}  # event-loop thread: seconds, calls
     delivered: list[tuple[int, int, int]] = []  # (spans expected, spans taken, posts)
@@ -155,8 +156,9 @@ async def run_rounds(rounds: int = 3, sequential_n: int = 4000, per_conn: int = 
                     for name, result in turns.items():
                         figures[conns][name].append(result)
                 for conns in SUSTAINED_CONNS:
-                    rates, made_by = await _sustained(servers, conns, sustained_s)
+                    rates, made_by, tail = await _sustained(servers, conns, sustained_s)
                     calls += made_by["on"]
+                    sustained_tail[conns].append(tail)
                     for name, rate in rates.items():
                         sustained[conns][name].append(rate)
             # The traced daemon has stopped, exporting what it had queued.
@@ -176,6 +178,7 @@ async def run_rounds(rounds: int = 3, sequential_n: int = 4000, per_conn: int = 
             n: {name: statistics.median(r) for name, r in by_name.items()}
             for n, by_name in sustained.items()
         },
+        "sustained_tail_ms": {n: max(t) * 1e3 for n, t in sustained_tail.items()},
         "cpu_us_per_call": {
             name: {
                 "daemon": c["daemon_s"] / c["calls"] * 1e6,
@@ -192,20 +195,22 @@ async def run_rounds(rounds: int = 3, sequential_n: int = 4000, per_conn: int = 
 
 
 async def _sustained(servers: list[tuple[str, str, int]], conns: int, seconds: float,
-                     turns: int = 2) -> tuple[dict[str, float], dict[str, int]]:  # fmt: skip
+                     turns: int = 2) -> tuple[dict[str, float], dict[str, int], float]:  # fmt: skip
     """Calls/s with ``conns`` connections calling without pause for ``seconds``, the
     daemons taking ``turns`` turns each (in rotated order), and nothing left out:
     whatever the traced daemon's span writer does meanwhile is in its turn, as
     under load that does not stop. The median of each daemon's turns. After each
     turn, the daemon's deferred work is let finish before the next daemon's
     turn (:func:`scripts.bench.protocol._writer_idle`): what is left of it then
-    is at most one hand-over interval's. Returns the rates and each daemon's calls."""
+    is reported: the longest the traced daemon's writer stayed busy after a turn.
+    Returns the rates, each daemon's calls and that longest tail (seconds)."""
     from scripts.bench.protocol import _writer_idle
 
     sockets = {name: [await _open(url, True) for _ in range(conns)] for name, url, _ in servers}
     pids = {name: pid for name, _, pid in servers}
     rates: dict[str, list[float]] = {name: [] for name in sockets}
     made = dict.fromkeys(sockets, 0)
+    tail = 0.0
     names = list(sockets)
     for turn in range(turns):
         for name in names[turn % len(names) :] + names[: turn % len(names)]:
@@ -224,9 +229,11 @@ async def _sustained(servers: list[tuple[str, str, int]], conns: int, seconds: f
             await asyncio.gather(*(worker(ws, k) for k, ws in enumerate(group)))
             rates[name].append(count[0] / (time.perf_counter() - start))
             made[name] += count[0]
-            await _writer_idle(pids[name])
+            busy = await _writer_idle(pids[name])
+            if name == "on":
+                tail = max(tail, busy)
     await asyncio.gather(*(ws.close() for group in sockets.values() for ws in group))
-    return {name: statistics.median(r) for name, r in rates.items()}, made
+    return {name: statistics.median(r) for name, r in rates.items()}, made, tail
 
 
 def _thread_cpu_s(pid: int) -> float:
@@ -260,6 +267,8 @@ def report(r: dict[str, Any]) -> str:
         off, on = r["sustained"][conns]["off"], r["sustained"][conns]["on"]
         rows.append(f"| calls/s, {conns} conns calling without pause (sustained, all counted) | "
                     f"{off:.0f} | {on:.0f} | {on / off:.2f}x | |")  # fmt: skip
+        rows.append(f"| span writer still busy after a sustained turn, {conns} conns, longest | | "
+                    f"{r['sustained_tail_ms'][conns]:.0f} ms | | |")  # fmt: skip
     spent = r["cpu_us_per_call"]
     rows.append(f"| CPU per call (all slices): daemon | {spent['off']['daemon']:.1f} µs | "
                 f"{spent['on']['daemon']:.1f} µs | | |")  # fmt: skip

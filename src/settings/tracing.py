@@ -66,6 +66,11 @@ class TracingSettings(BaseModel):
         0.1, "With EXAI_TRACE_KEEP=tail: the share of the other traces kept (by trace id).",
         ge=0, le=1,
     )  # fmt: skip
+    trace_writer_nice: int = _tracing(
+        10, "CPU priority the span writer process gives up (a nice increment, 0-19): when "
+        "calls and the writer want the same core, calls get it and the writer catches up "
+        "after. 0: the writer competes as an equal.", ge=0, le=19,
+    )  # fmt: skip
 
     trace_url: str = _tracing(
         "",

@@ -138,6 +138,7 @@ def configure(
         "keep": settings.trace_keep,
         "slow_ms": settings.trace_slow_ms,
         "keep_share": settings.trace_keep_share,
+        "nice": settings.trace_writer_nice,
         "limits": asdict(span_limits()),
         "log_format": settings.log_format,
         "log_level": settings.log_level,

@@ -182,3 +182,26 @@ def test_the_span_writer_gets_no_secret_in_its_environment(tmp_path, collector, 
         assert not any(name.startswith(b"EXAI_") for name in environ.split(b"\0"))
     finally:
         setup.shutdown()
+
+
+def test_the_span_writer_runs_below_the_daemons_priority(tmp_path, collector):
+    """Calls first, as the audit and session writers: the writer gives up
+    EXAI_TRACE_WRITER_NICE (10 unless set) of CPU priority, and exports all the same."""
+    from exai import tracing
+
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    for nice, expected in ((None, min(19, ours + 10)), (3, min(19, ours + 3)), (0, ours)):
+        extra = {} if nice is None else {"trace_writer_nice": nice}
+        settings = make_settings(tmp_path, otel_exporter_otlp_endpoint=collector.url,
+                                 otel_traces_sampler="always_on", **extra)  # fmt: skip
+        assert setup.configure(settings)
+        try:
+            with tracing.span("step"):
+                pass
+            assert setup.flush(timeout_s=30)
+            [pid] = _writer_pids()
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            assert int(stat[16]) == expected  # its nice value, field 19 of proc(5)
+        finally:
+            setup.shutdown()
+    assert sum(1 for s in collector.spans if s.name == "step") == 3
