@@ -15,7 +15,7 @@ and inherited by the call's task):
 - ``audit``: metrics, the cost rows and the ``call_finished`` event.
 
 Admission and audit start no span inside them and need none current, so they
-are leaves, timed where they run (:func:`admitted`, :meth:`CallSpan.audit`,
+are leaves, timed where they run (:func:`admitted`, :meth:`CallSpan.audited`,
 :func:`exai.tracing.step_done`) and sent in their parent's record. Under the
 WebSocket face's span, the face's span itself becomes ``execute_tool``
 (:meth:`exai.tracing.spans.RecordedSpan.nest`): the spans sent are the same.
@@ -26,8 +26,6 @@ shows that its call failed and with which code.
 
 from __future__ import annotations
 
-import random
-import time
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import INVALID_SPAN
@@ -43,9 +41,6 @@ if TYPE_CHECKING:
     from exai.tools.base import ToolResult
 
 __all__ = ["CallSpan", "admitted", "call_span", "queue_span"]
-
-_NS = time.time_ns
-_GETRANDBITS = random.getrandbits
 
 
 class CallSpan:
@@ -171,20 +166,8 @@ def call_span(session: Session, call: Call, tool: str) -> CallSpan | None:
 
 def admitted(started: int, error: BaseException | None = None) -> None:
     """The call's admission, which began at ``started`` (``time.time_ns()``) and ends
-    now (failed with ``error``): a leaf of the face's span, which is current.
-    What :func:`exai.tracing.step_done` makes of it, its common case written out
-    (every traced call runs it)."""
-    parent = current_context().get(SPAN_KEY)
-    if error is None and type(parent) is RecordedSpan and parent.end_time is None:
-        tracer = tracing.state.tracer
-        if tracer is not None and tracer.inherits:
-            leaf = ("admission", _GETRANDBITS(64) or 1, started, _NS())
-            if parent.leaves is None:
-                parent.leaves = [leaf]
-            else:
-                parent.leaves.append(leaf)
-            return
-    tracing.step_done(parent, "admission", started, error)
+    now (failed with ``error``): a leaf of the face's span, which is current."""
+    tracing.step_done(current_context().get(SPAN_KEY), "admission", started, error)
 
 
 def queue_span(limiter: Any) -> Any:

@@ -140,7 +140,9 @@ def _sizes(width: int) -> tuple[int, ...]:
 def _many_rows(head: str, row: str, n: int) -> str:
     statement = _statements.get((head, row, n))
     if statement is None:
-        statement = _statements[(head, row, n)] = f"{head} " + ", ".join([row] * n)
+        statement = f"{head} " + ", ".join([row] * n)
+        if len(_statements) < 4096:  # a few sizes of the store's fixed few statements
+            _statements[(head, row, n)] = statement
     return statement
 
 

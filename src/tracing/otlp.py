@@ -182,8 +182,7 @@ class Encoder:
         adm_head, _, adm_name_field = self._leaf_fixed(adm_name, state)
         shape = self._calls[key] = (
             aud_head, adm_head, _field(0x1A, state.encode()) if state else b"", aud_name_field,
-            adm_name_field, self._head(name, 0, 0, 1, 0, "")[1],
-            self._head(face_name, 0, 0, 1, 0, "")[1], face_kind + 1,
+            adm_name_field, self._name(name), self._name(face_name), face_kind + 1,
             _STATUS[1] + (_REMOTE_FLAGS if face_remote else _LOCAL_FLAGS),
         )  # fmt: skip
         return shape
@@ -215,12 +214,16 @@ class Encoder:
             ids = _IDS_PARENT(0x0A10, high, low, 0x1208, span_id, 0x2208, parent_id)
         else:
             ids = _IDS(0x0A10, high, low, 0x1208, span_id)
+        return ids, self._name(name)
+
+    def _name(self, name: str) -> bytes:
+        """A span's name as its ``Span.name`` field."""
         encoded = self._names.get(name)
         if encoded is None:
             encoded = self._names[name] = _field(0x2A, self._text(name).encode())
             if len(self._names) > _CACHE_MAX:
                 self._names.clear()
-        return ids, encoded
+        return encoded
 
     def _rest(self, ids: bytes, name: bytes, kind_times: bytes, attributes: Mapping[str, Any],
               events: Any, links: Any, status_code: int, status_message: str | None,

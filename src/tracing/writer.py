@@ -36,7 +36,6 @@ import sys
 import threading
 import time
 from collections import deque
-from itertools import islice
 from typing import Any, BinaryIO
 
 from exai.logs import get_logger
@@ -147,13 +146,8 @@ class SpanWriter:
         """The next batch (called holding the lock): records of at most ``batch_size``
         spans, leaves counted, a record split when its leaves would pass it."""
         pending, size = self._pending, self.batch_size
-        # Nearly always call records only: as many as fill the batch, taken in one step.
-        k = min(len(pending), size // CALL_SPANS)
-        batch = list(islice(iter(pending.popleft, None), k)) if k else []
-        n = spans_in(batch)
-        if n > size:  # records of more spans than a call's: put back, taken one by one
-            pending.extendleft(reversed(batch))
-            batch, n = [], 0
+        batch: list[Record] = []
+        n = 0
         while pending and n < size:
             first = pending[0]
             if type(first[0]) is int:  # a call record: four spans
@@ -212,12 +206,7 @@ class SpanWriter:
         ok = False
         if now < deadline:
             try:
-                call, fits, encode = self.encoder.call, self._fits, self._encode
-                # A call record within the span limits (nearly every record) straight to
-                # the encoder; any other through _encode.
-                body = self.encoder.request([
-                    call(r) if type(r[0]) is int and len(r[FACE_ATTRIBUTES]) <= fits
-                    and len(r[CALL_ATTRIBUTES]) <= fits else encode(r) for r in batch])  # fmt: skip
+                body = self.encoder.request([self._encode(r) for r in batch])
             except Exception as exc:  # a bug in encoding must cost a batch, not the writer
                 log.warning("trace batch could not be encoded", error=repr(exc))
             else:
